@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
-# Prepares a fresh Debian/Ubuntu machine: system packages, one release build of the whole
-# workspace (binaries and tests), and the default model in the cache. Safe to run again.
+# Prepares a fresh Debian/Ubuntu machine: system packages, the web UI's packages and build, one
+# release build of the whole workspace (binaries, desktop app and tests), and the default model
+# in the cache. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake clang libclang-dev pkg-config build-essential python3-venv)
+packages=(
+  # llama.cpp
+  cmake clang libclang-dev pkg-config build-essential python3-venv
+  # the desktop app (Tauri on WebKitGTK)
+  libwebkit2gtk-4.1-dev libxdo-dev libssl-dev libayatana-appindicator3-dev librsvg2-dev file
+  # the web UI's build and browser tests, and the desktop app's smoke test
+  nodejs npm chromium xvfb xauth imagemagick fonts-dejavu-core
+)
 # The default model comes through pip; a Python with pip from elsewhere (pyenv, conda) will do.
 python3 -m pip --version >/dev/null 2>&1 || packages+=(python3 python3-pip)
+# A Node.js from elsewhere (nvm, nodesource) will do too.
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  packages=("${packages[@]/nodejs/}")
+  packages=("${packages[@]/npm/}")
+fi
 missing=()
 for p in "${packages[@]}"; do
+  [ -n "$p" ] || continue
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -23,6 +37,15 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "error: cargo not found; install Rust from rustup first" >&2
   exit 1
 fi
+
+# Vite needs Node.js 20.19 or newer.
+if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'; then
+  echo "error: Node.js $(node --version) is too old for the web UI's build; install 20.19 or newer" >&2
+  exit 1
+fi
+
+# The UI first: the desktop app embeds ui/dist when it is compiled.
+(cd ui && npm ci --no-audit --no-fund && npm run build)
 
 # One profile for everything, so llama.cpp is compiled once.
 cargo build --release --workspace --all-targets

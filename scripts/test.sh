@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Sets up what is missing, then runs every test (unit tests and real-model tests).
+# Sets up what is missing, then runs every test: Rust unit and real-model tests (engine, store,
+# server, CLI, desktop commands), the UI's checks and unit tests, the browser end-to-end tests
+# against `medusa serve`, the OpenAI client test and the desktop app's smoke test under Xvfb.
+# Screenshots land in test-artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo fmt --all --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 cargo test --release --workspace
+(cd ui && npm run check && npm test && npm run e2e)
 .venv/bin/python -m pytest -q tests/openai_client
+scripts/desktop-smoke.sh

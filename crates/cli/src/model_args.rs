@@ -43,6 +43,11 @@ impl ModelArgs {
     }
 
     pub fn load(&self) -> anyhow::Result<Engine> {
+        Ok(Engine::load(self.config()?)?)
+    }
+
+    /// The engine configuration these options describe (fetching the default model if needed).
+    pub fn config(&self) -> anyhow::Result<EngineConfig> {
         let mut config = EngineConfig::new(self.model_path()?);
         config.threads = self.threads;
         config.ctx_size = self.ctx_size;
@@ -55,7 +60,7 @@ impl ModelArgs {
             .as_deref()
             .map(TreeSpec::from_name_or_file)
             .transpose()?;
-        Ok(Engine::load(config)?)
+        Ok(config)
     }
 }
 

@@ -21,6 +21,13 @@ pub struct ServeArgs {
     /// Run history database (default: $MEDUSA_DB, else the user's data directory).
     #[arg(long)]
     pub db: Option<PathBuf>,
+    /// The built web UI to serve at `/` (default: $MEDUSA_UI_DIR, else `ui/dist` next to the
+    /// program's source tree or the working directory, when built).
+    #[arg(long, env = "MEDUSA_UI_DIR")]
+    pub ui: Option<PathBuf>,
+    /// Serve the API only, without the web UI.
+    #[arg(long, conflicts_with = "ui")]
+    pub no_ui: bool,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -28,7 +35,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => path,
         None => store::Store::default_path().context("locating the run history database")?,
     };
-    let engine = Arc::new(args.model.load()?);
+    let ui_dir = if args.no_ui {
+        None
+    } else {
+        ui_dir(args.ui)?
+    };
+    let config = args.model.config()?;
+    let engine = Arc::new(engine::Engine::load(config.clone())?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -37,12 +50,35 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let store = store::Store::open(&db)
             .await
             .with_context(|| format!("opening the run history {}", db.display()))?;
-        let state = server::AppState::with_heads_path(engine, store, args.model.heads.clone());
+        let state = server::AppState::new(engine, store, config);
         let config = server::ServerConfig {
             host: args.host,
             port: args.port,
+            ui_dir,
         };
-        server::serve_state(config, state).await?;
+        server::serve(config, state).await?;
         anyhow::Ok(())
     })
+}
+
+/// The UI directory: the one asked for (which must hold a built UI), else the first built one of
+/// `ui/dist` in the source tree this program was built from and in the working directory.
+fn ui_dir(requested: Option<PathBuf>) -> anyhow::Result<Option<PathBuf>> {
+    let built = |dir: &std::path::Path| dir.join("index.html").is_file();
+    if let Some(dir) = requested {
+        anyhow::ensure!(
+            built(&dir),
+            "{} holds no built web UI (index.html); build it with `npm run build` in ui/",
+            dir.display()
+        );
+        return Ok(Some(dir));
+    }
+    let source_tree = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ui/dist");
+    let found = [source_tree, PathBuf::from("ui/dist")]
+        .into_iter()
+        .find(|dir| built(dir));
+    if found.is_none() {
+        tracing::warn!("no built web UI found; serving the API only (see `medusa serve --help`)");
+    }
+    Ok(found)
 }

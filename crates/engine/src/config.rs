@@ -1,4 +1,6 @@
+use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::error::EngineError;
 use crate::speculative::tree::TreeSpec;
@@ -24,6 +26,24 @@ pub struct EngineConfig {
     pub heads_path: Option<PathBuf>,
     /// Token tree for Medusa mode; `None` uses the one stored with the heads.
     pub tree: Option<TreeSpec>,
+    /// Told how far loading the weights has got, so a UI can show it for large models.
+    pub load_progress: Option<LoadProgress>,
+}
+
+/// A callback receiving the share of the model's weights loaded so far, in `0.0..=1.0`.
+#[derive(Clone)]
+pub struct LoadProgress(pub Arc<dyn Fn(f32) + Send + Sync>);
+
+impl LoadProgress {
+    pub fn new(callback: impl Fn(f32) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(callback))
+    }
+}
+
+impl fmt::Debug for LoadProgress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LoadProgress")
+    }
 }
 
 pub const DEFAULT_CTX_SIZE: u32 = 4096;
@@ -43,6 +63,7 @@ impl EngineConfig {
             gpu_layers: 999,
             heads_path: None,
             tree: None,
+            load_progress: None,
         }
     }
 

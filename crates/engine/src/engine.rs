@@ -188,6 +188,16 @@ impl Drop for Engine {
     }
 }
 
+/// Cancels one run; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Canceller(Arc<AtomicBool>);
+
+impl Canceller {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Events of one run. Dropping the stream cancels the run.
 pub struct GenerationStream {
     receiver: UnboundedReceiver<GenerationEvent>,
@@ -212,6 +222,11 @@ impl GenerationStream {
     /// Asks the engine to stop this run after the current token.
     pub fn cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    /// A handle that cancels this run from elsewhere, while another task reads the events.
+    pub fn canceller(&self) -> Canceller {
+        Canceller(self.cancel.clone())
     }
 
     /// Waits for the end of the run (blocking) and returns its summary.
@@ -351,7 +366,13 @@ fn load_model(
     config: &EngineConfig,
     header: &model_file::GgufHeader,
 ) -> Result<LlamaModel, EngineError> {
-    let params = LlamaModelParams::default().with_n_gpu_layers(config.gpu_layers);
+    let mut params = LlamaModelParams::default().with_n_gpu_layers(config.gpu_layers);
+    if let Some(progress) = config.load_progress.clone() {
+        params = params.with_progress_callback(move |share| {
+            (progress.0)(share);
+            true
+        });
+    }
     clear_recent_errors();
     LlamaModel::load_from_file(backend, &config.model_path, &params).map_err(|e| {
         let errors = take_recent_errors();

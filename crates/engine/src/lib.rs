@@ -25,10 +25,10 @@ mod utf8;
 
 pub use baseline::BaselineRun;
 pub use config::{
-    default_threads, EngineConfig, DEFAULT_BATCH_SIZE, DEFAULT_CTX_SIZE, DEFAULT_MAX_QUEUED,
+    default_threads, EngineConfig, LoadProgress, DEFAULT_BATCH_SIZE, DEFAULT_CTX_SIZE, DEFAULT_MAX_QUEUED,
     DEFAULT_PARALLEL,
 };
-pub use engine::{Engine, GenerationStream, RenderedPrompt};
+pub use engine::{Canceller, Engine, GenerationStream, RenderedPrompt};
 pub use error::EngineError;
 pub use events::{GenerationEvent, RunSummary, StepEvent, StopReason};
 pub use info::ModelInfo;

@@ -12,6 +12,7 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tracing::Instrument;
 
 use crate::error::ApiError;
+use crate::model_slot::LoadedModel;
 use crate::state::AppState;
 
 /// Steps are written to the history in batches of this many, so that a long run costs few writes.
@@ -93,14 +94,16 @@ pub async fn start(
     comparison_id: Option<i64>,
 ) -> Result<RunHandle, ApiError> {
     request.validate()?;
-    if request.mode == GenerationMode::Medusa && !state.has_heads() {
+    let model = state.model()?;
+    if request.mode == GenerationMode::Medusa && !model.has_heads() {
         return Err(engine::EngineError::NoMedusaHeads.into());
     }
-    let new_run = new_run(state, &request, comparison_id);
+    let new_run = new_run(&model, &request, comparison_id);
     let mode = request.mode;
-    let stream = state.engine().generate(request)?;
+    let stream = model.engine.generate(request)?;
     // Dropping `stream` on a store error cancels the queued request.
     let run_id = state.store().begin_run(&new_run).await?;
+    state.register_run(run_id, stream.canceller());
     let (tx, rx) = mpsc::unbounded_channel();
     let span = tracing::info_span!("run", run_id, mode = %mode);
     tokio::spawn(drive(state.clone(), run_id, mode, stream, tx).instrument(span));
@@ -117,6 +120,8 @@ async fn drive(
     let store = state.store();
     let mut steps: Vec<StepRecord> = Vec::new();
     let mut client_gone = false;
+    // Unregisters the run however this task ends.
+    let _registration = RunRegistration { state: &state, run_id };
     loop {
         let Some(event) = stream.next().await else {
             flush_steps(&state, run_id, &mut steps).await;
@@ -184,6 +189,17 @@ async fn drive(
     }
 }
 
+struct RunRegistration<'a> {
+    state: &'a AppState,
+    run_id: i64,
+}
+
+impl Drop for RunRegistration<'_> {
+    fn drop(&mut self) {
+        self.state.unregister_run(self.run_id);
+    }
+}
+
 async fn flush_steps(state: &AppState, run_id: i64, steps: &mut Vec<StepRecord>) {
     if steps.is_empty() {
         return;
@@ -198,8 +214,8 @@ fn log_store(result: store::Result<()>) {
     }
 }
 
-fn new_run(state: &AppState, request: &GenerateRequest, comparison_id: Option<i64>) -> NewRun {
-    let info = state.info();
+fn new_run(loaded: &LoadedModel, request: &GenerateRequest, comparison_id: Option<i64>) -> NewRun {
+    let info = loaded.engine.info();
     let model = ModelRef {
         name: info.name.clone(),
         path: info.path.display().to_string(),
@@ -217,7 +233,7 @@ fn new_run(state: &AppState, request: &GenerateRequest, comparison_id: Option<i6
     run.stop = request.stop.clone();
     run.comparison_id = comparison_id;
     if request.mode == GenerationMode::Medusa {
-        run.heads = state.heads_path().map(|p| HeadsRef {
+        run.heads = loaded.heads_path.as_ref().map(|p| HeadsRef {
             path: p.display().to_string(),
             identity: String::new(),
         });

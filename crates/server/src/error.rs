@@ -62,6 +62,17 @@ impl ApiError {
     }
 }
 
+/// `{"code", "message"}`: how the desktop app's commands reject.
+impl serde::Serialize for ApiError {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut body = serializer.serialize_struct("ApiError", 2)?;
+        body.serialize_field("code", self.code)?;
+        body.serialize_field("message", &self.message)?;
+        body.end()
+    }
+}
+
 impl From<EngineError> for ApiError {
     fn from(err: EngineError) -> Self {
         let status = match &err {

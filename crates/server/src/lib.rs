@@ -1,27 +1,32 @@
 //! The HTTP server of Medusa Playground: the seed API (`/generate/*`, `/compare`), an
 //! OpenAI-compatible API (`/v1/*`), the run history (`/api/*`), health and Prometheus metrics.
-//! Every generation is recorded in the run history, whatever the client does.
+//! Every generation is recorded in the run history, whatever the client does. It also serves the
+//! web UI's files, and [`service`] offers the same operations to the desktop app.
 
 mod api;
 mod driver;
 mod error;
 mod extract;
 mod metrics;
+pub mod model_slot;
 mod openai;
 mod sampling;
 mod seed;
+pub mod service;
 mod state;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::Router;
 use tokio::net::TcpListener;
+use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
+pub use driver::RunHandle;
 pub use error::{ApiError, ServerError};
 pub use state::AppState;
 
@@ -36,6 +41,8 @@ pub struct ServerConfig {
     pub host: String,
     /// 0 picks a free port.
     pub port: u16,
+    /// The built web UI (`ui/dist`), served at `/` when given.
+    pub ui_dir: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -43,12 +50,21 @@ impl Default for ServerConfig {
         Self {
             host: "127.0.0.1".into(),
             port: 8080,
+            ui_dir: None,
         }
     }
 }
 
+/// The API alone.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    router_with_ui(state, None)
+}
+
+/// The API, and the web UI's files from `ui_dir` for every other path (the UI routes itself, so
+/// unknown paths get its `index.html`).
+pub fn router_with_ui(state: AppState, ui_dir: Option<&Path>) -> Router {
+    let api_not_found = || async { ApiError::not_found("no such endpoint") };
+    let router = Router::new()
         .route("/generate/normal", post(seed::generate_normal))
         .route("/generate/medusa", post(seed::generate_medusa))
         .route("/compare", post(seed::compare))
@@ -62,13 +78,26 @@ pub fn router(state: AppState) -> Router {
             post(api::import_runs).layer(DefaultBodyLimit::max(IMPORT_BODY_LIMIT)),
         )
         .route("/api/runs/{id}", get(api::get_run))
-        .route("/api/comparisons", get(api::list_comparisons))
+        .route("/api/runs/{id}/cancel", post(api::cancel_run))
+        .route(
+            "/api/comparisons",
+            get(api::list_comparisons).post(api::create_comparison),
+        )
         .route("/api/comparisons/{id}", get(api::get_comparison))
         .route("/api/info", get(api::info))
+        .route("/api/model", post(api::load_model))
         .route("/api/generate", post(api::generate))
         .route("/health", get(api::health))
         .route("/metrics", get(api::metrics))
-        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .route("/api/{*rest}", any(api_not_found))
+        .route("/v1/{*rest}", any(api_not_found));
+    let router = match ui_dir {
+        Some(dir) => router.fallback_service(
+            ServeDir::new(dir).not_found_service(ServeFile::new(dir.join("index.html"))),
+        ),
+        None => router.fallback(api_not_found),
+    };
+    router
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -92,7 +121,7 @@ impl Server {
             .map_err(|source| ServerError::Bind { address, source })?;
         Ok(Self {
             listener,
-            router: router(state),
+            router: router_with_ui(state, config.ui_dir.as_deref()),
         })
     }
 
@@ -113,16 +142,7 @@ impl Server {
 }
 
 /// Binds, prints `listening on http://HOST:PORT` to stdout and serves until Ctrl-C or SIGTERM.
-pub async fn serve(
-    config: ServerConfig,
-    engine: Arc<engine::Engine>,
-    store: store::Store,
-) -> Result<(), ServerError> {
-    serve_state(config, AppState::new(engine, store)).await
-}
-
-/// [`serve`] with a prepared state (e.g. one that knows the heads file's path).
-pub async fn serve_state(config: ServerConfig, state: AppState) -> Result<(), ServerError> {
+pub async fn serve(config: ServerConfig, state: AppState) -> Result<(), ServerError> {
     let server = Server::bind(&config, state).await?;
     let address = server.local_addr()?;
     {

@@ -77,7 +77,7 @@ impl Common {
         let max_tokens = self
             .max_completion_tokens
             .or(self.max_tokens)
-            .unwrap_or(state.info().n_ctx);
+            .unwrap_or(state.model()?.engine.info().n_ctx);
         let request = GenerateRequest::new(prompt, max_tokens)
             .with_sampling(sampling)
             .with_stop(stop)
@@ -194,7 +194,10 @@ impl Envelope {
             flavor,
             id: format!("{prefix}-{}", uuid::Uuid::new_v4().simple()),
             created: chrono::Utc::now().timestamp(),
-            model: state.info().name.clone(),
+            model: state
+                .model()
+                .map(|m| m.engine.info().name.clone())
+                .unwrap_or_default(),
             include_usage,
         }
     }
@@ -411,14 +414,15 @@ fn sse_events(
     .flat_map(|events| stream::iter(events.into_iter().map(Ok)))
 }
 
-pub async fn models(State(state): State<AppState>) -> Json<Value> {
-    let info = state.info();
+pub async fn models(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let model = state.model()?;
+    let info = model.engine.info();
     let created = std::fs::metadata(&info.path)
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
-    Json(json!({
+    Ok(Json(json!({
         "object": "list",
         "data": [{
             "id": info.name,
@@ -426,5 +430,5 @@ pub async fn models(State(state): State<AppState>) -> Json<Value> {
             "created": created,
             "owned_by": "medusa-playground",
         }],
-    }))
+    })))
 }

@@ -156,16 +156,17 @@ pub async fn compare(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<SeedRequest>,
 ) -> Result<Json<Value>, ApiError> {
+    let has_heads = state.model()?.has_heads();
     let modes = match &body.modes {
         Some(names) => parse_modes(names)?,
-        None if state.has_heads() => vec![GenerationMode::Normal, GenerationMode::Medusa],
+        None if has_heads => vec![GenerationMode::Normal, GenerationMode::Medusa],
         None => vec![GenerationMode::Normal, GenerationMode::Lookup],
     };
     // Refuse bad input before anything runs.
     for &mode in &modes {
         let request = body.to_request(mode);
         request.validate()?;
-        if mode == GenerationMode::Medusa && !state.has_heads() {
+        if mode == GenerationMode::Medusa && !has_heads {
             return Err(engine::EngineError::NoMedusaHeads.into());
         }
     }

@@ -1,12 +1,17 @@
-//! What every handler shares: the engine, the run history and the counters.
+//! What every handler shares: the model slot, the run history, the runs in progress and the
+//! counters.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use engine::{Engine, ModelInfo};
+use axum::http::StatusCode;
+use engine::{Canceller, Engine, EngineConfig};
 use store::Store;
 
+use crate::error::ApiError;
 use crate::metrics::ServerMetrics;
+use crate::model_slot::{LoadRequest, LoadedModel, ModelSlot};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -14,36 +19,55 @@ pub struct AppState {
 }
 
 struct Inner {
-    engine: Arc<Engine>,
+    model: Arc<ModelSlot>,
     store: Store,
     metrics: ServerMetrics,
-    heads_path: Option<PathBuf>,
+    running: Mutex<HashMap<i64, Canceller>>,
 }
 
 impl AppState {
-    pub fn new(engine: Arc<Engine>, store: Store) -> Self {
-        Self::with_heads_path(engine, store, None)
+    /// A state serving `engine`, loaded from `config` (kept to load other models the same way).
+    pub fn new(engine: Arc<Engine>, store: Store, config: EngineConfig) -> Self {
+        let loaded = LoadedModel {
+            engine,
+            heads_path: config.heads_path.clone(),
+        };
+        Self::with_slot(ModelSlot::new(config, Some(loaded)), store)
     }
 
-    /// `heads_path` is the heads file the engine loaded, recorded with each Medusa run (the
-    /// engine itself only knows what the file contains).
-    pub fn with_heads_path(engine: Arc<Engine>, store: Store, heads_path: Option<PathBuf>) -> Self {
+    /// A state with no model yet: `request` loads in the background (see [`AppState::model`]).
+    /// A request refused at once (a missing file) is kept as the load error for the UI to show.
+    pub fn loading(store: Store, template: EngineConfig, request: LoadRequest) -> Self {
+        let state = Self::with_slot(ModelSlot::new(template, None), store);
+        if let Err(err) = state.load_model(request) {
+            state.inner.model.record_failure(err.code, err.message);
+        }
+        state
+    }
+
+    fn with_slot(slot: ModelSlot, store: Store) -> Self {
         Self {
             inner: Arc::new(Inner {
-                engine,
+                model: Arc::new(slot),
                 store,
                 metrics: ServerMetrics::default(),
-                heads_path,
+                running: Mutex::new(HashMap::new()),
             }),
         }
     }
 
-    pub fn engine(&self) -> &Engine {
-        &self.inner.engine
+    /// The model to generate with (503 while none is loaded).
+    pub fn model(&self) -> Result<Arc<LoadedModel>, ApiError> {
+        self.inner.model.current()
     }
 
-    pub fn info(&self) -> &ModelInfo {
-        self.inner.engine.info()
+    pub fn model_slot(&self) -> &ModelSlot {
+        &self.inner.model
+    }
+
+    /// Starts loading another model; the current one serves until it is ready.
+    pub fn load_model(&self, request: LoadRequest) -> Result<(), ApiError> {
+        self.inner.model.begin_load(request)
     }
 
     pub fn store(&self) -> &Store {
@@ -54,11 +78,52 @@ impl AppState {
         &self.inner.metrics
     }
 
-    pub fn heads_path(&self) -> Option<&PathBuf> {
-        self.inner.heads_path.as_ref()
+    pub fn heads_path(&self) -> Option<PathBuf> {
+        self.inner
+            .model
+            .current_if_loaded()
+            .and_then(|m| m.heads_path.clone())
     }
 
-    pub fn has_heads(&self) -> bool {
-        self.info().heads.is_some()
+    pub(crate) fn register_run(&self, run_id: i64, canceller: Canceller) {
+        self.running().insert(run_id, canceller);
+    }
+
+    pub(crate) fn unregister_run(&self, run_id: i64) {
+        self.running().remove(&run_id);
+    }
+
+    /// Cancels a run in progress; it is recorded as `cancelled` with what it produced.
+    pub fn cancel_run(&self, run_id: i64) -> Result<(), ApiError> {
+        match self.running().get(&run_id) {
+            Some(canceller) => {
+                canceller.cancel();
+                Ok(())
+            }
+            None => Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "not_running",
+                format!("run {run_id} is not in progress"),
+            )),
+        }
+    }
+
+    /// Cancels every run in progress (the desktop app does this when its window closes).
+    pub fn cancel_all(&self) -> usize {
+        let running = self.running();
+        running.values().for_each(Canceller::cancel);
+        running.len()
+    }
+
+    /// Runs in progress.
+    pub fn running_count(&self) -> usize {
+        self.running().len()
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Canceller>> {
+        self.inner
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }

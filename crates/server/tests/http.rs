@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use engine::{Engine, EngineConfig};
 use serde_json::{json, Value};
+use server::model_slot::{LoadRequest, ModelSource};
 use server::{AppState, Server, ServerConfig};
 
 /// Starts a server on a free loopback port in a thread of its own, with a fresh database.
@@ -15,23 +16,36 @@ fn start(configure: impl FnOnce(&mut EngineConfig)) -> String {
     let mut config = EngineConfig::new(model);
     config.ctx_size = Some(1024);
     configure(&mut config);
+    serve(
+        move |store| {
+            let engine = Arc::new(Engine::load(config.clone()).expect("model loads"));
+            AppState::new(engine, store, config)
+        },
+        None,
+    )
+}
+
+/// Serves the state `make_state` builds on a fresh database, and the UI from `ui_dir`.
+fn serve(
+    make_state: impl FnOnce(store::Store) -> AppState + Send + 'static,
+    ui_dir: Option<PathBuf>,
+) -> String {
     let db: PathBuf = tempfile::tempdir()
         .expect("temp dir")
         .keep()
         .join("history.sqlite");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let engine = Arc::new(Engine::load(config).expect("model loads"));
         let runtime = tokio::runtime::Runtime::new().expect("runtime");
         runtime.block_on(async move {
             let store = store::Store::open(&db).await.expect("store opens");
+            let state = make_state(store);
             let config = ServerConfig {
                 host: "127.0.0.1".into(),
                 port: 0,
+                ui_dir,
             };
-            let server = Server::bind(&config, AppState::new(engine, store))
-                .await
-                .expect("binds");
+            let server = Server::bind(&config, state).await.expect("binds");
             tx.send(server.local_addr().expect("address"))
                 .expect("send");
             server.run(std::future::pending()).await.expect("serves");
@@ -605,4 +619,180 @@ fn a_full_queue_answers_503_with_retry_after() {
     assert!(retry >= 1);
     let body: Value = response.into_json().unwrap();
     assert_eq!(body["error"]["code"], "queue_full");
+}
+
+#[test]
+fn a_running_run_is_cancelled_by_id() {
+    let (status, response) = send(
+        agent().post(&format!("{}/api/generate", base())),
+        Some(
+            &json!({"prompt": "Count from one to one thousand: one, two,", "max_tokens": 400})
+                .to_string(),
+        ),
+    );
+    assert_eq!(status, 200);
+    let mut events = BufReader::new(response.into_reader())
+        .lines()
+        .map(|l| l.expect("line"))
+        .filter_map(|l| l.strip_prefix("data: ").map(str::to_owned))
+        .map(|d| serde_json::from_str::<Value>(&d).unwrap());
+    let started = events.next().expect("started");
+    let run_id = started["run_id"].as_i64().unwrap();
+    let (status, _) = send(
+        agent().post(&format!("{}/api/runs/{run_id}/cancel", base())),
+        Some("{}"),
+    );
+    assert_eq!(status, 204);
+    let last = events.last().expect("a last event");
+    assert_eq!(last["type"], "finished");
+    assert_eq!(last["stop_reason"], "cancelled");
+    assert!(last["tokens_generated"].as_u64().unwrap() < 400);
+    assert_error(
+        post(&format!("/api/runs/{run_id}/cancel"), &json!({})),
+        409,
+        "not_running",
+    );
+}
+
+#[test]
+fn comparisons_link_runs_of_one_prompt() {
+    let prompt = "One, two, three, one, two, three, one, two,";
+    let run = |mode: &str| {
+        let (status, answer) = post(
+            &format!("/generate/{mode}"),
+            &json!({"prompt": prompt, "max_length": 6}),
+        );
+        assert_eq!(status, 200, "{answer}");
+        answer["run_id"].as_i64().unwrap()
+    };
+    let (normal, again) = (run("normal"), run("normal"));
+    let (status, comparison) = post("/api/comparisons", &json!({"run_ids": [normal, again]}));
+    assert_eq!(status, 201, "{comparison}");
+    assert_eq!(comparison["runs"][0]["run_id"], normal);
+    assert_eq!(comparison["runs"][1]["run_id"], again);
+    assert_eq!(comparison["outputs_identical"], true);
+    let (status, stored) = get(&format!("/api/comparisons/{}", comparison["id"]));
+    assert_eq!(status, 200);
+    assert_eq!(stored["id"], comparison["id"]);
+
+    let (_, other) = post(
+        "/generate/normal",
+        &json!({"prompt": "Another prompt", "max_length": 2}),
+    );
+    let other = other["run_id"].as_i64().unwrap();
+    let fresh = run("normal");
+    assert_error(
+        post("/api/comparisons", &json!({"run_ids": [fresh, other]})),
+        400,
+        "invalid_parameter",
+    );
+    assert_error(
+        post("/api/comparisons", &json!({"run_ids": [fresh]})),
+        400,
+        "invalid_parameter",
+    );
+    assert_error(
+        post("/api/comparisons", &json!({"run_ids": [fresh, 987654]})),
+        404,
+        "not_found",
+    );
+}
+
+/// Polls `/api/info` until `done` holds.
+fn wait_for_info(base: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let (status, info) = get_from(base, "/api/info");
+        assert_eq!(status, 200);
+        if done(&info) {
+            return info;
+        }
+        assert!(Instant::now() < deadline, "never reached: {info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn models_load_in_the_background_and_the_ui_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = dir.path().join("ui");
+    std::fs::create_dir(&ui).unwrap();
+    std::fs::write(ui.join("index.html"), "<title>Medusa Playground</title>").unwrap();
+    std::fs::write(ui.join("app.js"), "console.log(1)").unwrap();
+    let missing = dir.path().join("missing.gguf");
+    let template = {
+        let mut config = EngineConfig::new(PathBuf::new());
+        config.ctx_size = Some(512);
+        config
+    };
+    let base = serve(
+        move |store| {
+            AppState::loading(
+                store,
+                template,
+                LoadRequest {
+                    model: ModelSource::Path(missing),
+                    heads: None,
+                    tree: None,
+                },
+            )
+        },
+        Some(ui),
+    );
+
+    // No model: the server answers, says why, and refuses generations with 503.
+    let (_, info) = get_from(&base, "/api/info");
+    assert!(info["model"].is_null());
+    assert_eq!(info["error"]["code"], "file_not_found");
+    assert_eq!(info["modes"], json!([]));
+    assert_error(
+        post_to(&base, "/api/generate", r#"{"prompt": "Hi"}"#),
+        503,
+        "no_model",
+    );
+
+    // The UI's files, its own routes, and JSON 404s for unknown API paths.
+    let page = |path: &str| {
+        let (status, response) = send(agent().get(&format!("{base}{path}")), None);
+        (status, response.into_string().unwrap())
+    };
+    assert_eq!(page("/"), (200, "<title>Medusa Playground</title>".into()));
+    assert_eq!(page("/app.js"), (200, "console.log(1)".into()));
+    assert_eq!(page("/history").1, "<title>Medusa Playground</title>");
+    assert_error(get_from(&base, "/api/nothing"), 404, "not_found");
+
+    // Load the real model: 202 at once, then ready.
+    let model = models::default_model_path().unwrap();
+    let load = |body: Value| post_to(&base, "/api/model", &body.to_string());
+    assert_error(
+        load(json!({"model": dir.path().join("nope.gguf")})),
+        400,
+        "file_not_found",
+    );
+    let (status, _) = load(json!({"model": model}));
+    assert_eq!(status, 202);
+    let info = wait_for_info(&base, |i| i["loading"].is_null());
+    assert_eq!(info["model"]["architecture"], "llama", "{info}");
+    assert!(info["error"].is_null());
+    let (status, answer) = post_to(
+        &base,
+        "/generate/normal",
+        r#"{"prompt": "Hello", "max_length": 2}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+
+    // A corrupt replacement fails to load; the loaded model keeps serving.
+    let corrupt = dir.path().join("corrupt.gguf");
+    std::fs::write(&corrupt, b"GGUF\x03\x00\x00\x00garbage").unwrap();
+    let (status, _) = load(json!({"model": corrupt}));
+    assert_eq!(status, 202);
+    let info = wait_for_info(&base, |i| i["loading"].is_null());
+    assert!(info["error"]["message"].as_str().unwrap().contains("corrupt.gguf"), "{info}");
+    assert_eq!(info["model"]["path"], json!(model));
+    let (status, _) = post_to(
+        &base,
+        "/generate/normal",
+        r#"{"prompt": "Hello", "max_length": 2}"#,
+    );
+    assert_eq!(status, 200);
 }

@@ -1,0 +1,267 @@
+//! The model requests are served with, and the one being loaded to replace it. A replacement
+//! loads on its own thread while the current model keeps serving; if it fails, the current model
+//! stays and the error is kept for the UI to show.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Instant;
+
+use axum::http::StatusCode;
+use engine::{Engine, EngineConfig, LoadProgress, TreeSpec};
+use serde::Serialize;
+
+use crate::error::ApiError;
+
+/// A loaded model with the heads file it was loaded with (the engine only knows the contents).
+pub struct LoadedModel {
+    pub engine: Arc<Engine>,
+    pub heads_path: Option<PathBuf>,
+}
+
+impl LoadedModel {
+    pub fn has_heads(&self) -> bool {
+        self.engine.info().heads.is_some()
+    }
+}
+
+/// Where the model file of a load comes from.
+pub enum ModelSource {
+    Path(PathBuf),
+    /// Found (or downloaded) by a function, e.g. the default model's fetcher, during the load.
+    Resolve(Box<dyn FnOnce() -> Result<PathBuf, String> + Send>),
+}
+
+/// What to load.
+pub struct LoadRequest {
+    pub model: ModelSource,
+    pub heads: Option<PathBuf>,
+    pub tree: Option<TreeSpec>,
+}
+
+/// A load in progress, as `/api/info` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadingStatus {
+    pub model: String,
+    pub heads: Option<String>,
+    pub stage: &'static str,
+    /// Share of the current stage done, when known.
+    pub progress: Option<f32>,
+    pub elapsed_ms: u64,
+}
+
+/// The last load failure, as `/api/info` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadFailure {
+    pub code: &'static str,
+    pub message: String,
+}
+
+struct Loading {
+    model: String,
+    heads: Option<String>,
+    stage: &'static str,
+    /// f32 bits; `NO_PROGRESS` when unknown.
+    progress: Arc<AtomicU32>,
+    started: Instant,
+}
+
+const NO_PROGRESS: u32 = u32::MAX;
+
+pub struct ModelSlot {
+    current: RwLock<Option<Arc<LoadedModel>>>,
+    loading: Mutex<Option<Loading>>,
+    last_error: Mutex<Option<LoadFailure>>,
+    /// Threads, context, slots... for every model loaded here; path, heads and tree vary.
+    template: EngineConfig,
+}
+
+impl ModelSlot {
+    pub fn new(template: EngineConfig, current: Option<LoadedModel>) -> Self {
+        Self {
+            current: RwLock::new(current.map(Arc::new)),
+            loading: Mutex::new(None),
+            last_error: Mutex::new(None),
+            template,
+        }
+    }
+
+    /// The model to generate with; 503 while the first model is still loading or when none
+    /// could be loaded.
+    pub fn current(&self) -> Result<Arc<LoadedModel>, ApiError> {
+        if let Some(model) = self.current_if_loaded() {
+            return Ok(model);
+        }
+        if let Some(loading) = self.loading_status() {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "model_loading",
+                format!("the model {} is still loading", loading.model),
+            ));
+        }
+        let reason = self
+            .last_error()
+            .map_or_else(|| "none was given".to_owned(), |e| e.message);
+        Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_model",
+            format!("no model is loaded: {reason}"),
+        ))
+    }
+
+    pub fn current_if_loaded(&self) -> Option<Arc<LoadedModel>> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn loading_status(&self) -> Option<LoadingStatus> {
+        let loading = self.loading.lock().unwrap_or_else(PoisonError::into_inner);
+        loading.as_ref().map(|l| {
+            let bits = l.progress.load(Ordering::Relaxed);
+            LoadingStatus {
+                model: l.model.clone(),
+                heads: l.heads.clone(),
+                stage: l.stage,
+                progress: (bits != NO_PROGRESS).then(|| f32::from_bits(bits)),
+                elapsed_ms: l.started.elapsed().as_millis() as u64,
+            }
+        })
+    }
+
+    pub fn last_error(&self) -> Option<LoadFailure> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Starts loading `request` on its own thread. Refused while another load runs, and at once
+    /// for a model or heads path that is not a file, so the caller hears about typos directly.
+    pub fn begin_load(self: &Arc<Self>, request: LoadRequest) -> Result<(), ApiError> {
+        if let ModelSource::Path(path) = &request.model {
+            require_file(path, "model")?;
+        }
+        if let Some(heads) = &request.heads {
+            require_file(heads, "heads")?;
+        }
+        let model_label = match &request.model {
+            ModelSource::Path(path) => path.display().to_string(),
+            ModelSource::Resolve(_) => "the default model".to_owned(),
+        };
+        let progress = Arc::new(AtomicU32::new(NO_PROGRESS));
+        {
+            let mut loading = self.loading.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(other) = loading.as_ref() {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "model_loading",
+                    format!("{} is loading; wait for it to finish", other.model),
+                ));
+            }
+            *loading = Some(Loading {
+                model: model_label,
+                heads: request.heads.as_ref().map(|p| p.display().to_string()),
+                stage: match request.model {
+                    ModelSource::Path(_) => "loading model",
+                    ModelSource::Resolve(_) => "fetching model",
+                },
+                progress: progress.clone(),
+                started: Instant::now(),
+            });
+        }
+        let slot = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("medusa-model-load".into())
+            .spawn(move || slot.load(request, progress));
+        if let Err(err) = spawned {
+            self.finish_load(Err(LoadFailure {
+                code: "load_failed",
+                message: format!("cannot start the loading thread: {err}"),
+            }));
+        }
+        Ok(())
+    }
+
+    fn load(&self, request: LoadRequest, progress: Arc<AtomicU32>) {
+        let span = tracing::info_span!("model_load");
+        let _guard = span.enter();
+        let model_path = match request.model {
+            ModelSource::Path(path) => path,
+            ModelSource::Resolve(resolve) => match resolve() {
+                Ok(path) => {
+                    self.set_stage(&path.display().to_string(), "loading model");
+                    path
+                }
+                Err(message) => {
+                    return self.finish_load(Err(LoadFailure {
+                        code: "model_fetch_failed",
+                        message,
+                    }))
+                }
+            },
+        };
+        let mut config = self.template.clone();
+        config.model_path = model_path;
+        config.heads_path = request.heads.clone();
+        config.tree = request.tree;
+        config.load_progress = Some(LoadProgress::new(move |share| {
+            progress.store(share.to_bits(), Ordering::Relaxed);
+        }));
+        tracing::info!(model = %config.model_path.display(), "loading");
+        let result = Engine::load(config)
+            .map(|engine| LoadedModel {
+                engine: Arc::new(engine),
+                heads_path: request.heads,
+            })
+            .map_err(|err| LoadFailure {
+                code: err.code(),
+                message: err.to_string(),
+            });
+        self.finish_load(result);
+    }
+
+    /// Keeps a failure that happened before any load could start.
+    pub fn record_failure(&self, code: &'static str, message: String) {
+        *self.last_error.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(LoadFailure { code, message });
+    }
+
+    fn set_stage(&self, model: &str, stage: &'static str) {
+        let mut loading = self.loading.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(loading) = loading.as_mut() {
+            loading.model = model.to_owned();
+            loading.stage = stage;
+        }
+    }
+
+    fn finish_load(&self, result: Result<LoadedModel, LoadFailure>) {
+        let mut last_error = self.last_error.lock().unwrap_or_else(PoisonError::into_inner);
+        match result {
+            Ok(model) => {
+                tracing::info!(model = %model.engine.info().name, "model loaded");
+                // Runs on the old engine hold their own `Arc` and finish on it.
+                *self.current.write().unwrap_or_else(PoisonError::into_inner) =
+                    Some(Arc::new(model));
+                *last_error = None;
+            }
+            Err(failure) => {
+                tracing::warn!(code = failure.code, message = %failure.message, "model load failed");
+                *last_error = Some(failure);
+            }
+        }
+        *self.loading.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+fn require_file(path: &std::path::Path, what: &str) -> Result<(), ApiError> {
+    if path.is_file() {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(
+            "file_not_found",
+            format!("the {what} file {} does not exist", path.display()),
+        ))
+    }
+}

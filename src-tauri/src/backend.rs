@@ -1,0 +1,70 @@
+//! The app's backend: the run history and the model, loaded in the background.
+
+use std::path::PathBuf;
+
+use engine::EngineConfig;
+use server::model_slot::{LoadRequest, ModelSource};
+use server::AppState;
+
+/// Which model, heads and database the app starts with: `MEDUSA_MODEL` (default: the default
+/// model, fetched on first use), `MEDUSA_HEADS`, `MEDUSA_DB` (default: the user's data
+/// directory), `MEDUSA_TREE`.
+#[derive(Debug, Clone, Default)]
+pub struct BackendOptions {
+    pub model: Option<PathBuf>,
+    pub heads: Option<PathBuf>,
+    pub tree: Option<String>,
+    pub db: Option<PathBuf>,
+}
+
+impl BackendOptions {
+    pub fn from_env() -> Self {
+        let path = |name| std::env::var_os(name).map(PathBuf::from);
+        Self {
+            model: path("MEDUSA_MODEL"),
+            heads: path("MEDUSA_HEADS"),
+            tree: std::env::var("MEDUSA_TREE").ok(),
+            db: path("MEDUSA_DB"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("cannot open the run history: {0}")]
+    Store(#[from] store::StoreError),
+    #[error("invalid tree: {0}")]
+    Tree(String),
+}
+
+/// Opens the run history and starts loading the model; returns without waiting for the model.
+pub async fn start(options: BackendOptions) -> Result<AppState, BackendError> {
+    let db = match options.db {
+        Some(path) => path,
+        None => store::Store::default_path()?,
+    };
+    let store = store::Store::open(&db).await?;
+    let tree = options
+        .tree
+        .as_deref()
+        .map(engine::TreeSpec::from_name_or_file)
+        .transpose()
+        .map_err(|e| BackendError::Tree(e.to_string()))?;
+    let model = match options.model {
+        Some(path) => ModelSource::Path(path),
+        None => ModelSource::Resolve(Box::new(|| {
+            models::default_model_path().map_err(|e| format!("fetching the default model: {e}"))
+        })),
+    };
+    // The path is replaced by each load; the rest sizes every model the same way.
+    let template = EngineConfig::new(PathBuf::new());
+    Ok(AppState::loading(
+        store,
+        template,
+        LoadRequest {
+            model,
+            heads: options.heads,
+            tree,
+        },
+    ))
+}

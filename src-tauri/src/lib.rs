@@ -1,0 +1,53 @@
+//! Medusa Playground's desktop app: the web UI in a native window, talking to the engine and the
+//! run history through Tauri commands (see [`commands`]) instead of HTTP.
+
+pub mod backend;
+pub mod commands;
+mod shutdown;
+
+use anyhow::Context;
+use tauri::Manager;
+
+pub use backend::BackendOptions;
+
+/// The command handlers, shared by the app and its tests.
+pub fn invoke_handler<R: tauri::Runtime>() -> impl Fn(tauri::ipc::Invoke<R>) -> bool + Send + Sync + 'static
+{
+    tauri::generate_handler![
+        commands::info,
+        commands::generate,
+        commands::cancel_run,
+        commands::list_runs,
+        commands::get_run,
+        commands::list_comparisons,
+        commands::get_comparison,
+        commands::create_comparison,
+        commands::export_runs,
+        commands::load_model,
+        commands::pick_file,
+    ]
+}
+
+/// Opens the window at once and loads the model behind it; the UI shows the progress.
+pub fn run() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,medusa_desktop=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let options = BackendOptions::from_env();
+    let app = tauri::Builder::default()
+        .plugin(tauri_plugin_dialog::init())
+        .invoke_handler(invoke_handler())
+        .setup(move |app| {
+            let state = tauri::async_runtime::block_on(backend::start(options))?;
+            app.manage(state);
+            Ok(())
+        })
+        .build(tauri::generate_context!("../tauri.conf.json"))
+        .context("starting the desktop app")?;
+    app.run(shutdown::on_run_event);
+    Ok(())
+}

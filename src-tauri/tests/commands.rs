@@ -1,0 +1,215 @@
+//! The desktop app's commands through Tauri's IPC (mock runtime, no display), on the real default
+//! model and a real SQLite file.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engine::{Engine, EngineConfig};
+use medusa_desktop::commands;
+use serde_json::{json, Value};
+use server::service::RunsQuery;
+use server::AppState;
+use tauri::ipc::{CallbackFn, Channel, InvokeBody, InvokeResponseBody};
+use tauri::test::{get_ipc_response, mock_builder, mock_context, noop_assets, MockRuntime, INVOKE_KEY};
+use tauri::webview::InvokeRequest;
+use tauri::{App, WebviewWindow, WebviewWindowBuilder};
+
+fn state(db: &Path) -> AppState {
+    let mut config = EngineConfig::new(models::default_model_path().expect("default model"));
+    config.ctx_size = Some(1024);
+    config.parallel = 2;
+    let engine = Arc::new(Engine::load(config.clone()).expect("model loads"));
+    let store = tauri::async_runtime::block_on(store::Store::open(db)).expect("store opens");
+    AppState::new(engine, store, config)
+}
+
+fn app(state: AppState) -> (App<MockRuntime>, WebviewWindow<MockRuntime>) {
+    let app = mock_builder()
+        .invoke_handler(medusa_desktop::invoke_handler())
+        .manage(state)
+        .build(mock_context(noop_assets()))
+        .expect("app builds");
+    let window = WebviewWindowBuilder::new(&app, "main", Default::default())
+        .build()
+        .expect("window builds");
+    (app, window)
+}
+
+fn invoke(window: &WebviewWindow<MockRuntime>, cmd: &str, args: Value) -> Result<Value, Value> {
+    get_ipc_response(
+        window,
+        InvokeRequest {
+            cmd: cmd.into(),
+            callback: CallbackFn(0),
+            error: CallbackFn(1),
+            // The mock only accepts invokes from the app's own origin.
+            url: "tauri://localhost".parse().unwrap(),
+            body: InvokeBody::Json(args),
+            headers: Default::default(),
+            invoke_key: INVOKE_KEY.to_string(),
+        },
+    )
+    .map(|body| body.deserialize::<Value>().expect("JSON answer"))
+}
+
+fn wait_for_status(window: &WebviewWindow<MockRuntime>, run_id: i64, wanted: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let run = invoke(window, "get_run", json!({"id": run_id})).expect("get_run answers");
+        if run["run"]["status"] == wanted {
+            return run;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "run {run_id} never reached {wanted}: {run}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn commands_answer_like_the_http_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_app, window) = app(state(&dir.path().join("history.sqlite")));
+
+    let info = invoke(&window, "info", json!({})).expect("info answers");
+    assert_eq!(info["model"]["architecture"], "llama");
+    assert_eq!(info["modes"], json!(["normal", "lookup"]));
+    assert!(info["loading"].is_null() && info["error"].is_null());
+
+    // A generation through IPC: resolves with the run id; the run is recorded when it ends.
+    let run_id = invoke(
+        &window,
+        "generate",
+        json!({
+            "request": {"prompt": "The capital of France is", "max_tokens": 8},
+            "onEvent": "__CHANNEL__:7",
+        }),
+    )
+    .expect("generate starts")
+    .as_i64()
+    .expect("a run id");
+    let run = wait_for_status(&window, run_id, "finished");
+    assert_eq!(run["run"]["tokens_generated"], 8);
+    assert!(!run["run"]["output"].as_str().unwrap().is_empty());
+
+    let runs = invoke(&window, "list_runs", json!({"query": {"mode": "normal"}})).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1);
+    assert_eq!(runs[0]["id"], run_id);
+
+    // Bad input rejects with the same {code, message} as the HTTP API.
+    let err = invoke(
+        &window,
+        "generate",
+        json!({"request": {"prompt": ""}, "onEvent": "__CHANNEL__:8"}),
+    )
+    .expect_err("an empty prompt is refused");
+    assert_eq!(err["code"], "empty_prompt");
+    let err = invoke(
+        &window,
+        "generate",
+        json!({"request": {"prompt": "Hi", "mode": "medusa"}, "onEvent": "__CHANNEL__:9"}),
+    )
+    .expect_err("medusa without heads is refused");
+    assert_eq!(err["code"], "no_medusa_heads");
+    let err = invoke(&window, "get_run", json!({"id": 999})).expect_err("unknown run");
+    assert_eq!(err["code"], "not_found");
+    let err = invoke(&window, "cancel_run", json!({"runId": run_id})).expect_err("not running");
+    assert_eq!(err["code"], "not_running");
+    let err = invoke(
+        &window,
+        "load_model",
+        json!({"request": {"model": "/nonexistent/model.gguf"}}),
+    )
+    .expect_err("a missing model file is refused");
+    assert_eq!(err["code"], "file_not_found");
+    let err = invoke(&window, "create_comparison", json!({"runIds": [run_id]}))
+        .expect_err("one run is no comparison");
+    assert_eq!(err["code"], "invalid_parameter");
+}
+
+#[test]
+fn events_stream_in_order_and_a_cancelled_run_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = state(&dir.path().join("history.sqlite"));
+    let events: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let sink = events.clone();
+    let channel = Channel::new(move |body| {
+        let InvokeResponseBody::Json(text) = body else {
+            panic!("events are JSON");
+        };
+        sink.lock().unwrap().push(serde_json::from_str(&text).unwrap());
+        Ok(())
+    });
+    let request = serde_json::from_value(json!({
+        "messages": [{"role": "user", "content": "Count from one to fifty in words."}],
+        "mode": "lookup",
+        "max_tokens": 200,
+    }))
+    .unwrap();
+    let run_id =
+        tauri::async_runtime::block_on(commands::start_run(&state, request, channel)).unwrap();
+
+    // Stop it once some text arrived, as the Stop button does.
+    let start = Instant::now();
+    while !events.lock().unwrap().iter().any(|e| e["type"] == "text") {
+        assert!(start.elapsed() < Duration::from_secs(300), "no text arrived");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    state.cancel_run(run_id).unwrap();
+    while !events
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|e| e["type"] == "finished")
+    {
+        assert!(start.elapsed() < Duration::from_secs(300), "the run never ended");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    let events = events.lock().unwrap().clone();
+    assert_eq!(events[0]["type"], "started");
+    assert_eq!(events[0]["run_id"], run_id);
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "finished");
+    assert_eq!(last["stop_reason"], "cancelled");
+    let streamed: String = events
+        .iter()
+        .filter(|e| e["type"] == "text")
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, last["text"].as_str().unwrap());
+    assert!(last["tokens_generated"].as_u64().unwrap() < 200);
+
+    // The history keeps the cancelled run with what it produced, and exports it.
+    let stored = tauri::async_runtime::block_on(async {
+        // The driver records the end right after sending it.
+        for _ in 0..200 {
+            let run = state.store().get_run(run_id).await.unwrap();
+            if run.run.status == store::RunStatus::Cancelled {
+                return run;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the run was not recorded as cancelled");
+    });
+    assert_eq!(stored.run.output.as_deref(), last["text"].as_str());
+
+    let export = dir.path().join("runs.csv");
+    let query = RunsQuery {
+        format: Some("csv".into()),
+        ..RunsQuery::default()
+    };
+    tauri::async_runtime::block_on(commands::export_to(&state, &query, &export)).unwrap();
+    let mut reader = csv::Reader::from_path(&export).unwrap();
+    let status = reader
+        .headers()
+        .unwrap()
+        .iter()
+        .position(|h| h == "status")
+        .expect("a status column");
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(&rows[0][status], "cancelled");
+}

@@ -1,0 +1,137 @@
+// The web UI end to end: a real `medusa serve` on the default model, a real SQLite history and
+// headless Chromium. Screenshots of each view go to test-artifacts/ui/.
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { artifacts, parseCsv, startBrowser, startServer } from './harness.mjs';
+
+/** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
+const LONG = 240_000;
+
+let server;
+let browser;
+let page;
+
+before(async () => {
+  server = await startServer();
+  browser = await startBrowser();
+  const context = await browser.newContext({ viewport: { width: 1360, height: 900 }, acceptDownloads: true });
+  page = await context.newPage();
+  page.setDefaultTimeout(LONG);
+  await page.goto(server.url);
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+async function shoot(name) {
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.screenshot({ path: join(artifacts, `${name}-${scheme}.png`), fullPage: true });
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+}
+
+async function openTab(name) {
+  await page.getByTestId(`tab-${name}`).click();
+  await page.getByTestId(`view-${name}`).waitFor({ state: 'visible' });
+}
+
+test('chat streams an answer and shows its stats', async () => {
+  await openTab('chat');
+  await page.getByTestId('chat-mode').selectOption('lookup');
+  const input = page.getByTestId('chat-input');
+  await input.fill('What is the capital of France?');
+  await input.press('Enter');
+  const stats = page.getByTestId('chat-stats').last();
+  await stats.waitFor();
+  const answer = page.locator('[data-testid="chat-message"][data-role="assistant"]').last();
+  assert.ok((await answer.innerText()).trim().length > 0, 'the answer has text');
+  const figures = await stats.innerText();
+  assert.match(figures, /tok\/s/);
+  assert.match(figures, /TTFT|first token/i);
+  await shoot('chat');
+});
+
+test('compare runs normal and lookup side by side with a speed-up and a chart', async () => {
+  await openTab('compare');
+  await page.getByTestId('compare-input').fill('List the days of the week, one per line.');
+  await page.getByTestId('compare-run').click();
+  await page.getByTestId('compare-speedup').waitFor();
+  const panels = page.getByTestId('compare-panel');
+  assert.equal(await panels.count(), 2);
+  assert.deepEqual(
+    await panels.evaluateAll((els) => els.map((e) => e.dataset.mode)),
+    ['normal', 'lookup'],
+  );
+  assert.match(await page.getByTestId('compare-speedup').first().innerText(), /\d+(\.\d+)?\s*×|x/);
+  await page.getByTestId('compare-identical').first().waitFor();
+  await page.getByTestId('compare-chart').first().locator('canvas').waitFor();
+  await shoot('compare');
+});
+
+test('three concurrent prompts stream in three lanes and finish', async () => {
+  await openTab('concurrent');
+  await page
+    .getByTestId('concurrent-input')
+    .fill(['Name a fruit.', 'Write a haiku about the sea.', 'What is 2 + 2?'].join('\n'));
+  await page.getByTestId('concurrent-run').click();
+  const lanes = page.getByTestId('concurrent-lane');
+  await page.waitForFunction(
+    () => document.querySelectorAll('[data-testid="concurrent-lane"]').length === 3,
+  );
+  await page.waitForFunction(
+    () =>
+      [...document.querySelectorAll('[data-testid="concurrent-lane"]')].every(
+        (lane) => lane.getAttribute('data-status') === 'finished',
+      ),
+    null,
+    { timeout: LONG },
+  );
+  assert.equal(await lanes.count(), 3);
+  assert.match(await page.getByTestId('concurrent-throughput').innerText(), /\d/);
+  await shoot('concurrent');
+});
+
+test('history lists the runs and exports them as CSV', async () => {
+  await openTab('history');
+  const stored = await (await fetch(`${server.url}/api/runs?limit=1000`)).json();
+  // 1 chat + 2 compared + 3 concurrent.
+  assert.equal(stored.runs.length, 6);
+  await page.waitForFunction(
+    (n) => document.querySelectorAll('[data-testid="history-row"]').length === n,
+    stored.runs.length,
+  );
+  await page.getByTestId('history-row').first().click();
+  await page.getByTestId('history-detail').waitFor();
+  await shoot('history');
+
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByTestId('history-export-csv').click(),
+  ]);
+  assert.match(download.suggestedFilename(), /\.csv$/);
+  const path = join(artifacts, download.suggestedFilename());
+  await download.saveAs(path);
+  const [header, ...rows] = parseCsv(readFileSync(path, 'utf8')).filter((r) => r.length > 1);
+  assert.equal(rows.length, stored.runs.length);
+  const id = header.indexOf('id');
+  const status = header.indexOf('status');
+  assert.ok(id >= 0 && status >= 0, `columns: ${header}`);
+  assert.deepEqual(
+    rows.map((r) => Number(r[id])).sort((a, b) => a - b),
+    stored.runs.map((r) => r.id).sort((a, b) => a - b),
+  );
+  assert.ok(rows.every((r) => r[status] === 'finished'));
+});
+
+test('settings show the model in use', async () => {
+  await openTab('settings');
+  const info = await (await fetch(`${server.url}/api/info`)).json();
+  assert.match(await page.getByTestId('view-settings').innerText(), new RegExp(info.model.file_type));
+  await shoot('settings');
+});

@@ -1,0 +1,60 @@
+// One interface for talking to the backend. `http.ts` speaks to `medusa serve` (fetch + SSE),
+// `tauri.ts` to the desktop app (commands + `tauri::ipc::Channel`). Views only see `Transport`.
+
+import type {
+  Comparison,
+  ExportFormat,
+  GenerateRequest,
+  Info,
+  LoadModelRequest,
+  RunEvent,
+  RunQuery,
+  RunRecord,
+  RunWithSteps,
+} from './types';
+
+/** A generation in progress. */
+export interface RunHandle {
+  /** Resolves after the terminal event (`finished` or `failed`) was delivered, or on cancel. */
+  done: Promise<void>;
+  /** Stops the run; the backend records it as cancelled. */
+  cancel(): void;
+}
+
+export interface Transport {
+  readonly kind: 'http' | 'tauri';
+  info(): Promise<Info>;
+  /**
+   * Starts a generation; every event (started, text, step, finished, failed) goes to `onEvent`
+   * in order. A request the backend refuses before starting (empty prompt, queue full, ...)
+   * rejects `done` with an `ApiError`.
+   */
+  generate(request: GenerateRequest, onEvent: (event: RunEvent) => void): RunHandle;
+  listRuns(query?: RunQuery): Promise<RunRecord[]>;
+  getRun(id: number): Promise<RunWithSteps>;
+  listComparisons(limit?: number): Promise<Comparison[]>;
+  getComparison(id: number): Promise<Comparison>;
+  /** Links finished runs of one prompt (a `normal` one first as the baseline) as a comparison. */
+  createComparison(runIds: number[]): Promise<Comparison>;
+  /**
+   * Exports the runs matching `query`: a download in the browser, a save dialog in the desktop
+   * app. Resolves to the file name or path written, or null when the user cancelled the dialog.
+   */
+  exportRuns(query: RunQuery, format: ExportFormat): Promise<string | null>;
+  /** Starts loading another model (and heads) in the background; `info().loading` tracks it. */
+  loadModel(request: LoadModelRequest): Promise<void>;
+  /** Desktop only: a native file picker. The browser transport returns null (type a path). */
+  pickFile(kind: 'model' | 'heads'): Promise<string | null>;
+}
+
+/** An error answered by the backend, or a transport failure (code `network`). */
+export class ApiError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}

@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest';
+import { acceptanceByDepth, applyEvent, emptyRun, firstDifference, headOf, isDone } from './run';
+
+describe('applyEvent', () => {
+  it('merges consecutive text from one source and tags drafted tokens', () => {
+    const run = emptyRun();
+    applyEvent(run, { type: 'started', run_id: 7, prompt_tokens: 5 }, 1000);
+    applyEvent(run, { type: 'text', text: 'The', token_ids: [1], sources: ['model'] });
+    applyEvent(run, { type: 'text', text: ' cat', token_ids: [2], sources: ['model'] });
+    applyEvent(run, {
+      type: 'text',
+      text: ' sat on',
+      token_ids: [3, 4],
+      sources: ['medusa_head_1', 'medusa_head_2'],
+    });
+    expect(run.runId).toBe(7);
+    expect(run.text).toBe('The cat sat on');
+    expect(run.tokens).toBe(4);
+    expect(run.segments).toEqual([
+      { text: 'The cat', source: 'model' },
+      { text: ' sat on', source: 'medusa_head_1' },
+    ]);
+    expect(isDone(run)).toBe(false);
+  });
+
+  it('records a failure as the end of the run', () => {
+    const run = emptyRun();
+    applyEvent(run, { type: 'failed', run_id: 3, code: 'queue_full', message: 'full' }, 5);
+    expect(run.error).toEqual({ code: 'queue_full', message: 'full' });
+    expect(run.endedAt).toBe(5);
+    expect(isDone(run)).toBe(true);
+  });
+});
+
+describe('acceptanceByDepth', () => {
+  it('divides hits by the steps that drafted that deep', () => {
+    expect(
+      acceptanceByDepth([
+        { depth_hits: [true, false] },
+        { depth_hits: [false] },
+        { depth_hits: [] },
+        { depth_hits: [true, true, false] },
+      ]),
+    ).toEqual([2 / 3, 1 / 2, 0]);
+  });
+});
+
+describe('helpers', () => {
+  it('finds the first differing character', () => {
+    expect(firstDifference('abc', 'abc')).toBeNull();
+    expect(firstDifference('abc', 'abd')).toBe(2);
+    expect(firstDifference('ab', 'abc')).toBe(2);
+  });
+
+  it('reads the head number of a source', () => {
+    expect(headOf('medusa_head_3')).toBe(3);
+    expect(headOf('model')).toBeNull();
+    expect(headOf('lookup')).toBeNull();
+  });
+});
