@@ -11,8 +11,8 @@ use tauri::Manager;
 pub use backend::BackendOptions;
 
 /// The command handlers, shared by the app and its tests.
-pub fn invoke_handler<R: tauri::Runtime>() -> impl Fn(tauri::ipc::Invoke<R>) -> bool + Send + Sync + 'static
-{
+pub fn invoke_handler<R: tauri::Runtime>(
+) -> impl Fn(tauri::ipc::Invoke<R>) -> bool + Send + Sync + 'static {
     tauri::generate_handler![
         commands::info,
         commands::generate,

@@ -11,7 +11,9 @@ use serde_json::{json, Value};
 use server::service::RunsQuery;
 use server::AppState;
 use tauri::ipc::{CallbackFn, Channel, InvokeBody, InvokeResponseBody};
-use tauri::test::{get_ipc_response, mock_builder, mock_context, noop_assets, MockRuntime, INVOKE_KEY};
+use tauri::test::{
+    get_ipc_response, mock_builder, mock_context, noop_assets, MockRuntime, INVOKE_KEY,
+};
 use tauri::webview::InvokeRequest;
 use tauri::{App, WebviewWindow, WebviewWindowBuilder};
 
@@ -139,7 +141,9 @@ fn events_stream_in_order_and_a_cancelled_run_is_recorded() {
         let InvokeResponseBody::Json(text) = body else {
             panic!("events are JSON");
         };
-        sink.lock().unwrap().push(serde_json::from_str(&text).unwrap());
+        sink.lock()
+            .unwrap()
+            .push(serde_json::from_str(&text).unwrap());
         Ok(())
     });
     let request = serde_json::from_value(json!({
@@ -154,7 +158,10 @@ fn events_stream_in_order_and_a_cancelled_run_is_recorded() {
     // Stop it once some text arrived, as the Stop button does.
     let start = Instant::now();
     while !events.lock().unwrap().iter().any(|e| e["type"] == "text") {
-        assert!(start.elapsed() < Duration::from_secs(300), "no text arrived");
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "no text arrived"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     state.cancel_run(run_id).unwrap();
@@ -164,7 +171,10 @@ fn events_stream_in_order_and_a_cancelled_run_is_recorded() {
         .iter()
         .any(|e| e["type"] == "finished")
     {
-        assert!(start.elapsed() < Duration::from_secs(300), "the run never ended");
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "the run never ended"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 

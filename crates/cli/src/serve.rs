@@ -35,11 +35,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => path,
         None => store::Store::default_path().context("locating the run history database")?,
     };
-    let ui_dir = if args.no_ui {
-        None
-    } else {
-        ui_dir(args.ui)?
-    };
+    let ui_dir = if args.no_ui { None } else { ui_dir(args.ui)? };
     let config = args.model.config()?;
     let engine = Arc::new(engine::Engine::load(config.clone())?);
     let runtime = tokio::runtime::Builder::new_multi_thread()

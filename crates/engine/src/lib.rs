@@ -25,8 +25,8 @@ mod utf8;
 
 pub use baseline::BaselineRun;
 pub use config::{
-    default_threads, EngineConfig, LoadProgress, DEFAULT_BATCH_SIZE, DEFAULT_CTX_SIZE, DEFAULT_MAX_QUEUED,
-    DEFAULT_PARALLEL,
+    default_threads, EngineConfig, LoadProgress, DEFAULT_BATCH_SIZE, DEFAULT_CTX_SIZE,
+    DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL,
 };
 pub use engine::{Canceller, Engine, GenerationStream, RenderedPrompt};
 pub use error::EngineError;

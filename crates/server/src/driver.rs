@@ -121,7 +121,10 @@ async fn drive(
     let mut steps: Vec<StepRecord> = Vec::new();
     let mut client_gone = false;
     // Unregisters the run however this task ends.
-    let _registration = RunRegistration { state: &state, run_id };
+    let _registration = RunRegistration {
+        state: &state,
+        run_id,
+    };
     loop {
         let Some(event) = stream.next().await else {
             flush_steps(&state, run_id, &mut steps).await;

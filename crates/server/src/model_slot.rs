@@ -224,8 +224,10 @@ impl ModelSlot {
 
     /// Keeps a failure that happened before any load could start.
     pub fn record_failure(&self, code: &'static str, message: String) {
-        *self.last_error.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some(LoadFailure { code, message });
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(LoadFailure { code, message });
     }
 
     fn set_stage(&self, model: &str, stage: &'static str) {
@@ -237,7 +239,10 @@ impl ModelSlot {
     }
 
     fn finish_load(&self, result: Result<LoadedModel, LoadFailure>) {
-        let mut last_error = self.last_error.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut last_error = self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match result {
             Ok(model) => {
                 tracing::info!(model = %model.engine.info().name, "model loaded");

@@ -787,7 +787,13 @@ fn models_load_in_the_background_and_the_ui_is_served() {
     let (status, _) = load(json!({"model": corrupt}));
     assert_eq!(status, 202);
     let info = wait_for_info(&base, |i| i["loading"].is_null());
-    assert!(info["error"]["message"].as_str().unwrap().contains("corrupt.gguf"), "{info}");
+    assert!(
+        info["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("corrupt.gguf"),
+        "{info}"
+    );
     assert_eq!(info["model"]["path"], json!(model));
     let (status, _) = post_to(
         &base,
