@@ -112,8 +112,17 @@ export interface ApiErrorBody {
 }
 
 export interface HeadsInfo {
-  heads: number;
-  [key: string]: unknown;
+  head_count: number;
+  layers_per_head: number;
+  /** Weight format of the projection to the vocabulary, e.g. "q8_0". */
+  projection_type: string;
+  /** Whether the heads share the model's own output projection. */
+  shared_projection: boolean;
+  /** Tokens the heads can guess, when restricted to a frequent subset of the vocabulary. */
+  vocab_subset: number | null;
+  /** Medusa choices: per path, the rank in each head's top-k. */
+  default_tree: number[][];
+  base: Record<string, unknown>;
 }
 
 export interface ModelInfo {
@@ -133,7 +142,7 @@ export interface ModelInfo {
   threads: number;
   has_chat_template: boolean;
   heads: HeadsInfo | null;
-  medusa_tree: unknown;
+  medusa_tree: number[][] | null;
 }
 
 export interface EngineMetrics {
@@ -170,7 +179,8 @@ export interface Info {
   model: ModelInfo | null;
   heads: HeadsInfo | null;
   heads_path: string | null;
-  tree: unknown;
+  /** The Medusa tree in use (paths of ranks), null without heads. */
+  tree: number[][] | null;
   modes: Mode[];
   metrics: EngineMetrics | null;
   database: string;

@@ -1,0 +1,104 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { attachmentName, HttpTransport, queryString } from './http';
+import { ApiError } from './transport';
+import type { RunEvent } from './types';
+
+function sseResponse(chunks: string[]): Response {
+  const encoder = new TextEncoder();
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (const c of chunks) controller.enqueue(encoder.encode(c));
+      controller.close();
+    },
+  });
+  return new Response(body, { status: 200, headers: { 'Content-Type': 'text/event-stream' } });
+}
+
+function json(status: number, body: unknown): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { 'Content-Type': 'application/json' },
+  });
+}
+
+afterEach(() => vi.unstubAllGlobals());
+
+describe('HttpTransport', () => {
+  it('streams generation events in order', async () => {
+    const fetch = vi.fn().mockResolvedValue(
+      sseResponse([
+        'data: {"type":"started","run_id":4,"prompt_tokens":3}\n\ndata: {"type":"te',
+        'xt","text":"Hi","token_ids":[1],"sources":["model"]}\n\n',
+        'data: {"type":"finished","run_id":4}\n\n',
+      ]),
+    );
+    vi.stubGlobal('fetch', fetch);
+    const events: RunEvent[] = [];
+    await new HttpTransport('http://h').generate({ prompt: 'x', mode: 'lookup' }, (e) => events.push(e)).done;
+    expect(events.map((e) => e.type)).toEqual(['started', 'text', 'finished']);
+    expect(fetch).toHaveBeenCalledWith(
+      'http://h/api/generate',
+      expect.objectContaining({ method: 'POST', body: '{"prompt":"x","mode":"lookup"}' }),
+    );
+  });
+
+  it('maps error bodies to ApiError with code and status', async () => {
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async () => json(503, { error: { code: 'queue_full', message: 'full' } })),
+    );
+    const run = new HttpTransport().generate({ prompt: 'x' }, () => {});
+    await expect(run.done).rejects.toEqual(new ApiError('queue_full', 'full', 503));
+    await expect(new HttpTransport().info()).rejects.toMatchObject({ code: 'queue_full', status: 503 });
+  });
+
+  it('reports an unreachable server as a network error', async () => {
+    vi.stubGlobal('fetch', vi.fn().mockRejectedValue(new TypeError('Failed to fetch')));
+    await expect(new HttpTransport().listRuns()).rejects.toMatchObject({ code: 'network' });
+  });
+
+  it('cancels by aborting the request', async () => {
+    let signal: AbortSignal | undefined;
+    vi.stubGlobal(
+      'fetch',
+      vi.fn((_url: string, init: RequestInit) => {
+        signal = init.signal ?? undefined;
+        return new Promise((_, reject) =>
+          signal!.addEventListener('abort', () => reject(new DOMException('aborted', 'AbortError'))),
+        );
+      }),
+    );
+    const run = new HttpTransport().generate({ prompt: 'x' }, () => {});
+    run.cancel();
+    await expect(run.done).resolves.toBeUndefined();
+    expect(signal?.aborted).toBe(true);
+  });
+
+  it('builds history queries and export URLs from the defined fields', async () => {
+    const fetch = vi.fn().mockResolvedValue(json(200, { runs: [] }));
+    vi.stubGlobal('fetch', fetch);
+    await new HttpTransport().listRuns({ mode: 'medusa', limit: 50, sort: 'total_ms', model: '' });
+    expect(fetch).toHaveBeenCalledWith('/api/runs?mode=medusa&limit=50&sort=total_ms', undefined);
+    expect(new HttpTransport().exportUrl({ status: 'finished' }, 'csv')).toBe(
+      '/api/runs/export?status=finished&format=csv',
+    );
+    expect(queryString({})).toBe('');
+  });
+
+  it('posts comparisons and model loads', async () => {
+    const fetch = vi.fn().mockResolvedValue(json(201, { id: 1 }));
+    vi.stubGlobal('fetch', fetch);
+    await new HttpTransport().createComparison([3, 4]);
+    expect(fetch.mock.calls[0][1].body).toBe('{"run_ids":[3,4]}');
+    fetch.mockResolvedValue(json(202, {}));
+    await new HttpTransport().loadModel({ model: '/m.gguf', heads: null });
+    expect(fetch.mock.calls[1][0]).toBe('/api/model');
+  });
+});
+
+describe('attachmentName', () => {
+  it('reads the file name of a download', () => {
+    expect(attachmentName('attachment; filename="medusa-runs-1.csv"')).toBe('medusa-runs-1.csv');
+    expect(attachmentName(null)).toBeNull();
+  });
+});

@@ -1,0 +1,168 @@
+// The browser transport: `medusa serve`'s HTTP API, with server-sent events for generations.
+
+import { SseParser } from './sse';
+import { ApiError, type RunHandle, type Transport } from './transport';
+import type {
+  Comparison,
+  ExportFormat,
+  GenerateRequest,
+  Info,
+  LoadModelRequest,
+  RunEvent,
+  RunQuery,
+  RunRecord,
+  RunWithSteps,
+} from './types';
+
+/** `?a=1&b=x` from the defined fields of `query`. */
+export function queryString(query: object): string {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) {
+    if (value !== undefined && value !== null && value !== '') params.set(key, String(value));
+  }
+  const text = params.toString();
+  return text ? `?${text}` : '';
+}
+
+/** The error an HTTP answer carries (`{"error": {"code", "message"}}`), or a generic one. */
+export async function errorFrom(response: Response): Promise<ApiError> {
+  try {
+    const body = await response.json();
+    if (body?.error?.code) return new ApiError(body.error.code, body.error.message, response.status);
+  } catch {
+    // Not JSON: fall through.
+  }
+  return new ApiError(`http_${response.status}`, `${response.status} ${response.statusText}`, response.status);
+}
+
+/** The file name in a Content-Disposition header, if any. */
+export function attachmentName(header: string | null): string | null {
+  const match = header && /filename="?([^";]+)"?/.exec(header);
+  return match ? match[1] : null;
+}
+
+export class HttpTransport implements Transport {
+  readonly kind = 'http' as const;
+
+  constructor(private readonly base: string = '') {}
+
+  private async request<T>(path: string, init?: RequestInit): Promise<T> {
+    let response: Response;
+    try {
+      response = await fetch(this.base + path, init);
+    } catch (err) {
+      throw new ApiError('network', `cannot reach the server: ${(err as Error).message}`);
+    }
+    if (!response.ok) throw await errorFrom(response);
+    if (response.status === 204 || response.status === 202) {
+      return (response.headers.get('content-type')?.includes('json') ? response.json() : undefined) as T;
+    }
+    return response.json() as Promise<T>;
+  }
+
+  private post<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>(path, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  }
+
+  info(): Promise<Info> {
+    return this.request('/api/info');
+  }
+
+  generate(request: GenerateRequest, onEvent: (event: RunEvent) => void): RunHandle {
+    const abort = new AbortController();
+    const done = (async () => {
+      let response: Response;
+      try {
+        response = await fetch(`${this.base}/api/generate`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify(request),
+          signal: abort.signal,
+        });
+      } catch (err) {
+        if (abort.signal.aborted) return;
+        throw new ApiError('network', `cannot reach the server: ${(err as Error).message}`);
+      }
+      if (!response.ok) throw await errorFrom(response);
+      if (!response.body) throw new ApiError('network', 'the server sent no stream');
+      const parser = new SseParser((data) => {
+        const event = JSON.parse(data);
+        // An error after the stream started arrives as one last `{"error": ...}` object.
+        if (event.error) onEvent({ type: 'failed', run_id: -1, ...event.error });
+        else onEvent(event as RunEvent);
+      });
+      const reader = response.body.getReader();
+      try {
+        for (;;) {
+          const { value, done: finished } = await reader.read();
+          if (finished) break;
+          parser.push(value);
+        }
+        parser.end();
+      } catch (err) {
+        if (abort.signal.aborted) return;
+        throw new ApiError('network', `the stream broke: ${(err as Error).message}`);
+      }
+    })();
+    // Aborting the request makes the server cancel the run and record it as cancelled.
+    return { done, cancel: () => abort.abort() };
+  }
+
+  async listRuns(query: RunQuery = {}): Promise<RunRecord[]> {
+    return (await this.request<{ runs: RunRecord[] }>(`/api/runs${queryString(query)}`)).runs;
+  }
+
+  getRun(id: number): Promise<RunWithSteps> {
+    return this.request(`/api/runs/${id}`);
+  }
+
+  async listComparisons(limit?: number): Promise<Comparison[]> {
+    const path = `/api/comparisons${queryString({ limit })}`;
+    return (await this.request<{ comparisons: Comparison[] }>(path)).comparisons;
+  }
+
+  getComparison(id: number): Promise<Comparison> {
+    return this.request(`/api/comparisons/${id}`);
+  }
+
+  createComparison(runIds: number[]): Promise<Comparison> {
+    return this.post('/api/comparisons', { run_ids: runIds });
+  }
+
+  exportUrl(query: RunQuery, format: ExportFormat): string {
+    return `${this.base}/api/runs/export${queryString({ ...query, format })}`;
+  }
+
+  async exportRuns(query: RunQuery, format: ExportFormat): Promise<string | null> {
+    let response: Response;
+    try {
+      response = await fetch(this.exportUrl(query, format));
+    } catch (err) {
+      throw new ApiError('network', `cannot reach the server: ${(err as Error).message}`);
+    }
+    if (!response.ok) throw await errorFrom(response);
+    const name =
+      attachmentName(response.headers.get('content-disposition')) ?? `medusa-runs.${format}`;
+    const url = URL.createObjectURL(await response.blob());
+    const link = document.createElement('a');
+    link.href = url;
+    link.download = name;
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    return name;
+  }
+
+  async loadModel(request: LoadModelRequest): Promise<void> {
+    await this.post('/api/model', request);
+  }
+
+  async pickFile(): Promise<string | null> {
+    return null;
+  }
+}

@@ -1,0 +1,11 @@
+import { HttpTransport } from './http';
+import { TauriTransport } from './tauri';
+import type { Transport } from './transport';
+
+/** Tauri IPC inside the desktop app, HTTP against the page's own server in a browser. */
+export function createTransport(): Transport {
+  return '__TAURI_INTERNALS__' in window ? new TauriTransport() : new HttpTransport();
+}
+
+export { ApiError } from './transport';
+export type { RunHandle, Transport } from './transport';

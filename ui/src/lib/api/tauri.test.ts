@@ -1,0 +1,65 @@
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+
+const { invoke, FakeChannel } = vi.hoisted(() => ({
+  invoke: vi.fn(),
+  FakeChannel: class<T> {
+    onmessage: (message: T) => void = () => {};
+  },
+}));
+vi.mock('@tauri-apps/api/core', () => ({ invoke, Channel: FakeChannel }));
+
+const { TauriTransport, toApiError } = await import('./tauri');
+const { ApiError } = await import('./transport');
+
+beforeEach(() => {
+  invoke.mockReset();
+});
+
+describe('TauriTransport', () => {
+  it('calls the commands with camelCase arguments', async () => {
+    invoke.mockResolvedValue([]);
+    const t = new TauriTransport();
+    await t.listRuns({ mode: 'normal' });
+    await t.createComparison([1, 2]);
+    await t.getRun(5);
+    await t.loadModel({ model: '/m.gguf' });
+    expect(invoke.mock.calls).toEqual([
+      ['list_runs', { query: { mode: 'normal' } }],
+      ['create_comparison', { runIds: [1, 2] }],
+      ['get_run', { id: 5 }],
+      ['load_model', { request: { model: '/m.gguf' } }],
+    ]);
+  });
+
+  it('streams events from the channel and resolves after the last', async () => {
+    let channel: InstanceType<typeof FakeChannel<unknown>> | undefined;
+    invoke.mockImplementation(async (_cmd: string, args: { onEvent: typeof channel }) => {
+      channel = args.onEvent;
+      return 9;
+    });
+    const seen: string[] = [];
+    const run = new TauriTransport().generate({ prompt: 'x' }, (e) => seen.push(e.type));
+    await Promise.resolve();
+    channel!.onmessage({ type: 'started', run_id: 9, prompt_tokens: 1 });
+    channel!.onmessage({ type: 'text', text: 'a', token_ids: [1], sources: ['model'] });
+    channel!.onmessage({ type: 'finished', run_id: 9 });
+    await run.done;
+    expect(seen).toEqual(['started', 'text', 'finished']);
+  });
+
+  it('cancels through cancel_run with the run id', async () => {
+    invoke.mockResolvedValueOnce(12).mockResolvedValue(null);
+    const run = new TauriTransport().generate({ prompt: 'x' }, () => {});
+    await new Promise((r) => setTimeout(r, 0));
+    run.cancel();
+    expect(invoke).toHaveBeenLastCalledWith('cancel_run', { runId: 12 });
+  });
+
+  it('turns rejections into ApiError', async () => {
+    invoke.mockRejectedValue({ code: 'empty_prompt', message: 'the prompt is empty' });
+    await expect(new TauriTransport().info()).rejects.toEqual(
+      new ApiError('empty_prompt', 'the prompt is empty'),
+    );
+    expect(toApiError('boom')).toEqual(new ApiError('desktop', 'boom'));
+  });
+});

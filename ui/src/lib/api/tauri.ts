@@ -1,0 +1,97 @@
+// The desktop transport: the app's Tauri commands, with a Channel per generation.
+
+import { Channel, invoke } from '@tauri-apps/api/core';
+import { ApiError, type RunHandle, type Transport } from './transport';
+import type {
+  Comparison,
+  ExportFormat,
+  GenerateRequest,
+  Info,
+  LoadModelRequest,
+  RunEvent,
+  RunQuery,
+  RunRecord,
+  RunWithSteps,
+} from './types';
+
+/** A command's rejection (`{code, message}`, or a bare string from Tauri itself) as an ApiError. */
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err && typeof err === 'object' && 'code' in err && 'message' in err) {
+    return new ApiError(String(err.code), String(err.message));
+  }
+  return new ApiError('desktop', String(err));
+}
+
+async function call<T>(command: string, args?: Record<string, unknown>): Promise<T> {
+  try {
+    return await invoke<T>(command, args);
+  } catch (err) {
+    throw toApiError(err);
+  }
+}
+
+export class TauriTransport implements Transport {
+  readonly kind = 'tauri' as const;
+
+  info(): Promise<Info> {
+    return call('info');
+  }
+
+  generate(request: GenerateRequest, onEvent: (event: RunEvent) => void): RunHandle {
+    let runId: number | null = null;
+    let cancelled = false;
+    let finish: () => void = () => {};
+    const ended = new Promise<void>((resolve) => (finish = resolve));
+    const channel = new Channel<RunEvent>();
+    channel.onmessage = (event) => {
+      if (event.type === 'started') runId = event.run_id;
+      onEvent(event);
+      if (event.type === 'finished' || event.type === 'failed') finish();
+    };
+    const started = call<number>('generate', { request, onEvent: channel }).then((id) => {
+      runId = id;
+      if (cancelled) void call('cancel_run', { runId: id }).catch(() => {});
+    });
+    return {
+      done: started.then(() => ended),
+      cancel: () => {
+        cancelled = true;
+        // The run ends with a `finished` event (stop reason `cancelled`), which resolves `done`.
+        if (runId !== null) void call('cancel_run', { runId }).catch(() => finish());
+      },
+    };
+  }
+
+  listRuns(query: RunQuery = {}): Promise<RunRecord[]> {
+    return call('list_runs', { query });
+  }
+
+  getRun(id: number): Promise<RunWithSteps> {
+    return call('get_run', { id });
+  }
+
+  listComparisons(limit?: number): Promise<Comparison[]> {
+    return call('list_comparisons', { limit: limit ?? null });
+  }
+
+  getComparison(id: number): Promise<Comparison> {
+    return call('get_comparison', { id });
+  }
+
+  createComparison(runIds: number[]): Promise<Comparison> {
+    return call('create_comparison', { runIds });
+  }
+
+  exportRuns(query: RunQuery, format: ExportFormat): Promise<string | null> {
+    return call('export_runs', { query, format });
+  }
+
+  loadModel(request: LoadModelRequest): Promise<void> {
+    return call('load_model', { request });
+  }
+
+  pickFile(kind: 'model' | 'heads'): Promise<string | null> {
+    return call('pick_file', { kind });
+  }
+}

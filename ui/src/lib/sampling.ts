@@ -1,0 +1,59 @@
+// Generation settings as the UI edits them, checked before they are sent.
+
+import type { GenerateRequest, SamplingParams } from './api/types';
+
+export interface GenerationSettings {
+  temperature: number;
+  top_k: number;
+  top_p: number;
+  min_p: number;
+  repeat_penalty: number;
+  /** Empty for a fresh seed each run. */
+  seed: string;
+  max_tokens: number;
+  /** 0: the engine's own budget. */
+  max_draft_tokens: number;
+}
+
+export const DEFAULT_SETTINGS: GenerationSettings = {
+  temperature: 0,
+  top_k: 40,
+  top_p: 0.95,
+  min_p: 0.05,
+  repeat_penalty: 1,
+  seed: '',
+  max_tokens: 256,
+  max_draft_tokens: 0,
+};
+
+/** The first problem with `s`, or null when it can be sent. */
+export function settingsProblem(s: GenerationSettings): string | null {
+  if (!(s.temperature >= 0 && s.temperature <= 5)) return 'temperature must be between 0 and 5';
+  if (!(Number.isInteger(s.top_k) && s.top_k >= 0)) return 'top-k must be a whole number ≥ 0';
+  if (!(s.top_p > 0 && s.top_p <= 1)) return 'top-p must be in (0, 1]';
+  if (!(s.min_p >= 0 && s.min_p < 1)) return 'min-p must be in [0, 1)';
+  if (!(s.repeat_penalty > 0 && s.repeat_penalty <= 10)) return 'repeat penalty must be in (0, 10]';
+  if (s.seed.trim() !== '' && !/^\d+$/.test(s.seed.trim())) return 'seed must be a whole number';
+  if (!(Number.isInteger(s.max_tokens) && s.max_tokens >= 1)) return 'max tokens must be at least 1';
+  if (!(Number.isInteger(s.max_draft_tokens) && s.max_draft_tokens >= 0)) {
+    return 'max draft tokens must be a whole number ≥ 0';
+  }
+  return null;
+}
+
+/** The request fields the settings stand for. */
+export function requestFields(s: GenerationSettings): Pick<GenerateRequest, 'sampling' | 'max_tokens' | 'max_draft_tokens'> {
+  const sampling: Partial<SamplingParams> = {
+    temperature: s.temperature,
+    top_k: s.top_k,
+    top_p: s.top_p,
+    min_p: s.min_p,
+    repeat_penalty: s.repeat_penalty,
+    seed: s.seed.trim() === '' ? null : Number(s.seed.trim()),
+  };
+  return {
+    sampling,
+    max_tokens: s.max_tokens,
+    ...(s.max_draft_tokens > 0 ? { max_draft_tokens: s.max_draft_tokens } : {}),
+  };
+}
