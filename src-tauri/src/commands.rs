@@ -2,6 +2,7 @@
 //! `medusa serve` answers over HTTP. Errors reject with `{"code", "message"}`.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -14,7 +15,18 @@ use tokio::sync::oneshot;
 
 #[tauri::command]
 pub fn info(state: State<'_, AppState>) -> Value {
+    // The UI asks first thing after it starts: a sign in the log that the window works.
+    static UI_CONNECTED: AtomicBool = AtomicBool::new(false);
+    if !UI_CONNECTED.swap(true, Ordering::Relaxed) {
+        tracing::info!("the UI is connected");
+    }
     service::info(&state)
+}
+
+/// An error the UI could not show itself (a script error), kept in the app's log.
+#[tauri::command]
+pub fn report_ui_error(message: String) {
+    tracing::warn!(%message, "UI error");
 }
 
 /// Starts a run; its events (the same objects as `/api/generate`'s) go to `on_event` in order.

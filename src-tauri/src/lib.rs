@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod commands;
+pub mod locale;
 mod shutdown;
 
 use anyhow::Context;
@@ -15,6 +16,7 @@ pub fn invoke_handler<R: tauri::Runtime>(
 ) -> impl Fn(tauri::ipc::Invoke<R>) -> bool + Send + Sync + 'static {
     tauri::generate_handler![
         commands::info,
+        commands::report_ui_error,
         commands::generate,
         commands::cancel_run,
         commands::list_runs,

@@ -2,6 +2,7 @@
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
 fn main() {
+    medusa_desktop::locale::ensure_language_tag();
     if let Err(err) = medusa_desktop::run() {
         eprintln!("medusa-playground: {err:#}");
         std::process::exit(1);

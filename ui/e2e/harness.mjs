@@ -1,8 +1,8 @@
 // Starts `medusa serve` on the real default model with a fresh history and the built UI, and a
 // headless Debian Chromium driven by playwright-core.
 
-import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,11 +11,46 @@ import { chromium } from 'playwright-core';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const artifacts = join(root, 'test-artifacts', 'ui');
 
+const medusa = join(root, 'target/release/medusa');
+
+/**
+ * Medusa heads for the default model whose residual blocks are zero: each head then proposes the
+ * model's own next token again. They guess little, but exercise the whole Medusa path in the UI
+ * (drafting, tree verification, tinting, acceptance per head) with outputs that must equal the
+ * normal ones under greedy decoding. Written as a FasterDecoding checkpoint and imported.
+ */
+function zeroHeads(dir, heads = 4) {
+  const info = JSON.parse(execFileSync(medusa, ['info', '--json'], { encoding: 'utf8' }));
+  const n = info.n_embd;
+  const tensors = {};
+  let offset = 0;
+  const add = (name, shape) => {
+    const bytes = shape.reduce((a, b) => a * b, 1) * 4;
+    tensors[name] = { dtype: 'F32', shape, data_offsets: [offset, offset + bytes] };
+    offset += bytes;
+  };
+  for (let h = 0; h < heads; h++) {
+    add(`${h}.0.linear.weight`, [n, n]);
+    add(`${h}.0.linear.bias`, [n]);
+  }
+  let header = JSON.stringify(tensors);
+  header += ' '.repeat((8 - (header.length % 8)) % 8);
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(header.length));
+  const checkpoint = join(dir, 'zero_heads.safetensors');
+  writeFileSync(checkpoint, Buffer.concat([length, Buffer.from(header), Buffer.alloc(offset)]));
+  const out = join(dir, 'zero.medusa.gguf');
+  execFileSync(medusa, ['convert-heads', '--checkpoint', checkpoint, '--out', out], { stdio: 'ignore' });
+  return out;
+}
+
 export async function startServer() {
-  const db = join(mkdtempSync(join(tmpdir(), 'medusa-e2e-')), 'history.sqlite');
+  const dir = mkdtempSync(join(tmpdir(), 'medusa-e2e-'));
+  const db = join(dir, 'history.sqlite');
+  const heads = zeroHeads(dir);
   const server = spawn(
-    join(root, 'target/release/medusa'),
-    ['serve', '--port', '0', '--db', db, '--ui', join(root, 'ui/dist'), '--ctx-size', '1024'],
+    medusa,
+    ['serve', '--port', '0', '--db', db, '--ui', join(root, 'ui/dist'), '--ctx-size', '1024', '--heads', heads],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const url = await new Promise((resolveUrl, reject) => {

@@ -43,7 +43,7 @@ async function openTab(name) {
 
 test('chat streams an answer and shows its stats', async () => {
   await openTab('chat');
-  await page.getByTestId('chat-mode').selectOption('lookup');
+  await page.getByTestId('chat-mode').selectOption('medusa');
   const input = page.getByTestId('chat-input');
   await input.fill('What is the capital of France?');
   await input.press('Enter');
@@ -54,23 +54,31 @@ test('chat streams an answer and shows its stats', async () => {
   const figures = await stats.innerText();
   assert.match(figures, /tok\/s/);
   assert.match(figures, /TTFT|first token/i);
+  assert.match(figures, /mean accepted/);
+  // Medusa runs show acceptance per head.
+  assert.equal(await stats.getByTestId('acceptance-bars').count(), 1);
   await shoot('chat');
 });
 
-test('compare runs normal and lookup side by side with a speed-up and a chart', async () => {
+test('compare runs normal, Medusa and lookup side by side with speed-ups and charts', async () => {
   await openTab('compare');
   await page.getByTestId('compare-input').fill('List the days of the week, one per line.');
   await page.getByTestId('compare-run').click();
-  await page.getByTestId('compare-speedup').waitFor();
+  await page.getByTestId('compare-speedup').first().waitFor();
   const panels = page.getByTestId('compare-panel');
-  assert.equal(await panels.count(), 2);
   assert.deepEqual(
     await panels.evaluateAll((els) => els.map((e) => e.dataset.mode)),
-    ['normal', 'lookup'],
+    ['normal', 'medusa', 'lookup'],
   );
-  assert.match(await page.getByTestId('compare-speedup').first().innerText(), /\d+(\.\d+)?\s*×|x/);
-  await page.getByTestId('compare-identical').first().waitFor();
-  await page.getByTestId('compare-chart').first().locator('canvas').waitFor();
+  const speedups = await page.getByTestId('compare-speedup').allInnerTexts();
+  assert.equal(speedups.length, 2);
+  for (const s of speedups) assert.match(s, /^\d+\.\d\d×$/);
+  // Greedy verification is lossless: both speculative outputs equal the normal one.
+  assert.deepEqual(await page.getByTestId('compare-identical').allInnerTexts(), [
+    'Identical output',
+    'Identical output',
+  ]);
+  assert.equal(await page.locator('[data-testid="compare-chart"] canvas').count(), 2);
   await shoot('compare');
 });
 
@@ -100,14 +108,17 @@ test('three concurrent prompts stream in three lanes and finish', async () => {
 test('history lists the runs and exports them as CSV', async () => {
   await openTab('history');
   const stored = await (await fetch(`${server.url}/api/runs?limit=1000`)).json();
-  // 1 chat + 2 compared + 3 concurrent.
-  assert.equal(stored.runs.length, 6);
+  // 1 chat + 3 compared + 3 concurrent.
+  assert.equal(stored.runs.length, 7);
   await page.waitForFunction(
     (n) => document.querySelectorAll('[data-testid="history-row"]').length === n,
     stored.runs.length,
   );
-  await page.getByTestId('history-row').first().click();
+  // Open the compared Medusa run: its steps replay as a chart.
+  const medusaRun = stored.runs.find((r) => r.mode === 'medusa' && r.comparison_id !== null);
+  await page.locator(`[data-testid="history-row"][data-run-id="${medusaRun.id}"]`).click();
   await page.getByTestId('history-detail').waitFor();
+  await page.locator('[data-testid="history-chart"] canvas').waitFor();
   await shoot('history');
 
   const [download] = await Promise.all([
