@@ -57,7 +57,37 @@ describe('HttpTransport', () => {
     await expect(new HttpTransport().listRuns()).rejects.toMatchObject({ code: 'network' });
   });
 
-  it('cancels by aborting the request', async () => {
+  it('cancels a started run by id and still delivers its last events', async () => {
+    let release: () => void = () => {};
+    const fetch = vi.fn(async (url: string) => {
+      if (url.endsWith('/cancel')) {
+        release();
+        return new Response(null, { status: 204 });
+      }
+      const encoder = new TextEncoder();
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(encoder.encode('data: {"type":"started","run_id":5,"prompt_tokens":1}\n\n'));
+          release = () => {
+            controller.enqueue(encoder.encode('data: {"type":"finished","run_id":5,"stop_reason":"cancelled"}\n\n'));
+            controller.close();
+          };
+        },
+      });
+      return new Response(body, { status: 200 });
+    });
+    vi.stubGlobal('fetch', fetch);
+    const events: RunEvent[] = [];
+    const run = new HttpTransport().generate({ prompt: 'x' }, (e) => {
+      events.push(e);
+      if (e.type === 'started') run.cancel();
+    });
+    await run.done;
+    expect(fetch.mock.calls[1][0]).toBe('/api/runs/5/cancel');
+    expect(events.map((e) => e.type)).toEqual(['started', 'finished']);
+  });
+
+  it('cancels a run that has not started by aborting the request', async () => {
     let signal: AbortSignal | undefined;
     vi.stubGlobal(
       'fetch',

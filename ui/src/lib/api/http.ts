@@ -74,6 +74,7 @@ export class HttpTransport implements Transport {
 
   generate(request: GenerateRequest, onEvent: (event: RunEvent) => void): RunHandle {
     const abort = new AbortController();
+    let runId: number | null = null;
     const done = (async () => {
       let response: Response;
       try {
@@ -92,8 +93,11 @@ export class HttpTransport implements Transport {
       const parser = new SseParser((data) => {
         const event = JSON.parse(data);
         // An error after the stream started arrives as one last `{"error": ...}` object.
-        if (event.error) onEvent({ type: 'failed', run_id: -1, ...event.error });
-        else onEvent(event as RunEvent);
+        if (event.error) onEvent({ type: 'failed', run_id: runId ?? -1, ...event.error });
+        else {
+          if (event.type === 'started') runId = event.run_id;
+          onEvent(event as RunEvent);
+        }
       });
       const reader = response.body.getReader();
       try {
@@ -108,8 +112,18 @@ export class HttpTransport implements Transport {
         throw new ApiError('network', `the stream broke: ${(err as Error).message}`);
       }
     })();
-    // Aborting the request makes the server cancel the run and record it as cancelled.
-    return { done, cancel: () => abort.abort() };
+    // A started run is cancelled by id, so that its stream still delivers the final summary;
+    // before that, aborting the request cancels it (the server records it as cancelled either way).
+    const cancel = () => {
+      if (runId === null) return abort.abort();
+      fetch(`${this.base}/api/runs/${runId}/cancel`, { method: 'POST' })
+        .then((r) => {
+          // 409: it ended meanwhile, and its last events are on their way.
+          if (!r.ok && r.status !== 409) abort.abort();
+        })
+        .catch(() => abort.abort());
+    };
+    return { done, cancel };
   }
 
   async listRuns(query: RunQuery = {}): Promise<RunRecord[]> {
