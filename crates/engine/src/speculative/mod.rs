@@ -4,4 +4,5 @@ pub mod budget;
 pub mod drafter;
 pub mod lookup;
 pub mod tree;
+pub mod tree_builder;
 pub mod verify;

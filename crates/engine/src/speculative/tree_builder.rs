@@ -1,0 +1,336 @@
+//! Trees from measured accuracy: the sparse tree that maximises the expected number of accepted
+//! tokens for a node budget, and the choice of budget that maximises tokens per second on this
+//! machine (falling back to plain decoding when no tree pays).
+//!
+//! As in the Medusa paper, a head's guesses are taken to be right independently of the other
+//! heads': a node whose path picks rank `r_d` at each depth `d` is accepted with probability
+//! `prod_d accuracy[d][r_d]`, and the expected tokens per step are one (the model's own) plus the
+//! sum over the tree's nodes. Every child is at most as likely as its parent, so the `n` most
+//! likely nodes always form a tree, and taking them in order of probability is optimal.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use super::budget::CostModel;
+use super::tree::{TreeSpec, MAX_RANK};
+
+/// Per head (depth), the probability that its rank-`r` guess is the right token, given that the
+/// path before it was right. Rows need not be sorted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccuracyTable {
+    rows: Vec<Vec<f64>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccuracyError {
+    #[error("the accuracy table has no heads")]
+    NoHeads,
+    #[error("head {head} has no ranks")]
+    NoRanks { head: usize },
+    #[error("head {head}, rank {rank}: {value} is not a probability")]
+    NotAProbability {
+        head: usize,
+        rank: usize,
+        value: String,
+    },
+    #[error("head {head}: its ranks add up to {sum}, more than 1")]
+    Overfull { head: usize, sum: String },
+}
+
+impl AccuracyTable {
+    pub fn new(rows: Vec<Vec<f64>>) -> Result<Self, AccuracyError> {
+        if rows.is_empty() {
+            return Err(AccuracyError::NoHeads);
+        }
+        for (head, row) in rows.iter().enumerate() {
+            if row.is_empty() {
+                return Err(AccuracyError::NoRanks { head });
+            }
+            if let Some((rank, value)) = row
+                .iter()
+                .enumerate()
+                .find(|(_, v)| !(0.0..=1.0).contains(*v))
+            {
+                return Err(AccuracyError::NotAProbability {
+                    head,
+                    rank,
+                    value: value.to_string(),
+                });
+            }
+            // Ranks are exclusive events: at most one of them is the right token.
+            let sum: f64 = row.iter().sum();
+            if sum > 1.0 + 1e-9 {
+                return Err(AccuracyError::Overfull {
+                    head,
+                    sum: format!("{sum:.4}"),
+                });
+            }
+        }
+        Ok(Self {
+            rows: rows
+                .into_iter()
+                .map(|r| r.into_iter().take(MAX_RANK).collect())
+                .collect(),
+        })
+    }
+
+    pub fn heads(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn rows(&self) -> &[Vec<f64>] {
+        &self.rows
+    }
+}
+
+/// The best tree for a node budget, with what it is expected to yield.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltTree {
+    pub tree: TreeSpec,
+    /// Expected tokens per step, the model's own included: `1 + sum of node probabilities`.
+    pub expected_tokens: f64,
+}
+
+/// A candidate node: its path and the probability that the whole path is accepted.
+#[derive(Debug, Clone, PartialEq)]
+struct Candidate {
+    probability: f64,
+    path: Vec<usize>,
+}
+
+impl Eq for Candidate {}
+
+impl Ord for Candidate {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Most likely first; ties go to the shorter, then lexicographically smaller path, so the
+        // result does not depend on the heap's order.
+        self.probability
+            .total_cmp(&other.probability)
+            .then_with(|| other.path.len().cmp(&self.path.len()))
+            .then_with(|| other.path.cmp(&self.path))
+    }
+}
+
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The trees of every size up to `max_nodes`: entry `n - 1` is the best tree of `n` nodes (fewer
+/// when the table allows no more). Each is the previous one plus its most likely candidate.
+pub fn best_trees(accuracy: &AccuracyTable, max_nodes: usize) -> Vec<BuiltTree> {
+    let rows = accuracy.rows();
+    let mut frontier: BinaryHeap<Candidate> = rows[0]
+        .iter()
+        .enumerate()
+        .map(|(rank, &p)| Candidate {
+            probability: p,
+            path: vec![rank],
+        })
+        .collect();
+    let mut chosen: Vec<Vec<usize>> = Vec::new();
+    let mut expected = 1.0;
+    let mut trees = Vec::new();
+    while chosen.len() < max_nodes {
+        let Some(best) = frontier.pop() else { break };
+        if best.probability <= 0.0 {
+            break;
+        }
+        expected += best.probability;
+        if let Some(row) = rows.get(best.path.len()) {
+            frontier.extend(row.iter().enumerate().map(|(rank, &p)| {
+                let mut path = best.path.clone();
+                path.push(rank);
+                Candidate {
+                    probability: best.probability * p,
+                    path,
+                }
+            }));
+        }
+        chosen.push(best.path);
+        let tree = TreeSpec::new(chosen.clone()).expect("the most likely nodes form a tree");
+        trees.push(BuiltTree {
+            tree,
+            expected_tokens: expected,
+        });
+    }
+    trees
+}
+
+/// One tree size as the tuner sees it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TunedSize {
+    pub nodes: usize,
+    pub expected_tokens: f64,
+    /// Drafting plus one decode of the root and the tree.
+    pub step_ms: f64,
+    pub tokens_per_second: f64,
+    /// Over plain decoding (one token per decode of one token).
+    pub predicted_speedup: f64,
+}
+
+/// What the tuner found: each size's prediction and the chosen one (none: decode plainly).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuneResult {
+    pub plain_tokens_per_second: f64,
+    pub sizes: Vec<TunedSize>,
+    /// Index into `sizes` of the best size, when it beats plain decoding.
+    pub chosen: Option<usize>,
+    pub trees: Vec<BuiltTree>,
+}
+
+impl TuneResult {
+    pub fn chosen_tree(&self) -> Option<&BuiltTree> {
+        self.chosen.map(|i| &self.trees[i])
+    }
+}
+
+/// Picks the tree size with the most expected tokens per second, given decode costs on this
+/// machine and the time drafting takes per step. Keeps plain decoding when no tree is faster.
+pub fn tune(
+    accuracy: &AccuracyTable,
+    costs: &CostModel,
+    draft_ms: f64,
+    max_nodes: usize,
+) -> TuneResult {
+    let plain_ms = costs.cost(1);
+    let plain_tokens_per_second = 1000.0 / plain_ms;
+    let trees = best_trees(accuracy, max_nodes);
+    let sizes: Vec<TunedSize> = trees
+        .iter()
+        .map(|built| {
+            let nodes = built.tree.len();
+            let step_ms = draft_ms + costs.cost(nodes + 1);
+            let tokens_per_second = built.expected_tokens * 1000.0 / step_ms;
+            TunedSize {
+                nodes,
+                expected_tokens: built.expected_tokens,
+                step_ms,
+                tokens_per_second,
+                predicted_speedup: tokens_per_second / plain_tokens_per_second,
+            }
+        })
+        .collect();
+    let chosen = sizes
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.predicted_speedup > 1.0)
+        .max_by(|a, b| a.1.tokens_per_second.total_cmp(&b.1.tokens_per_second))
+        .map(|(i, _)| i);
+    TuneResult {
+        plain_tokens_per_second,
+        sizes,
+        chosen,
+        trees,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(rows: &[&[f64]]) -> AccuracyTable {
+        AccuracyTable::new(rows.iter().map(|r| r.to_vec()).collect()).unwrap()
+    }
+
+    fn paths(tree: &BuiltTree) -> Vec<Vec<usize>> {
+        tree.tree.paths().to_vec()
+    }
+
+    #[test]
+    fn builds_the_known_optimum_of_a_hand_made_table() {
+        // Head 1: rank 0 right 60%, rank 1 20%; head 2: 50%, 30%; head 3: 40%.
+        let accuracy = table(&[&[0.6, 0.2], &[0.5, 0.3], &[0.4]]);
+        let trees = best_trees(&accuracy, 5);
+        // Node probabilities in order: [0]=.6, [0,0]=.3, [1]=.2, [0,1]=.18, [0,0,0]=.12.
+        assert_eq!(paths(&trees[0]), vec![vec![0]]);
+        assert_eq!(paths(&trees[1]), vec![vec![0], vec![0, 0]]);
+        assert_eq!(paths(&trees[2]), vec![vec![0], vec![1], vec![0, 0]]);
+        assert_eq!(
+            paths(&trees[4]),
+            vec![vec![0], vec![1], vec![0, 0], vec![0, 1], vec![0, 0, 0]]
+        );
+        let expected: Vec<f64> = trees.iter().map(|t| t.expected_tokens).collect();
+        let want = [1.6, 1.9, 2.1, 2.28, 2.4];
+        for (got, want) in expected.iter().zip(want) {
+            assert!((got - want).abs() < 1e-12, "{expected:?}");
+        }
+    }
+
+    #[test]
+    fn every_smaller_budget_is_beaten_by_no_other_tree() {
+        // Exhaustive check on a small table: no valid tree of n nodes has a larger expectation.
+        let accuracy = table(&[&[0.5, 0.3, 0.1], &[0.7, 0.1], &[0.2, 0.2]]);
+        let trees = best_trees(&accuracy, 6);
+        let all_nodes: Vec<(Vec<usize>, f64)> = {
+            let mut nodes = Vec::new();
+            for a in 0..3 {
+                let pa = accuracy.rows()[0][a];
+                nodes.push((vec![a], pa));
+                for b in 0..2 {
+                    let pb = pa * accuracy.rows()[1][b];
+                    nodes.push((vec![a, b], pb));
+                    for c in 0..2 {
+                        nodes.push((vec![a, b, c], pb * accuracy.rows()[2][c]));
+                    }
+                }
+            }
+            nodes
+        };
+        for (n, built) in trees.iter().enumerate() {
+            let n = n + 1;
+            let mut best = 0.0f64;
+            for mask in 0u32..(1 << all_nodes.len()) {
+                if mask.count_ones() as usize != n {
+                    continue;
+                }
+                let set: Vec<&(Vec<usize>, f64)> = (0..all_nodes.len())
+                    .filter(|i| mask & (1 << i) != 0)
+                    .map(|i| &all_nodes[i])
+                    .collect();
+                let closed = set.iter().all(|(p, _)| {
+                    p.len() == 1 || set.iter().any(|(q, _)| q[..] == p[..p.len() - 1])
+                });
+                if closed {
+                    best = best.max(1.0 + set.iter().map(|(_, p)| p).sum::<f64>());
+                }
+            }
+            assert!((built.expected_tokens - best).abs() < 1e-12, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn the_tuner_picks_the_fastest_size_and_falls_back_when_none_pays() {
+        let accuracy = table(&[&[0.8, 0.1], &[0.7, 0.1], &[0.6], &[0.5]]);
+        // Cheap extra tokens (a GPU-like curve): a large tree wins.
+        let flat = CostModel::new(vec![(1, 10.0), (4, 10.5), (16, 11.0), (64, 13.0)]);
+        let result = tune(&accuracy, &flat, 0.5, 12);
+        let chosen = result.chosen.expect("a tree pays");
+        assert!(result.sizes[chosen].predicted_speedup > 2.0);
+        assert!(result.sizes[chosen].nodes >= 4);
+        // Every extra token costing as much as the first (a busy CPU): nothing pays.
+        let linear = CostModel::new(vec![(1, 10.0), (2, 20.0), (4, 40.0), (16, 160.0)]);
+        let result = tune(&accuracy, &linear, 0.5, 12);
+        assert_eq!(result.chosen, None);
+        assert!(result.chosen_tree().is_none());
+        assert!(result.sizes.iter().all(|s| s.predicted_speedup <= 1.0));
+    }
+
+    #[test]
+    fn bad_tables_are_refused() {
+        assert_eq!(AccuracyTable::new(vec![]), Err(AccuracyError::NoHeads));
+        assert_eq!(
+            AccuracyTable::new(vec![vec![]]),
+            Err(AccuracyError::NoRanks { head: 0 })
+        );
+        assert!(matches!(
+            AccuracyTable::new(vec![vec![1.5]]),
+            Err(AccuracyError::NotAProbability { .. })
+        ));
+        assert!(matches!(
+            AccuracyTable::new(vec![vec![0.7, 0.6]]),
+            Err(AccuracyError::Overfull { .. })
+        ));
+    }
+}
