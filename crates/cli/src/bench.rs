@@ -446,7 +446,7 @@ fn modes_with_normal_first(requested: &[GenerationMode]) -> Vec<GenerationMode> 
     modes
 }
 
-fn load_prompts(file: Option<&PathBuf>) -> anyhow::Result<Vec<String>> {
+pub fn load_prompts(file: Option<&PathBuf>) -> anyhow::Result<Vec<String>> {
     let prompts: Vec<String> = match file {
         None => DEFAULT_PROMPTS.iter().map(|s| s.to_string()).collect(),
         Some(path) => std::fs::read_to_string(path)

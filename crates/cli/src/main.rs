@@ -9,6 +9,7 @@ mod progress;
 mod quantize;
 mod sampling_args;
 mod serve;
+mod tune;
 
 use clap::{Parser, Subcommand};
 
@@ -41,6 +42,8 @@ enum Commands {
     Info(model_args::InfoArgs),
     /// Serve the HTTP API (OpenAI-compatible and the playground's own) with a run history.
     Serve(serve::ServeArgs),
+    /// Measure the heads and this machine's decode costs, and pick the fastest Medusa tree.
+    Tune(tune::TuneArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -63,6 +66,7 @@ fn main() -> std::process::ExitCode {
         }
         Commands::Info(args) => model_args::info(args),
         Commands::Serve(args) => serve::run(args),
+        Commands::Tune(args) => tune::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -236,3 +236,85 @@ fn bench_measures_concurrent_streams_against_the_same_requests_in_a_row() {
     let bad = medusa(&["bench", "--concurrency", "0"]);
     assert!(!bad.status.success());
 }
+
+/// A FasterDecoding checkpoint of `heads` zero-initialised residual blocks (Medusa's own
+/// initialisation: each head then proposes the model's next token again) for width `n_embd`.
+fn write_zero_checkpoint(path: &std::path::Path, heads: usize, n_embd: usize) {
+    let mut header = serde_json::Map::new();
+    let mut offset = 0usize;
+    for h in 0..heads {
+        for (name, shape) in [("weight", vec![n_embd, n_embd]), ("bias", vec![n_embd])] {
+            let bytes = shape.iter().product::<usize>() * 4;
+            header.insert(
+                format!("{h}.0.linear.{name}"),
+                serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + bytes]}),
+            );
+            offset += bytes;
+        }
+    }
+    let mut header = Value::Object(header).to_string();
+    header.push_str(&" ".repeat((8 - header.len() % 8) % 8));
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.resize(file.len() + offset, 0);
+    std::fs::write(path, file).unwrap();
+}
+
+#[test]
+fn tune_reports_each_budget_and_falls_back_when_no_tree_pays() {
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoint = dir.path().join("zero.safetensors");
+    let heads = dir.path().join("zero.medusa.gguf");
+    let info = json_of(&medusa(&["info", "--json"]));
+    write_zero_checkpoint(&checkpoint, 4, info["n_embd"].as_u64().unwrap() as usize);
+    let converted = medusa(&[
+        "convert-heads",
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+        "--out",
+        heads.to_str().unwrap(),
+    ]);
+    assert!(converted.status.success(), "{converted:?}");
+
+    let prompts = dir.path().join("prompts.txt");
+    std::fs::write(&prompts, "Count from one to ten.\nName three colours.\n").unwrap();
+    let tree = dir.path().join("tree.json");
+    let report = json_of(&medusa(&[
+        "tune",
+        "--heads",
+        heads.to_str().unwrap(),
+        "--prompts",
+        prompts.to_str().unwrap(),
+        "-n",
+        "24",
+        "--max-nodes",
+        "16",
+        "--out",
+        tree.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(report["head_top1_accuracy"].as_array().unwrap().len(), 4);
+    assert!(report["positions"][0].as_u64().unwrap() >= 10, "{report}");
+    let budgets = report["budgets"].as_array().unwrap();
+    assert!(!budgets.is_empty() && budgets.len() <= 16);
+    for (i, budget) in budgets.iter().enumerate() {
+        assert_eq!(budget["nodes"], i + 1);
+        let speedup = budget["predicted_speedup"].as_f64().unwrap();
+        assert!(speedup > 0.0 && speedup.is_finite());
+    }
+    // Heads that guess the wrong position almost never pay on a CPU: plain decoding is kept and
+    // no tree file is written.
+    if report["chosen"].is_null() {
+        assert!(report["decision"]
+            .as_str()
+            .unwrap()
+            .starts_with("plain decoding"));
+        assert!(!tree.exists());
+    } else {
+        assert!(tree.exists());
+    }
+
+    let refused = medusa(&["tune", "--json"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--heads"));
+}

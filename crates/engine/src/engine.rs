@@ -19,6 +19,7 @@ use crate::config::{EngineConfig, DEFAULT_CTX_SIZE};
 use crate::error::EngineError;
 use crate::events::{GenerationEvent, RunSummary};
 use crate::info::ModelInfo;
+use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::model_file;
 use crate::quantize::file_type_name;
@@ -157,6 +158,26 @@ impl Engine {
         let (reply, answer) = std_mpsc::channel();
         self.commands
             .send(Command::DecodeCosts { reply })
+            .map_err(|_| EngineError::EngineStopped)?;
+        answer.recv().map_err(|_| EngineError::EngineStopped)?
+    }
+
+    /// How often the Medusa heads' top-`top_k` guesses are right along `continuation`, text the
+    /// model wrote after `prompt` (blocking; runs when no request is decoding).
+    pub fn measure_heads(
+        &self,
+        prompt: Prompt,
+        continuation: Vec<TokenId>,
+        top_k: usize,
+    ) -> Result<HeadAccuracy, EngineError> {
+        let (reply, answer) = std_mpsc::channel();
+        self.commands
+            .send(Command::MeasureHeads {
+                prompt,
+                continuation,
+                top_k,
+                reply,
+            })
             .map_err(|_| EngineError::EngineStopped)?;
         answer.recv().map_err(|_| EngineError::EngineStopped)?
     }

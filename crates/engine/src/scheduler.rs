@@ -16,6 +16,7 @@ use crate::baseline::{raw_greedy_decode, BaselineRun};
 use crate::engine::RenderedPrompt;
 use crate::error::EngineError;
 use crate::events::GenerationEvent;
+use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::drafter::MedusaDrafter;
 use crate::output::OutputSink;
 use crate::request::{GenerateRequest, GenerationMode, Prompt, MAX_DRAFT_TOKENS};
@@ -47,6 +48,12 @@ pub(crate) enum Command {
     },
     DecodeCosts {
         reply: std_mpsc::Sender<Result<Vec<(usize, f64)>, EngineError>>,
+    },
+    MeasureHeads {
+        prompt: Prompt,
+        continuation: Vec<TokenId>,
+        top_k: usize,
+        reply: std_mpsc::Sender<Result<HeadAccuracy, EngineError>>,
     },
     RenderPrompt {
         prompt: Prompt,
@@ -204,6 +211,14 @@ impl<'m> Scheduler<'m> {
                 reply,
             } => {
                 let _ = reply.send(self.session.next_token_logits(&prompt, &continuation, top));
+            }
+            Command::MeasureHeads {
+                prompt,
+                continuation,
+                top_k,
+                reply,
+            } => {
+                let _ = reply.send(self.session.measure_heads(&prompt, &continuation, top_k));
             }
             Command::DecodeCosts { reply } => {
                 let costs = self

@@ -11,6 +11,7 @@ use llama_cpp_2::token::LlamaToken;
 
 use crate::engine::RenderedPrompt;
 use crate::error::EngineError;
+use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::prompt;
 use crate::request::Prompt;
@@ -151,6 +152,63 @@ impl<'m> Session<'m> {
         ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
         ranked.truncate(top);
         Ok(ranked)
+    }
+
+    /// How often the heads guess right along `continuation` (text the model wrote after
+    /// `prompt`): at each position from the prompt's last token on, head `d`'s `top_k` guesses
+    /// from the hidden state are checked against the token `d + 2` ahead. Needs the engine idle.
+    pub(crate) fn measure_heads(
+        &mut self,
+        prompt: &Prompt,
+        continuation: &[TokenId],
+        top_k: usize,
+    ) -> Result<HeadAccuracy, EngineError> {
+        let Some((heads, _)) = self.medusa.clone() else {
+            return Err(EngineError::NoMedusaHeads);
+        };
+        let mut tokens = self.prompt_tokens(prompt)?;
+        let first = tokens.len() - 1;
+        tokens.extend(continuation.iter().map(|&t| LlamaToken(t)));
+        if tokens.len() > self.n_ctx_seq {
+            return Err(EngineError::PromptTooLong {
+                tokens: tokens.len(),
+                limit: self.n_ctx_seq,
+            });
+        }
+        let mut tally = HeadAccuracy::new(heads.head_count(), top_k);
+        self.ctx.clear_kv_cache();
+        for (chunk_index, chunk) in tokens.chunks(self.n_batch).enumerate() {
+            let offset = chunk_index * self.n_batch;
+            self.batch.clear();
+            for (i, &token) in chunk.iter().enumerate() {
+                self.add(token, offset + i, &[0], offset + i >= first)?;
+            }
+            self.decode()?;
+            // Outputs are numbered in batch order among the tokens that asked for one.
+            let outputs = (offset..offset + chunk.len()).filter(|&p| p >= first);
+            for (output, pos) in outputs.enumerate() {
+                if pos + 2 >= tokens.len() {
+                    break;
+                }
+                let hidden = self
+                    .ctx
+                    .embeddings_ith(output as i32)
+                    .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))?
+                    .to_vec();
+                let start = Instant::now();
+                for head in 0..heads.head_count() {
+                    let Some(actual) = tokens.get(pos + 2 + head) else {
+                        break;
+                    };
+                    let guesses = heads.top_k(head, &hidden, top_k);
+                    tally.record(head, &guesses, actual.0);
+                }
+                tally.heads_ms += ms_since(start);
+                tally.heads_runs += 1;
+            }
+        }
+        self.ctx.clear_kv_cache();
+        Ok(tally)
     }
 
     /// The decode cost model, measured once per engine. Needs the engine to be idle.

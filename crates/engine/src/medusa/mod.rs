@@ -1,6 +1,7 @@
 //! Medusa heads: the heads file format, computing heads with ggml's CPU kernels, importing
 //! FasterDecoding checkpoints, and the drafter that turns head guesses into a token tree.
 
+pub mod accuracy;
 pub mod convert;
 pub mod drafter;
 mod gguf_file;
