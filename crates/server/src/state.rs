@@ -2,7 +2,6 @@
 //! counters.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::StatusCode;
@@ -76,13 +75,6 @@ impl AppState {
 
     pub fn metrics(&self) -> &ServerMetrics {
         &self.inner.metrics
-    }
-
-    pub fn heads_path(&self) -> Option<PathBuf> {
-        self.inner
-            .model
-            .current_if_loaded()
-            .and_then(|m| m.heads_path.clone())
     }
 
     pub(crate) fn register_run(&self, run_id: i64, canceller: Canceller) {
