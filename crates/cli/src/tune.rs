@@ -82,7 +82,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<()> {
     let result = tune(
         &accuracy.table()?,
         &CostModel::new(costs.clone()),
-        accuracy.mean_heads_ms(),
+        accuracy.mean_head_ms(),
         args.max_nodes,
     );
     if let (Some(path), Some(built)) = (&args.out, result.chosen_tree()) {
@@ -116,7 +116,7 @@ fn report(
     });
     json!({
         "decode_ms_by_tokens": costs,
-        "heads_ms_per_step": accuracy.mean_heads_ms(),
+        "ms_per_head": accuracy.mean_head_ms(),
         "positions": accuracy.positions,
         "head_top1_accuracy": accuracy.top1(),
         "head_accuracy_by_rank": accuracy.rates(),
@@ -136,13 +136,13 @@ fn print_table(accuracy: &HeadAccuracy, result: &TuneResult, out: Option<&PathBu
         .collect();
     println!("top-1 accuracy  {}", top1.join(", "));
     println!(
-        "heads cost      {:.2} ms per step; plain decoding {:.1} tokens/s",
-        accuracy.mean_heads_ms(),
+        "heads cost      {:.2} ms per head per step; plain decoding {:.1} tokens/s",
+        accuracy.mean_head_ms(),
         result.plain_tokens_per_second
     );
     println!(
-        "{:>6} {:>12} {:>10} {:>12} {:>9}",
-        "nodes", "tokens/step", "step ms", "tokens/s", "speed-up"
+        "{:>6} {:>6} {:>12} {:>10} {:>12} {:>9}",
+        "nodes", "depth", "tokens/step", "step ms", "tokens/s", "speed-up"
     );
     for (i, size) in result.sizes.iter().enumerate() {
         // Every size up to 8, then powers of two, and the chosen one.
@@ -153,8 +153,9 @@ fn print_table(accuracy: &HeadAccuracy, result: &TuneResult, out: Option<&PathBu
                 ""
             };
             println!(
-                "{:>6} {:>12.3} {:>10.2} {:>12.1} {:>8.2}x{mark}",
+                "{:>6} {:>6} {:>12.3} {:>10.2} {:>12.1} {:>8.2}x{mark}",
                 size.nodes,
+                size.depth,
                 size.expected_tokens,
                 size.step_ms,
                 size.tokens_per_second,

@@ -78,12 +78,13 @@ impl HeadAccuracy {
         AccuracyTable::new(self.rates())
     }
 
-    /// Mean time to run every head once (what drafting costs per step, at most).
-    pub fn mean_heads_ms(&self) -> f64 {
-        if self.heads_runs == 0 {
+    /// Mean time one head takes to guess at one position (a tree of depth `d` runs `d` heads).
+    pub fn mean_head_ms(&self) -> f64 {
+        let runs = self.heads_runs * self.positions.len() as u64;
+        if runs == 0 {
             0.0
         } else {
-            self.heads_ms / self.heads_runs as f64
+            self.heads_ms / runs as f64
         }
     }
 }

@@ -163,7 +163,9 @@ pub fn best_trees(accuracy: &AccuracyTable, max_nodes: usize) -> Vec<BuiltTree> 
 pub struct TunedSize {
     pub nodes: usize,
     pub expected_tokens: f64,
-    /// Drafting plus one decode of the root and the tree.
+    /// Deepest head the tree uses (heads run one per depth).
+    pub depth: usize,
+    /// Drafting (the heads up to `depth`) plus one decode of the root and the tree.
     pub step_ms: f64,
     pub tokens_per_second: f64,
     /// Over plain decoding (one token per decode of one token).
@@ -187,11 +189,12 @@ impl TuneResult {
 }
 
 /// Picks the tree size with the most expected tokens per second, given decode costs on this
-/// machine and the time drafting takes per step. Keeps plain decoding when no tree is faster.
+/// machine and the time one head takes to draft (a tree of depth `d` runs `d` heads). Keeps
+/// plain decoding when no tree is faster.
 pub fn tune(
     accuracy: &AccuracyTable,
     costs: &CostModel,
-    draft_ms: f64,
+    head_ms: f64,
     max_nodes: usize,
 ) -> TuneResult {
     let plain_ms = costs.cost(1);
@@ -201,10 +204,12 @@ pub fn tune(
         .iter()
         .map(|built| {
             let nodes = built.tree.len();
-            let step_ms = draft_ms + costs.cost(nodes + 1);
+            let depth = built.tree.depth();
+            let step_ms = head_ms * depth as f64 + costs.cost(nodes + 1);
             let tokens_per_second = built.expected_tokens * 1000.0 / step_ms;
             TunedSize {
                 nodes,
+                depth,
                 expected_tokens: built.expected_tokens,
                 step_ms,
                 tokens_per_second,
