@@ -160,6 +160,15 @@ pub fn load_model(state: State<'_, AppState>, request: LoadModelBody) -> Result<
     service::load_model(&state, request)
 }
 
+/// Measures the heads and this machine and predicts each tree size's speed (about a minute).
+#[tauri::command]
+pub async fn tune(
+    state: State<'_, AppState>,
+    request: Option<service::TuneBody>,
+) -> Result<engine::tuning::TuneReport, ApiError> {
+    service::tune(&state, request.unwrap_or_default()).await
+}
+
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FileKind {

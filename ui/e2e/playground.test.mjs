@@ -176,9 +176,15 @@ test('history lists the runs and exports them as CSV', async () => {
   assert.equal(rows.filter((r) => r[status] === 'cancelled').length, 1);
 });
 
-test('settings show the model in use', async () => {
+test('settings show the model in use and tune the tree', async () => {
   await openTab('settings');
   const info = await (await fetch(`${server.url}/api/info`)).json();
   assert.match(await page.getByTestId('view-settings').innerText(), new RegExp(info.model.file_type));
+  await page.getByTestId('settings-tune-run').click();
+  const decision = page.getByTestId('settings-tune-decision');
+  await decision.waitFor();
+  // Heads that repeat the model's next token never pay for themselves on this CPU.
+  assert.match(await decision.innerText(), /plain decoding|medusa with a \d+-node tree/);
+  assert.ok((await page.locator('[data-testid="settings-tune"] tbody tr').count()) >= 8);
   await shoot('settings');
 });

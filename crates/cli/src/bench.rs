@@ -14,18 +14,6 @@ use serde::Serialize;
 
 use crate::model_args::ModelArgs;
 
-/// The fixed prompt set: short chat requests of different kinds.
-const DEFAULT_PROMPTS: &[&str] = &[
-    "Write a short story about a robot who learns to paint.",
-    "Explain how a rainbow forms, in simple terms.",
-    "List five tips for staying focused while studying.",
-    "Write a Python function that checks whether a number is prime.",
-    "What are the main differences between a cat and a dog as pets?",
-    "Describe a typical day in the life of a lighthouse keeper.",
-    "Give me a recipe for a simple tomato soup.",
-    "Summarize the water cycle in a few sentences.",
-];
-
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     #[command(flatten)]
@@ -448,7 +436,10 @@ fn modes_with_normal_first(requested: &[GenerationMode]) -> Vec<GenerationMode> 
 
 pub fn load_prompts(file: Option<&PathBuf>) -> anyhow::Result<Vec<String>> {
     let prompts: Vec<String> = match file {
-        None => DEFAULT_PROMPTS.iter().map(|s| s.to_string()).collect(),
+        None => engine::tuning::DEFAULT_PROMPTS
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
         Some(path) => std::fs::read_to_string(path)
             .with_context(|| format!("reading prompts from {}", path.display()))?
             .lines()

@@ -21,6 +21,7 @@ mod sequence;
 mod session;
 pub mod speculative;
 mod stop;
+pub mod tuning;
 mod utf8;
 
 pub use baseline::BaselineRun;

@@ -127,6 +127,14 @@ pub async fn load_model(
     Ok((StatusCode::ACCEPTED, Json(service::info(&state))))
 }
 
+#[tracing::instrument(skip_all)]
+pub async fn tune(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<service::TuneBody>,
+) -> Result<Json<engine::tuning::TuneReport>, ApiError> {
+    Ok(Json(service::tune(&state, body).await?))
+}
+
 pub async fn health(State(state): State<AppState>) -> Json<Value> {
     match state.model() {
         Ok(model) => Json(json!({"status": "ok", "model": model.engine.info().name})),

@@ -86,6 +86,7 @@ pub fn router_with_ui(state: AppState, ui_dir: Option<&Path>) -> Router {
         .route("/api/comparisons/{id}", get(api::get_comparison))
         .route("/api/info", get(api::info))
         .route("/api/model", post(api::load_model))
+        .route("/api/tune", post(api::tune))
         .route("/api/generate", post(api::generate))
         .route("/health", get(api::health))
         .route("/metrics", get(api::metrics))

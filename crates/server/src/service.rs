@@ -291,3 +291,46 @@ pub fn ui_event(run_id: i64, event: GenerationEvent) -> Value {
         }),
     }
 }
+
+/// Body of `/api/tune`: how long an answer each prompt gets and the largest tree considered.
+#[derive(Debug, Default, Deserialize)]
+pub struct TuneBody {
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub max_nodes: Option<usize>,
+}
+
+/// Measures the loaded heads and this machine's decode costs and predicts each tree size's speed
+/// (see `engine::tuning`). One at a time; takes about a minute on a small model.
+pub async fn tune(
+    state: &AppState,
+    body: TuneBody,
+) -> Result<engine::tuning::TuneReport, ApiError> {
+    let model = state.model()?;
+    if !model.has_heads() {
+        return Err(engine::EngineError::NoMedusaHeads.into());
+    }
+    let mut options = engine::tuning::TuneOptions::default();
+    if let Some(max_tokens) = body.max_tokens {
+        if !(8..=1024).contains(&max_tokens) {
+            return Err(ApiError::invalid_parameter(
+                "max_tokens must be between 8 and 1024",
+            ));
+        }
+        options.max_tokens = max_tokens;
+    }
+    if let Some(max_nodes) = body.max_nodes {
+        options.max_nodes = max_nodes;
+    }
+    let _guard = state.begin_tuning()?;
+    let engine = model.engine.clone();
+    tokio::task::spawn_blocking(move || {
+        engine::tuning::tune_engine(&engine, &options, |done, total| {
+            tracing::info!(done, total, "tuning: prompt measured");
+        })
+    })
+    .await
+    .map_err(|e| ApiError::internal("tune_failed", e.to_string()))?
+    .map_err(ApiError::from)
+}

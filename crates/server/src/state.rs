@@ -2,6 +2,7 @@
 //! counters.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::StatusCode;
@@ -22,6 +23,16 @@ struct Inner {
     store: Store,
     metrics: ServerMetrics,
     running: Mutex<HashMap<i64, Canceller>>,
+    tuning: AtomicBool,
+}
+
+/// Marks a tuning in progress until dropped.
+pub struct TuningGuard<'a>(&'a AtomicBool);
+
+impl Drop for TuningGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl AppState {
@@ -51,6 +62,7 @@ impl AppState {
                 store,
                 metrics: ServerMetrics::default(),
                 running: Mutex::new(HashMap::new()),
+                tuning: AtomicBool::new(false),
             }),
         }
     }
@@ -105,6 +117,18 @@ impl AppState {
         let running = self.running();
         running.values().for_each(Canceller::cancel);
         running.len()
+    }
+
+    /// Claims the tuner; 409 while another tuning runs.
+    pub fn begin_tuning(&self) -> Result<TuningGuard<'_>, ApiError> {
+        if self.inner.tuning.swap(true, Ordering::AcqRel) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "tuning_in_progress",
+                "the heads are being tuned already; wait for that result",
+            ));
+        }
+        Ok(TuningGuard(&self.inner.tuning))
     }
 
     /// Runs in progress.

@@ -191,6 +191,7 @@ fn seed_api_generates_and_compares() {
         409,
         "no_medusa_heads",
     );
+    assert_error(post("/api/tune", &json!({})), 409, "no_medusa_heads");
 }
 
 #[test]

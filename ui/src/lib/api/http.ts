@@ -12,6 +12,7 @@ import type {
   RunQuery,
   RunRecord,
   RunWithSteps,
+  TuneReport,
 } from './types';
 
 /** `?a=1&b=x` from the defined fields of `query`. */
@@ -174,6 +175,10 @@ export class HttpTransport implements Transport {
 
   async loadModel(request: LoadModelRequest): Promise<void> {
     await this.post('/api/model', request);
+  }
+
+  tune(options: { max_tokens?: number; max_nodes?: number } = {}): Promise<TuneReport> {
+    return this.post('/api/tune', options);
   }
 
   async pickFile(): Promise<string | null> {

@@ -12,6 +12,7 @@ import type {
   RunQuery,
   RunRecord,
   RunWithSteps,
+  TuneReport,
 } from './types';
 
 /** A command's rejection (`{code, message}`, or a bare string from Tauri itself) as an ApiError. */
@@ -89,6 +90,10 @@ export class TauriTransport implements Transport {
 
   loadModel(request: LoadModelRequest): Promise<void> {
     return call('load_model', { request });
+  }
+
+  tune(options: { max_tokens?: number; max_nodes?: number } = {}): Promise<TuneReport> {
+    return call('tune', { request: options });
   }
 
   pickFile(kind: 'model' | 'heads'): Promise<string | null> {

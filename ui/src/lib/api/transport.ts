@@ -11,6 +11,7 @@ import type {
   RunQuery,
   RunRecord,
   RunWithSteps,
+  TuneReport,
 } from './types';
 
 /** A generation in progress. */
@@ -43,6 +44,8 @@ export interface Transport {
   exportRuns(query: RunQuery, format: ExportFormat): Promise<string | null>;
   /** Starts loading another model (and heads) in the background; `info().loading` tracks it. */
   loadModel(request: LoadModelRequest): Promise<void>;
+  /** Measures the loaded heads and this machine, predicting each tree size's speed (slow). */
+  tune(options?: { max_tokens?: number; max_nodes?: number }): Promise<TuneReport>;
   /** Desktop only: a native file picker. The browser transport returns null (type a path). */
   pickFile(kind: 'model' | 'heads'): Promise<string | null>;
 }

@@ -299,3 +299,32 @@ export interface LoadModelRequest {
   /** Tree name (`mc_sim_7b_63`, `chain-N`) or a JSON file; null for the heads' default. */
   tree?: string | null;
 }
+
+/** One tree size as the tuner predicts it. */
+export interface TunedSize {
+  nodes: number;
+  depth: number;
+  /** Expected tokens per step, the model's own included. */
+  expected_tokens: number;
+  step_ms: number;
+  tokens_per_second: number;
+  predicted_speedup: number;
+}
+
+/** `POST /api/tune` / Tauri `tune`: heads accuracy, decode costs and each tree size's speed. */
+export interface TuneReport {
+  decode_ms_by_tokens: [number, number][];
+  ms_per_head: number;
+  positions: number[];
+  head_top1_accuracy: number[];
+  head_accuracy_by_rank: number[][];
+  plain_tokens_per_second: number;
+  budgets: TunedSize[];
+  chosen: {
+    nodes: number;
+    expected_tokens_per_step: number;
+    predicted_speedup: number;
+    tree: number[][];
+  } | null;
+  decision: string;
+}

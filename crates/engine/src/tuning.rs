@@ -1,0 +1,155 @@
+//! Sizing the Medusa tree to the heads and the machine: the model answers a prompt set greedily,
+//! the heads are checked along its answers, decode costs are measured, and the tree builder
+//! predicts tokens per second for every tree size.
+
+use serde::Serialize;
+
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::medusa::accuracy::HeadAccuracy;
+use crate::request::{ChatMessage, GenerateRequest, Prompt, SamplingParams};
+use crate::speculative::budget::CostModel;
+use crate::speculative::tree_builder::{tune, TuneResult, TunedSize};
+
+/// Short chat requests of different kinds, used to benchmark and tune.
+pub const DEFAULT_PROMPTS: &[&str] = &[
+    "Write a short story about a robot who learns to paint.",
+    "Explain how a rainbow forms, in simple terms.",
+    "List five tips for staying focused while studying.",
+    "Write a Python function that checks whether a number is prime.",
+    "What are the main differences between a cat and a dog as pets?",
+    "Describe a typical day in the life of a lighthouse keeper.",
+    "Give me a recipe for a simple tomato soup.",
+    "Summarize the water cycle in a few sentences.",
+];
+
+/// How to tune.
+#[derive(Debug, Clone)]
+pub struct TuneOptions {
+    pub prompts: Vec<String>,
+    /// Tokens the model writes per prompt.
+    pub max_tokens: u32,
+    /// Candidates per head measured.
+    pub top_k: usize,
+    /// Largest tree considered.
+    pub max_nodes: usize,
+}
+
+impl Default for TuneOptions {
+    fn default() -> Self {
+        Self {
+            prompts: DEFAULT_PROMPTS.iter().map(|p| p.to_string()).collect(),
+            max_tokens: 128,
+            top_k: 10,
+            max_nodes: 64,
+        }
+    }
+}
+
+/// What tuning measured and decided.
+#[derive(Debug, Clone, Serialize)]
+pub struct TuneReport {
+    pub decode_ms_by_tokens: Vec<(usize, f64)>,
+    pub ms_per_head: f64,
+    pub positions: Vec<u64>,
+    pub head_top1_accuracy: Vec<f64>,
+    pub head_accuracy_by_rank: Vec<Vec<f64>>,
+    pub plain_tokens_per_second: f64,
+    pub budgets: Vec<TunedSize>,
+    /// The fastest tree, when one beats plain decoding.
+    pub chosen: Option<ChosenTree>,
+    pub decision: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ChosenTree {
+    pub nodes: usize,
+    pub expected_tokens_per_step: f64,
+    pub predicted_speedup: f64,
+    /// Medusa choices: per path, the rank at each depth.
+    pub tree: Vec<Vec<usize>>,
+}
+
+impl TuneReport {
+    fn new(accuracy: &HeadAccuracy, costs: Vec<(usize, f64)>, result: TuneResult) -> Self {
+        let chosen = result.chosen.map(|i| ChosenTree {
+            nodes: result.sizes[i].nodes,
+            expected_tokens_per_step: result.sizes[i].expected_tokens,
+            predicted_speedup: result.sizes[i].predicted_speedup,
+            tree: result.trees[i].tree.paths().to_vec(),
+        });
+        let decision = match &chosen {
+            Some(tree) => format!(
+                "medusa with a {}-node tree ({:.2}x predicted)",
+                tree.nodes, tree.predicted_speedup
+            ),
+            None => "plain decoding: no tree is faster on this machine".to_owned(),
+        };
+        Self {
+            decode_ms_by_tokens: costs,
+            ms_per_head: accuracy.mean_head_ms(),
+            positions: accuracy.positions.clone(),
+            head_top1_accuracy: accuracy.top1(),
+            head_accuracy_by_rank: accuracy.rates(),
+            plain_tokens_per_second: result.plain_tokens_per_second,
+            budgets: result.sizes,
+            chosen,
+            decision,
+        }
+    }
+}
+
+/// Runs the whole measurement on `engine` (blocking; other requests wait while the heads are
+/// measured). `progress` hears `(prompt done, prompts)`.
+pub fn tune_engine(
+    engine: &Engine,
+    options: &TuneOptions,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<TuneReport, EngineError> {
+    let heads = engine
+        .info()
+        .heads
+        .as_ref()
+        .ok_or(EngineError::NoMedusaHeads)?
+        .head_count;
+    let invalid = |name, message: String| Err(EngineError::InvalidParameter { name, message });
+    if options.prompts.is_empty() {
+        return invalid("prompts", "there are no prompts to tune on".into());
+    }
+    if !(1..=crate::speculative::tree::MAX_RANK).contains(&options.top_k) {
+        return invalid(
+            "top_k",
+            format!(
+                "must be between 1 and {}",
+                crate::speculative::tree::MAX_RANK
+            ),
+        );
+    }
+    if !(1..=256).contains(&options.max_nodes) {
+        return invalid("max_nodes", "must be between 1 and 256".into());
+    }
+    let mut accuracy = HeadAccuracy::new(heads, options.top_k);
+    for (i, text) in options.prompts.iter().enumerate() {
+        let prompt = Prompt::Chat(vec![ChatMessage::new("user", text.as_str())]);
+        // The model's own greedy answer is what the heads must predict.
+        let answer = engine
+            .generate(
+                GenerateRequest::new(prompt.clone(), options.max_tokens)
+                    .with_sampling(SamplingParams::greedy()),
+            )?
+            .wait()?;
+        accuracy.absorb(&engine.measure_heads(prompt, answer.token_ids, options.top_k)?);
+        progress(i + 1, options.prompts.len());
+    }
+    let costs = engine.decode_costs()?;
+    let table = accuracy
+        .table()
+        .map_err(|e| EngineError::Heads(e.to_string()))?;
+    let result = tune(
+        &table,
+        &CostModel::new(costs.clone()),
+        accuracy.mean_head_ms(),
+        options.max_nodes,
+    );
+    Ok(TuneReport::new(&accuracy, costs, result))
+}
