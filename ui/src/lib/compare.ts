@@ -37,3 +37,16 @@ export function verdicts(runs: ComparedRun[]): Verdict[] {
 export function formatSpeedup(speedup: number | null): string {
   return speedup === null ? '–' : `${speedup.toFixed(2)}×`;
 }
+
+/** Where the baseline's text is marked: the earliest point any other run departs from it. */
+export function baselineDifference(results: Verdict[]): number | null {
+  const points = results.slice(1).flatMap((v) => (v.firstDifference === null ? [] : [v.firstDifference]));
+  return points.length ? Math.min(...points) : null;
+}
+
+/** The runs to compare: normal first (the baseline), then the speculative modes chosen and available. */
+export function comparedModes(wanted: Partial<Record<Mode, boolean>>, available: readonly Mode[]): Mode[] {
+  return (['normal', 'medusa', 'lookup'] as Mode[]).filter(
+    (m) => m === 'normal' || (wanted[m] === true && available.includes(m)),
+  );
+}

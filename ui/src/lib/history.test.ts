@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { RunRecord } from './api/types';
-import { buildQuery, compareSelected, promptText } from './history';
+import type { RunRecord, StepRecord } from './api/types';
+import { buildQuery, compareSelected, nextSort, promptText, replayDelayMs, replayTotals, toggleRun } from './history';
 
 describe('history', () => {
   it('shows a chat by its last user message', () => {
@@ -35,5 +35,48 @@ describe('history', () => {
       [2, null, null, null],
       [3, 0.5, false, 2],
     ]);
+  });
+
+  it('flips the order on the same column and starts a new one descending', () => {
+    expect(nextSort({ sort: 'created_at', order: 'desc' }, 'created_at')).toEqual({ sort: 'created_at', order: 'asc' });
+    expect(nextSort({ sort: 'created_at', order: 'asc' }, 'ttft_ms')).toEqual({ sort: 'ttft_ms', order: 'desc' });
+  });
+
+  it('toggles a run in the selection by id', () => {
+    const a = { id: 1 } as RunRecord;
+    const b = { id: 2 } as RunRecord;
+    expect(toggleRun([a], b).map((r) => r.id)).toEqual([1, 2]);
+    expect(toggleRun([a, b], { id: 1 } as RunRecord).map((r) => r.id)).toEqual([2]);
+  });
+
+  it('paces the replay within bounds', () => {
+    expect(replayDelayMs(10)).toBe(100);
+    expect(replayDelayMs(1000)).toBe(10);
+    expect(replayDelayMs(0)).toBe(2000);
+    expect(replayDelayMs(Number.NaN)).toBe(100);
+  });
+
+  it('totals the replayed steps', () => {
+    const step = (accepted_len: number, tree_size: number, draft_ms: number, verify_ms: number) =>
+      ({ accepted_len, tree_size, draft_ms, verify_ms }) as StepRecord;
+    const steps = [step(1, 4, 1, 10), step(3, 4, 2, 20), step(2, 0, 0.5, 8)];
+    expect(replayTotals(steps, 2)).toEqual({
+      steps: 2,
+      tokens: 4,
+      meanAccepted: 2,
+      drafted: 8,
+      acceptedDrafts: 2,
+      draftMs: 3,
+      verifyMs: 30,
+    });
+    expect(replayTotals(steps, 0)).toEqual({
+      steps: 0,
+      tokens: 0,
+      meanAccepted: 0,
+      drafted: 0,
+      acceptedDrafts: 0,
+      draftMs: 0,
+      verifyMs: 0,
+    });
   });
 });

@@ -1,6 +1,6 @@
 // The history table: prompt text, query from filters, figures of selected runs.
 
-import type { PromptRecord, RunQuery, RunRecord, RunStatus, SortKey, Mode } from './api/types';
+import type { Mode, PromptRecord, RunQuery, RunRecord, RunStatus, SortKey, StepRecord } from './api/types';
 import { firstDifference } from './run';
 
 /** The text a person recognises a prompt by: the raw text, or the last user message. */
@@ -61,4 +61,52 @@ export function compareSelected(runs: RunRecord[]): SelectedFigures[] {
       firstDifference: diff,
     };
   });
+}
+
+/** The order after a click on column `key`: the same column flips, another starts descending. */
+export function nextSort(
+  current: { sort: SortKey; order: 'asc' | 'desc' },
+  key: SortKey,
+): { sort: SortKey; order: 'asc' | 'desc' } {
+  if (current.sort === key) return { sort: key, order: current.order === 'asc' ? 'desc' : 'asc' };
+  return { sort: key, order: 'desc' };
+}
+
+/** `selected` with `run` added, or removed when it was there; kept across pages and filters. */
+export function toggleRun(selected: RunRecord[], run: RunRecord): RunRecord[] {
+  return selected.some((r) => r.id === run.id) ? selected.filter((r) => r.id !== run.id) : [...selected, run];
+}
+
+/** Milliseconds between replayed steps at `stepsPerSecond` (kept within 0.5..100). */
+export function replayDelayMs(stepsPerSecond: number): number {
+  const speed = Number.isFinite(stepsPerSecond) ? Math.min(100, Math.max(0.5, stepsPerSecond)) : 10;
+  return 1000 / speed;
+}
+
+export interface ReplayTotals {
+  steps: number;
+  tokens: number;
+  /** Tokens per step, the model's own included. */
+  meanAccepted: number;
+  /** Drafted tree nodes, and of them the accepted ones (tokens beyond the model's own). */
+  drafted: number;
+  acceptedDrafts: number;
+  draftMs: number;
+  verifyMs: number;
+}
+
+/** Running totals of the first `count` steps of a stored run. */
+export function replayTotals(steps: StepRecord[], count: number): ReplayTotals {
+  const shown = steps.slice(0, Math.max(0, count));
+  const sum = (f: (s: StepRecord) => number) => shown.reduce((t, s) => t + f(s), 0);
+  const tokens = sum((s) => s.accepted_len);
+  return {
+    steps: shown.length,
+    tokens,
+    meanAccepted: shown.length ? tokens / shown.length : 0,
+    drafted: sum((s) => s.tree_size),
+    acceptedDrafts: sum((s) => Math.max(0, s.accepted_len - 1)),
+    draftMs: sum((s) => s.draft_ms),
+    verifyMs: sum((s) => s.verify_ms),
+  };
 }

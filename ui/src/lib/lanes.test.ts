@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { aggregateTokensPerSecond, laneStatus, promptLines } from './lanes';
+import {
+  aggregateTokensPerSecond,
+  CANCELLED_BEFORE_START,
+  laneActive,
+  laneCounts,
+  laneStatus,
+  promptLines,
+  slotCells,
+} from './lanes';
 import { applyEvent, emptyRun } from './run';
 import type { FinishedEvent } from './api/types';
 
@@ -14,6 +22,18 @@ describe('lanes', () => {
     applyEvent(run, finished('cancelled'));
     expect(laneStatus(run)).toBe('cancelled');
     expect(laneStatus(applyEvent(emptyRun(), finished('max_tokens')))).toBe('finished');
+    expect(laneStatus(applyEvent(emptyRun(), { type: 'failed', run_id: 2, code: 'queue_full', message: '' }))).toBe(
+      'failed',
+    );
+  });
+
+  it('counts a lane stopped in the queue as cancelled, not failed', () => {
+    const run = emptyRun();
+    run.error = { code: CANCELLED_BEFORE_START, message: 'stopped before it started' };
+    expect(laneStatus(run)).toBe('cancelled');
+    expect(laneActive('cancelled')).toBe(false);
+    expect(laneActive('queued')).toBe(true);
+    expect(laneActive('running')).toBe(true);
   });
 
   it('sums tokens over wall time, stopping the clock when all are done', () => {
@@ -25,6 +45,23 @@ describe('lanes', () => {
     applyEvent(a, finished('max_tokens'), 1000);
     applyEvent(b, finished('max_tokens'), 500);
     expect(aggregateTokensPerSecond([a, b], 0, 9000)).toBe(4);
+    expect(aggregateTokensPerSecond([], 0, 9000)).toBe(0);
+  });
+
+  it('counts lanes per status', () => {
+    const running = applyEvent(emptyRun(), { type: 'started', run_id: 1, prompt_tokens: 2 });
+    expect(laneCounts([emptyRun(), emptyRun(), running, applyEvent(emptyRun(), finished('eos'))])).toEqual({
+      queued: 2,
+      running: 1,
+      finished: 1,
+      failed: 0,
+      cancelled: 0,
+    });
+  });
+
+  it('draws one cell per slot', () => {
+    expect(slotCells({ slots: 4, active: 3 })).toEqual([true, true, true, false]);
+    expect(slotCells({ slots: 2, active: 5 })).toEqual([true, true]);
   });
 
   it('takes one prompt per non-empty line', () => {
