@@ -7,8 +7,9 @@ use server::model_slot::{LoadRequest, ModelSource};
 use server::AppState;
 
 /// Which model, heads and database the app starts with: `MEDUSA_MODEL` (default: the default
-/// model, fetched on first use), `MEDUSA_HEADS`, `MEDUSA_DB` (default: the user's data
-/// directory), `MEDUSA_TREE`.
+/// model, fetched on first use), `MEDUSA_HEADS` (default: the default model's shipped heads,
+/// when the model is the default), `MEDUSA_DB` (default: the user's data directory),
+/// `MEDUSA_TREE`.
 #[derive(Debug, Clone, Default)]
 pub struct BackendOptions {
     pub model: Option<PathBuf>,
@@ -35,6 +36,8 @@ pub enum BackendError {
     Store(#[from] store::StoreError),
     #[error("invalid tree: {0}")]
     Tree(String),
+    #[error("cannot install the default model's heads: {0}")]
+    Heads(#[from] models::FetchError),
 }
 
 /// Opens the run history and starts loading the model; returns without waiting for the model.
@@ -50,6 +53,11 @@ pub async fn start(options: BackendOptions) -> Result<AppState, BackendError> {
         .map(engine::TreeSpec::from_name_or_file)
         .transpose()
         .map_err(|e| BackendError::Tree(e.to_string()))?;
+    let heads = match (options.heads, &options.model) {
+        (Some(heads), _) => Some(heads),
+        (None, None) => Some(models::default_heads_path()?),
+        (None, Some(_)) => None,
+    };
     let model = match options.model {
         Some(path) => ModelSource::Path(path),
         None => ModelSource::Resolve(Box::new(|| {
@@ -61,10 +69,6 @@ pub async fn start(options: BackendOptions) -> Result<AppState, BackendError> {
     Ok(AppState::loading(
         store,
         template,
-        LoadRequest {
-            model,
-            heads: options.heads,
-            tree,
-        },
+        LoadRequest { model, heads, tree },
     ))
 }

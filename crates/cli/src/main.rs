@@ -1,4 +1,4 @@
-//! `medusa`: generate, chat, benchmark and quantize from the command line.
+//! `medusa`: generate, chat, serve, benchmark, tune, train heads and quantize from the command line.
 
 mod bench;
 mod chat;
@@ -9,6 +9,7 @@ mod progress;
 mod quantize;
 mod sampling_args;
 mod serve;
+mod train_heads;
 mod tune;
 
 use clap::{Parser, Subcommand};
@@ -44,6 +45,8 @@ enum Commands {
     Serve(serve::ServeArgs),
     /// Measure the heads and this machine's decode costs, and pick the fastest Medusa tree.
     Tune(tune::TuneArgs),
+    /// Train Medusa heads for a model on its own answers (self-distillation).
+    TrainHeads(train_heads::TrainHeadsArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -67,6 +70,7 @@ fn main() -> std::process::ExitCode {
         Commands::Info(args) => model_args::info(args),
         Commands::Serve(args) => serve::run(args),
         Commands::Tune(args) => tune::run(args),
+        Commands::TrainHeads(args) => train_heads::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -25,9 +25,13 @@ pub struct ModelArgs {
     /// Most prompt tokens decoded at once.
     #[arg(long, default_value_t = engine::DEFAULT_BATCH_SIZE)]
     pub batch_size: u32,
-    /// Medusa heads for this model (`*.medusa.gguf`), enabling --mode medusa.
+    /// Medusa heads for this model (`*.medusa.gguf`), enabling --mode medusa (default: the
+    /// heads shipped for the default model, when no --model is given).
     #[arg(long, env = "MEDUSA_HEADS")]
     pub heads: Option<PathBuf>,
+    /// Load no Medusa heads, not even the default model's.
+    #[arg(long, conflicts_with = "heads")]
+    pub no_heads: bool,
     /// Token tree for Medusa mode: mc_sim_7b_63, chain-N, or a JSON file of paths
     /// (default: the tree stored with the heads).
     #[arg(long)]
@@ -54,7 +58,14 @@ impl ModelArgs {
         config.parallel = self.parallel;
         config.max_queued = self.max_queued;
         config.batch_size = self.batch_size;
-        config.heads_path = self.heads.clone();
+        config.heads_path = match (&self.heads, &self.model) {
+            _ if self.no_heads => None,
+            (Some(heads), _) => Some(heads.clone()),
+            (None, None) => {
+                Some(models::default_heads_path().context("installing the default model's heads")?)
+            }
+            (None, Some(_)) => None,
+        };
         config.tree = self
             .tree
             .as_deref()

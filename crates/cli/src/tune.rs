@@ -37,17 +37,18 @@ pub struct TuneArgs {
 }
 
 pub fn run(args: TuneArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        args.model.heads.is_some(),
-        "tuning needs Medusa heads: pass --heads FILE (or set MEDUSA_HEADS)"
-    );
     let options = TuneOptions {
         prompts: load_prompts(args.prompts.as_ref())?,
         max_tokens: args.max_tokens,
         top_k: args.top_k,
         max_nodes: args.max_nodes,
     };
-    let engine = args.model.load()?;
+    let config = args.model.config()?;
+    anyhow::ensure!(
+        config.heads_path.is_some(),
+        "tuning needs Medusa heads: pass --heads FILE (or set MEDUSA_HEADS)"
+    );
+    let engine = engine::Engine::load(config)?;
     let report = tune_engine(&engine, &options, |done, total| {
         if !args.json {
             eprint!("\rmeasuring the heads: prompt {done}/{total}");

@@ -28,6 +28,8 @@ pub struct EngineConfig {
     pub tree: Option<TreeSpec>,
     /// Told how far loading the weights has got, so a UI can show it for large models.
     pub load_progress: Option<LoadProgress>,
+    /// Makes the context return final hidden states even without heads (to train heads).
+    pub hidden_states: bool,
 }
 
 /// A callback receiving the share of the model's weights loaded so far, in `0.0..=1.0`.
@@ -64,6 +66,7 @@ impl EngineConfig {
             heads_path: None,
             tree: None,
             load_progress: None,
+            hidden_states: false,
         }
     }
 

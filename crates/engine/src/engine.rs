@@ -310,7 +310,7 @@ fn engine_thread(
     };
     let params = LlamaContextParams::default()
         // Medusa heads read the final hidden state, which llama.cpp returns as embeddings.
-        .with_embeddings(medusa.is_some())
+        .with_embeddings(medusa.is_some() || config.hidden_states)
         .with_pooling_type(LlamaPoolingType::None)
         .with_n_ctx(NonZeroU32::new(n_ctx_total))
         .with_n_batch(n_batch)
@@ -331,7 +331,14 @@ fn engine_thread(
     };
     // llama.cpp may round the context up; share out what it really holds.
     let n_ctx_seq = ctx.n_ctx() / parallel as u32;
-    let session = Session::new(&model, ctx, n_ctx_seq as usize, n_seq_max, medusa.clone());
+    let session = Session::new(
+        &model,
+        ctx,
+        n_ctx_seq as usize,
+        n_seq_max,
+        medusa.clone(),
+        medusa.is_some() || config.hidden_states,
+    );
     let mut info = model_info(
         &config,
         &header,

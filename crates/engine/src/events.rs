@@ -54,6 +54,10 @@ pub struct RunSummary {
     /// Time spent drafting and verifying (speculative modes).
     pub draft_ms: f64,
     pub verify_ms: f64,
+    /// When asked for: per generated token, the final hidden state whose logits produced it
+    /// (`n_embd` values each, in order).
+    #[serde(skip)]
+    pub hidden_states: Vec<f32>,
 }
 
 /// One speculative step: what was drafted and what the base model kept.

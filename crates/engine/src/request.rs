@@ -171,6 +171,10 @@ pub struct GenerateRequest {
     /// Most drafted tokens per step (speculative modes); `None` uses the drafter's default.
     #[serde(default)]
     pub max_draft_tokens: Option<usize>,
+    /// Return the final hidden state behind every generated token (to train heads); needs an
+    /// engine loaded with `EngineConfig::hidden_states` or heads.
+    #[serde(skip)]
+    pub record_hidden_states: bool,
 }
 
 fn lossless() -> AcceptanceRule {
@@ -190,7 +194,13 @@ impl GenerateRequest {
             mode: GenerationMode::Normal,
             acceptance: AcceptanceRule::Lossless,
             max_draft_tokens: None,
+            record_hidden_states: false,
         }
+    }
+
+    pub fn with_hidden_states(mut self) -> Self {
+        self.record_hidden_states = true;
+        self
     }
 
     pub fn with_mode(mut self, mode: GenerationMode) -> Self {

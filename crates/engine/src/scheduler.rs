@@ -273,6 +273,12 @@ impl<'m> Scheduler<'m> {
         queued_at: Instant,
     ) -> Result<Sequence<'m>, EngineError> {
         request.validate()?;
+        if request.record_hidden_states && !self.session.returns_hidden_states {
+            return Err(EngineError::InvalidParameter {
+                name: "record_hidden_states",
+                message: "the engine was loaded without hidden states".into(),
+            });
+        }
         let drafter: Option<Box<dyn Drafter>> = match request.mode {
             GenerationMode::Normal => None,
             GenerationMode::Lookup => Some(Box::new(LookupDrafter::default())),

@@ -39,6 +39,9 @@ pub(crate) struct Sequence<'m> {
     max_draft: usize,
     /// Final hidden state where the last sampled logits came from (Medusa's input).
     hidden: Vec<f32>,
+    /// Every hidden state behind an emitted token, when the request asked for them.
+    recorded: Vec<f32>,
+    recorded_rows: Vec<usize>,
     queued_at: Instant,
     queue_ms: f64,
     ttft_ms: Option<f64>,
@@ -93,6 +96,8 @@ impl<'m> Sequence<'m> {
             stats: StepStats::default(),
             max_draft: new.max_draft,
             hidden: Vec::new(),
+            recorded: Vec::new(),
+            recorded_rows: Vec::new(),
             queued_at: new.queued_at,
             queue_ms,
             ttft_ms: None,
@@ -129,6 +134,7 @@ impl<'m> Sequence<'m> {
         if hidden_states {
             self.keep_hidden(ctx, index)?;
         }
+        self.record_hidden(ctx, &[index])?;
         self.stats.record(1, &[], 0.0, 0.0);
         self.pos = self.prompt.len();
         self.ending = self.out.push(token, TokenSource::Base);
@@ -211,6 +217,15 @@ impl<'m> Sequence<'m> {
             let index = plan.root_index + verdict.accepted.last().map_or(0, |&n| n as i32 + 1);
             self.keep_hidden(ctx, index)?;
         }
+        let emitted_from: Vec<i32> = std::iter::once(plan.root_index)
+            .chain(
+                verdict
+                    .accepted
+                    .iter()
+                    .map(|&n| plan.root_index + n as i32 + 1),
+            )
+            .collect();
+        self.record_hidden(ctx, &emitted_from)?;
         let tree = &plan.tree;
         let mut tokens: Vec<TokenId> = verdict.accepted.iter().map(|&n| tree.tokens[n]).collect();
         let mut sources: Vec<TokenSource> =
@@ -255,6 +270,21 @@ impl<'m> Sequence<'m> {
         Ok(())
     }
 
+    /// Appends the hidden states at batch `indices` when the request records them.
+    fn record_hidden(&mut self, ctx: &LlamaContext, indices: &[i32]) -> Result<(), EngineError> {
+        if !self.request.record_hidden_states {
+            return Ok(());
+        }
+        for &index in indices {
+            let hidden = ctx
+                .embeddings_ith(index)
+                .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))?;
+            self.recorded.extend_from_slice(hidden);
+            self.recorded_rows.push(self.recorded.len());
+        }
+        Ok(())
+    }
+
     /// Ends the run and sends its summary.
     pub(crate) fn finish(mut self) {
         let reason = self.ending.unwrap_or(StopReason::Cancelled);
@@ -263,6 +293,13 @@ impl<'m> Sequence<'m> {
         let ttft_ms = self.ttft_ms.unwrap_or(total_ms);
         let run_ms = total_ms - self.queue_ms;
         let generated = self.out.generated.len();
+        // A stop sequence can end the text before the tokens a step decoded.
+        if let Some(&end) = generated
+            .checked_sub(1)
+            .and_then(|i| self.recorded_rows.get(i))
+        {
+            self.recorded.truncate(end);
+        }
         let summary = RunSummary {
             text: std::mem::take(&mut self.out.text),
             prompt_tokens: self.prompt.len(),
@@ -284,6 +321,7 @@ impl<'m> Sequence<'m> {
             acceptance_by_head: self.stats.acceptance_by_depth(),
             draft_ms: self.stats.draft_ms,
             verify_ms: self.stats.verify_ms,
+            hidden_states: std::mem::take(&mut self.recorded),
         };
         tracing::info!(
             seq = self.id,

@@ -32,6 +32,8 @@ pub(crate) struct Session<'m> {
     pub(crate) cost_model: Option<CostModel>,
     /// Medusa heads and their tree, when loaded; the context then returns hidden states.
     pub(crate) medusa: Option<(Arc<MedusaHeads>, TreeSpec)>,
+    /// Whether the context returns hidden states (with heads, or when asked to at load).
+    pub(crate) returns_hidden_states: bool,
 }
 
 impl<'m> Session<'m> {
@@ -41,6 +43,7 @@ impl<'m> Session<'m> {
         n_ctx_seq: usize,
         max_seqs_per_token: usize,
         medusa: Option<(Arc<MedusaHeads>, TreeSpec)>,
+        returns_hidden_states: bool,
     ) -> Self {
         let n_batch = ctx.n_batch() as usize;
         Self {
@@ -52,6 +55,7 @@ impl<'m> Session<'m> {
             n_batch,
             cost_model: None,
             medusa,
+            returns_hidden_states,
         }
     }
 
@@ -89,7 +93,11 @@ impl<'m> Session<'m> {
     pub(crate) fn decode(&mut self) -> Result<(), EngineError> {
         self.ctx
             .decode(&mut self.batch)
-            .map_err(|e| EngineError::Decode(e.to_string()))
+            .map_err(|e| EngineError::Decode(e.to_string()))?;
+        // GPU backends return before the work is done; the decode timings that size draft
+        // trees must include it.
+        self.ctx.synchronize();
+        Ok(())
     }
 
     pub(crate) fn add(
@@ -166,49 +174,73 @@ impl<'m> Session<'m> {
         let Some((heads, _)) = self.medusa.clone() else {
             return Err(EngineError::NoMedusaHeads);
         };
-        let mut tokens = self.prompt_tokens(prompt)?;
+        let mut tally = HeadAccuracy::new(heads.head_count(), top_k);
+        self.decode_along(prompt, continuation, |tokens, pos, hidden| {
+            if pos + 2 >= tokens.len() {
+                return;
+            }
+            let start = Instant::now();
+            for head in 0..heads.head_count() {
+                let Some(&actual) = tokens.get(pos + 2 + head) else {
+                    break;
+                };
+                let guesses = heads.top_k(head, hidden, top_k);
+                tally.record(head, &guesses, actual);
+            }
+            tally.heads_ms += ms_since(start);
+            tally.heads_runs += 1;
+        })?;
+        Ok(tally)
+    }
+
+    /// Decodes `prompt` + `continuation` from an empty cache and hands `visit` the tokens, a
+    /// position and its final hidden state, for every position from the prompt's last token
+    /// on.
+    fn decode_along(
+        &mut self,
+        prompt: &Prompt,
+        continuation: &[TokenId],
+        mut visit: impl FnMut(&[TokenId], usize, &[f32]),
+    ) -> Result<(), EngineError> {
+        let mut tokens: Vec<TokenId> = self.prompt_tokens(prompt)?.iter().map(|t| t.0).collect();
         let first = tokens.len() - 1;
-        tokens.extend(continuation.iter().map(|&t| LlamaToken(t)));
+        tokens.extend_from_slice(continuation);
         if tokens.len() > self.n_ctx_seq {
             return Err(EngineError::PromptTooLong {
                 tokens: tokens.len(),
                 limit: self.n_ctx_seq,
             });
         }
-        let mut tally = HeadAccuracy::new(heads.head_count(), top_k);
         self.ctx.clear_kv_cache();
+        let result = self.visit_hidden_states(&tokens, first, &mut visit);
+        self.ctx.clear_kv_cache();
+        result
+    }
+
+    fn visit_hidden_states(
+        &mut self,
+        tokens: &[TokenId],
+        first: usize,
+        visit: &mut impl FnMut(&[TokenId], usize, &[f32]),
+    ) -> Result<(), EngineError> {
         for (chunk_index, chunk) in tokens.chunks(self.n_batch).enumerate() {
             let offset = chunk_index * self.n_batch;
             self.batch.clear();
             for (i, &token) in chunk.iter().enumerate() {
-                self.add(token, offset + i, &[0], offset + i >= first)?;
+                self.add(LlamaToken(token), offset + i, &[0], offset + i >= first)?;
             }
             self.decode()?;
             // Outputs are numbered in batch order among the tokens that asked for one.
             let outputs = (offset..offset + chunk.len()).filter(|&p| p >= first);
             for (output, pos) in outputs.enumerate() {
-                if pos + 2 >= tokens.len() {
-                    break;
-                }
                 let hidden = self
                     .ctx
                     .embeddings_ith(output as i32)
-                    .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))?
-                    .to_vec();
-                let start = Instant::now();
-                for head in 0..heads.head_count() {
-                    let Some(actual) = tokens.get(pos + 2 + head) else {
-                        break;
-                    };
-                    let guesses = heads.top_k(head, &hidden, top_k);
-                    tally.record(head, &guesses, actual.0);
-                }
-                tally.heads_ms += ms_since(start);
-                tally.heads_runs += 1;
+                    .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))?;
+                visit(tokens, pos, hidden);
             }
         }
-        self.ctx.clear_kv_cache();
-        Ok(tally)
+        Ok(())
     }
 
     /// The decode cost model, measured once per engine. Needs the engine to be idle.

@@ -240,3 +240,53 @@ fn a_long_prefill_does_not_stall_running_decodes() {
 fn runner_poll(stream: &mut engine::GenerationStream) -> Result<GenerationEvent, ()> {
     stream.try_next().ok_or(())
 }
+
+#[test]
+fn batched_greedy_runs_return_the_hidden_state_behind_each_token() {
+    let mut config = EngineConfig::new(model_path());
+    config.parallel = 3;
+    config.ctx_size = Some(1024);
+    config.hidden_states = true;
+    let recording = Engine::load(config).expect("model loads");
+    let n_embd = recording.info().n_embd as usize;
+    let n_vocab = recording.info().n_vocab as usize;
+    let projection =
+        engine::medusa::heads::base_projection(&model_path(), n_vocab, n_embd).unwrap();
+    let streams: Vec<_> = PROMPTS[..3]
+        .iter()
+        .map(|p| {
+            recording
+                .generate(greedy(chat(p), 24, GenerationMode::Normal).with_hidden_states())
+                .unwrap()
+        })
+        .collect();
+    let mut logits = vec![0.0; n_vocab];
+    for stream in streams {
+        let summary = stream.wait().unwrap();
+        assert_eq!(
+            summary.hidden_states.len(),
+            summary.token_ids.len() * n_embd
+        );
+        // Each state, through the model's output projection, gives back the token it produced.
+        let agreeing = summary
+            .hidden_states
+            .chunks_exact(n_embd)
+            .zip(&summary.token_ids)
+            .filter(|(state, &token)| {
+                projection.matvec(state, &mut logits, 2);
+                engine::argmax(&logits) == token
+            })
+            .count();
+        assert!(
+            agreeing + 1 >= summary.token_ids.len(),
+            "{agreeing} of {} states give back their token",
+            summary.token_ids.len()
+        );
+    }
+
+    let err = engine(1, 4)
+        .generate(greedy(chat("Hi"), 4, GenerationMode::Normal).with_hidden_states())
+        .and_then(|s| s.wait())
+        .unwrap_err();
+    assert!(err.to_string().contains("hidden states"), "{err}");
+}

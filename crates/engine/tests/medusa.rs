@@ -197,6 +197,7 @@ fn heads_made_for_another_model_are_refused() {
         blocks: vec![vec![(vec![0.0; n * n], vec![0.0; n])]],
         projections: None,
         vocab_subset: None,
+        training: None,
     };
     let heads = dir.path().join("other.medusa.gguf");
     write_heads(

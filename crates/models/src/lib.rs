@@ -3,13 +3,20 @@
 
 mod cache;
 mod fetch;
+mod heads;
 mod manifest;
 
 pub use cache::{cache_dir, MODELS_DIR_ENV};
 pub use fetch::{ensure_model, verify_file, FetchError, Fetched};
+pub use heads::{install_default_heads, DEFAULT_HEADS_FILE};
 pub use manifest::{KnownModel, DEFAULT_MODEL};
 
 /// Path of the default model, fetching it first when it is not cached yet.
 pub fn default_model_path() -> Result<std::path::PathBuf, FetchError> {
     ensure_model(&DEFAULT_MODEL, &cache_dir()?).map(|f| f.path)
+}
+
+/// Path of the default model's Medusa heads, installed into the cache first if needed.
+pub fn default_heads_path() -> Result<std::path::PathBuf, FetchError> {
+    install_default_heads(&cache_dir()?)
 }

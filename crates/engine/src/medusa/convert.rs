@@ -125,6 +125,7 @@ pub fn convert_checkpoint(
         blocks,
         projections,
         vocab_subset,
+        training: None,
     };
     write_heads(output, base, &weights, &tree, encoding)?;
     Ok(ConvertReport {

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::gguf_file::{write_gguf, GgufFile, MetaValue, TensorOut};
@@ -62,6 +62,24 @@ pub struct HeadsInfo {
     /// Tokens the heads can propose when their vocabulary is restricted to the most frequent
     /// ones (FR-Spec); `None` for the whole vocabulary.
     pub vocab_subset: Option<usize>,
+    /// How the heads were trained and how well they did on held-out text, when trained here.
+    pub training: Option<TrainingRecord>,
+}
+
+/// What `medusa train-heads` stores with the heads it writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainingRecord {
+    pub prompts: usize,
+    pub train_positions: usize,
+    pub heldout_positions: usize,
+    pub epochs: usize,
+    /// Per head, the share of held-out positions where its best guess was right.
+    pub heldout_top1: Vec<f64>,
+    /// Per head, the share where the right token was among its five best guesses.
+    pub heldout_top5: Vec<f64>,
+    pub heldout_loss: f64,
+    /// The command line that trained them, to reproduce them.
+    pub command: String,
 }
 
 struct Head {
@@ -88,6 +106,7 @@ mod keys {
     pub const N_VOCAB: &str = "medusa.base.n_vocab";
     pub const TOKENIZER: &str = "medusa.base.tokenizer_sha256";
     pub const VOCAB_SUBSET: &str = "medusa.vocab_subset";
+    pub const TRAINING: &str = "medusa.training";
 }
 
 fn block_weight(h: usize, l: usize) -> String {
@@ -163,6 +182,13 @@ impl MedusaHeads {
             .check_heads(head_count)
             .map_err(|e| EngineError::Heads(format!("default tree: {e}")))?;
 
+        let training = match file.string(keys::TRAINING) {
+            Some(json) => Some(
+                serde_json::from_str::<TrainingRecord>(&json)
+                    .map_err(|e| EngineError::Heads(format!("training record: {e}")))?,
+            ),
+            None => None,
+        };
         let (n_embd, n_vocab) = (base.n_embd as usize, base.n_vocab as usize);
         let row_tokens = if file.has_tensor(keys::VOCAB_SUBSET) {
             let ids = file.token_ids(keys::VOCAB_SUBSET)?;
@@ -211,6 +237,7 @@ impl MedusaHeads {
                 base,
                 projection_type,
                 vocab_subset: row_tokens.as_ref().map(Vec::len),
+                training,
             },
             heads,
             shared_projection,
@@ -282,7 +309,7 @@ fn top_indices(values: &[f32], k: usize) -> Vec<TokenId> {
 }
 
 /// The base model's output projection: `output.weight`, or the tied token embedding.
-fn base_projection(
+pub fn base_projection(
     model_path: &Path,
     n_vocab: usize,
     n_embd: usize,
@@ -304,6 +331,7 @@ pub struct HeadsWeights {
     pub projections: Option<Vec<Vec<f32>>>,
     /// Restricts proposals to these tokens (FR-Spec); own projections keep only their rows.
     pub vocab_subset: Option<Vec<TokenId>>,
+    pub training: Option<TrainingRecord>,
 }
 
 /// How to encode the weights on disk.
@@ -331,7 +359,7 @@ pub fn write_heads(
         .map_err(|e| EngineError::Heads(e.to_string()))?;
     let (n_embd, n_vocab) = (base.n_embd as usize, base.n_vocab as usize);
     let tree_json = serde_json::to_string(tree).map_err(|e| EngineError::Heads(e.to_string()))?;
-    let meta = [
+    let mut meta = vec![
         (keys::ARCH, MetaValue::Str("medusa".into())),
         (keys::HEADS, MetaValue::U32(head_count as u32)),
         (keys::LAYERS, MetaValue::U32(layers as u32)),
@@ -344,6 +372,10 @@ pub fn write_heads(
             MetaValue::Str(base.tokenizer_sha256.clone()),
         ),
     ];
+    if let Some(record) = &weights.training {
+        let json = serde_json::to_string(record).map_err(|e| EngineError::Heads(e.to_string()))?;
+        meta.push((keys::TRAINING, MetaValue::Str(json)));
+    }
     let mut encoded: Vec<(String, Vec<u64>, llama_cpp_sys_2::ggml_type, Vec<u8>)> = Vec::new();
     let f32_bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     if let Some(ids) = &weights.vocab_subset {

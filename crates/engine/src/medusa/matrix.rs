@@ -126,6 +126,29 @@ impl QuantMatrix {
         &self.data
     }
 
+    /// The matrix decoded to f32, row-major (to train against a quantized projection).
+    pub fn to_f32(&self) -> Result<Vec<f32>, EngineError> {
+        if self.ty == GGML_TYPE_F32 {
+            return Ok(self
+                .data
+                .chunks_exact(4)
+                .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                .collect());
+        }
+        // SAFETY: a pointer into ggml's static type table, checked before use.
+        let to_float = unsafe { ggml_get_type_traits(self.ty).as_ref() }.and_then(|t| t.to_float);
+        let to_float = to_float.ok_or_else(|| {
+            EngineError::Heads(format!("{} cannot be decoded", type_name(self.ty)))
+        })?;
+        let mut out = vec![0.0f32; self.rows * self.cols];
+        for (row, values) in out.chunks_exact_mut(self.cols).enumerate() {
+            let bytes = &self.data[row * self.row_bytes..(row + 1) * self.row_bytes];
+            // SAFETY: one encoded row of `cols` values in, `cols` floats out.
+            unsafe { to_float(bytes.as_ptr().cast(), values.as_mut_ptr(), self.cols as i64) };
+        }
+        Ok(out)
+    }
+
     /// A matrix of the given rows, in the given order.
     pub fn gather_rows(&self, rows: &[usize]) -> Result<Self, EngineError> {
         let mut data = Vec::with_capacity(rows.len() * self.row_bytes);
@@ -253,6 +276,18 @@ mod tests {
         picked.matvec(&x, &mut some, 1);
         assert_eq!(some, vec![all[4], all[1]]);
         assert!(m.gather_rows(&[5]).is_err());
+    }
+
+    #[test]
+    fn decodes_back_to_f32() {
+        let (rows, cols) = (3, 64);
+        let (values, _) = data(rows, cols);
+        let exact = QuantMatrix::quantize(GGML_TYPE_F32, rows, cols, &values).unwrap();
+        assert_eq!(exact.to_f32().unwrap(), values);
+        let q8 = QuantMatrix::quantize(GGML_TYPE_Q8_0, rows, cols, &values).unwrap();
+        for (a, b) in q8.to_f32().unwrap().iter().zip(&values) {
+            assert!((a - b).abs() < 0.01, "{a} vs {b}");
+        }
     }
 
     #[test]

@@ -1,0 +1,150 @@
+//! Medusa heads as trainable candle tensors: per head, residual blocks `x + SiLU(W x + b)`
+//! (W and b start at zero, so an untrained head repeats the base model's next-token guess),
+//! then the base model's frozen output projection.
+
+use candle_core::{DType, Device, Tensor, Var};
+
+use crate::dataset::{Dataset, NO_TARGET};
+use crate::vocab::HeadVocabulary;
+
+/// Per head, per block: (W row-major, b), as the heads file takes them.
+pub type BlockWeights = Vec<Vec<(Vec<f32>, Vec<f32>)>>;
+
+pub struct TrainableHeads {
+    /// Per head, per block: (W as `[n_embd, n_embd]`, b as `[n_embd]`).
+    blocks: Vec<Vec<(Var, Var)>>,
+    /// The projection transposed, `[n_embd, rows]`, frozen.
+    projection_t: Tensor,
+    device: Device,
+}
+
+/// One minibatch as tensors.
+pub struct Batch {
+    pub hidden: Tensor,
+    /// Per head: projection row of the target (0 where there is none), `[B, 1]` u32.
+    pub rows: Vec<Tensor>,
+    /// Per head: 1 where the target is a token the heads can propose, else 0, `[B, 1]`.
+    pub mask: Vec<Tensor>,
+    /// Per head: positions that have a target at all (proposable or not).
+    pub with_target: Vec<usize>,
+}
+
+impl TrainableHeads {
+    /// `projection` holds the vocabulary's rows, row-major `[rows, n_embd]`.
+    pub fn new(
+        heads: usize,
+        layers: usize,
+        n_embd: usize,
+        projection: Vec<f32>,
+        device: &Device,
+    ) -> candle_core::Result<Self> {
+        let rows = projection.len() / n_embd.max(1);
+        let projection_t = Tensor::from_vec(projection, (rows, n_embd), device)?
+            .t()?
+            .contiguous()?;
+        let blocks = (0..heads)
+            .map(|_| {
+                (0..layers)
+                    .map(|_| {
+                        Ok((
+                            Var::zeros((n_embd, n_embd), DType::F32, device)?,
+                            Var::zeros(n_embd, DType::F32, device)?,
+                        ))
+                    })
+                    .collect::<candle_core::Result<Vec<_>>>()
+            })
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        Ok(Self {
+            blocks,
+            projection_t,
+            device: device.clone(),
+        })
+    }
+
+    pub fn vars(&self) -> Vec<Var> {
+        self.blocks
+            .iter()
+            .flatten()
+            .flat_map(|(w, b)| [w.clone(), b.clone()])
+            .collect()
+    }
+
+    /// Logits over the vocabulary's rows, per head, `[B, rows]`.
+    pub fn forward(&self, hidden: &Tensor) -> candle_core::Result<Vec<Tensor>> {
+        self.blocks
+            .iter()
+            .map(|blocks| {
+                let mut x = hidden.clone();
+                for (w, b) in blocks {
+                    let z = x
+                        .matmul(&w.as_tensor().t()?)?
+                        .broadcast_add(b.as_tensor())?;
+                    x = (x + candle_nn::ops::silu(&z)?)?;
+                }
+                x.matmul(&self.projection_t)
+            })
+            .collect()
+    }
+
+    /// Gathers `positions` of `data` into tensors.
+    pub fn batch(
+        &self,
+        data: &Dataset,
+        positions: &[usize],
+        vocab: &HeadVocabulary,
+    ) -> candle_core::Result<Batch> {
+        let n = positions.len();
+        let mut hidden = Vec::with_capacity(n * data.n_embd);
+        for &p in positions {
+            hidden.extend_from_slice(data.hidden(p));
+        }
+        let mut rows = Vec::with_capacity(data.heads);
+        let mut mask = Vec::with_capacity(data.heads);
+        let mut with_target = Vec::with_capacity(data.heads);
+        for head in 0..data.heads {
+            let targets: Vec<_> = positions.iter().map(|&p| data.target(p, head)).collect();
+            let head_rows: Vec<Option<u32>> = targets.iter().map(|&t| vocab.row(t)).collect();
+            with_target.push(targets.iter().filter(|&&t| t != NO_TARGET).count());
+            rows.push(Tensor::from_vec(
+                head_rows
+                    .iter()
+                    .map(|r| r.unwrap_or(0))
+                    .collect::<Vec<u32>>(),
+                (n, 1),
+                &self.device,
+            )?);
+            mask.push(Tensor::from_vec(
+                head_rows
+                    .iter()
+                    .map(|r| if r.is_some() { 1f32 } else { 0.0 })
+                    .collect::<Vec<f32>>(),
+                (n, 1),
+                &self.device,
+            )?);
+        }
+        Ok(Batch {
+            hidden: Tensor::from_vec(hidden, (n, data.n_embd), &self.device)?,
+            rows,
+            mask,
+            with_target,
+        })
+    }
+
+    /// The weights as plain rows, for the heads file.
+    pub fn weights(&self) -> candle_core::Result<BlockWeights> {
+        self.blocks
+            .iter()
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .map(|(w, b)| {
+                        Ok((
+                            w.as_tensor().flatten_all()?.to_vec1::<f32>()?,
+                            b.as_tensor().to_vec1::<f32>()?,
+                        ))
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}

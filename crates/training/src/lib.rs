@@ -1,0 +1,367 @@
+//! Trains Medusa heads for any GGUF model by self-distillation (Medusa-1): the model answers a
+//! prompt set, its final hidden states along those answers are recorded, and the heads (base
+//! model frozen) learn to guess the tokens 2, 3, ... ahead with candle on the CPU. The result is
+//! a heads file holding its held-out accuracy and a token tree built from it.
+
+mod collect;
+mod data_file;
+mod dataset;
+mod error;
+mod heads_model;
+mod schedule;
+mod train;
+mod vocab;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use candle_core::Device;
+use engine::medusa::convert::base_identity;
+use engine::medusa::heads::{
+    base_projection, write_heads, HeadsEncoding, HeadsWeights, TrainingRecord,
+};
+use engine::medusa::matrix::GGML_TYPE_F16;
+use engine::speculative::tree_builder::{best_trees, AccuracyTable};
+use engine::{Engine, EngineConfig};
+use serde::Serialize;
+
+pub use collect::CollectEvent;
+pub use dataset::Dataset;
+pub use error::TrainError;
+pub use train::{Evaluation, TrainEvent};
+
+use error::invalid;
+use heads_model::TrainableHeads;
+use train::{evaluate, train, TrainOptions};
+use vocab::HeadVocabulary;
+
+/// The project's self-distillation prompts: chat, explanations, instructions, code, lists,
+/// stories, rewriting, advice and more, one per line.
+pub const DEFAULT_PROMPTS: &str = include_str!("../prompts/distill.txt");
+
+/// Prompts from a file (one per line, blank lines skipped), or the project's set.
+pub fn load_prompts(path: Option<&Path>) -> Result<Vec<String>, TrainError> {
+    let text = match path {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| TrainError::Prompts {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?,
+        None => DEFAULT_PROMPTS.to_owned(),
+    };
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+#[derive(Debug, Clone)]
+pub struct TrainHeadsOptions {
+    pub model_path: PathBuf,
+    pub out: PathBuf,
+    pub prompts: Vec<String>,
+    /// Prompts answered (the first ones of `prompts`); `None` for all.
+    pub samples: Option<usize>,
+    pub heads: usize,
+    pub layers: usize,
+    /// Tokens the model writes per answer.
+    pub max_tokens: u32,
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub learning_rate: f64,
+    pub weight_decay: f64,
+    /// Restricts the heads to this many most frequent target tokens; `None` for all.
+    pub vocab_subset: Option<usize>,
+    /// Where collected data is kept: read instead of collecting when the file exists, written
+    /// after collecting when it does not.
+    pub data: Option<PathBuf>,
+    /// Every this-many-th answer is held out for evaluation.
+    pub heldout_every: usize,
+    /// Nodes of the token tree stored with the heads (built from held-out accuracy).
+    pub tree_nodes: usize,
+    pub threads: Option<usize>,
+    /// Requests the engine answers at once while generating the data.
+    pub parallel: usize,
+    pub seed: u64,
+    /// How the heads were made, stored with them.
+    pub command: String,
+}
+
+impl TrainHeadsOptions {
+    pub fn new(model_path: impl Into<PathBuf>, out: impl Into<PathBuf>) -> Self {
+        Self {
+            model_path: model_path.into(),
+            out: out.into(),
+            prompts: Vec::new(),
+            samples: None,
+            heads: 4,
+            layers: 1,
+            max_tokens: 256,
+            epochs: 3,
+            batch_size: 256,
+            learning_rate: 1e-3,
+            weight_decay: 0.0,
+            vocab_subset: None,
+            data: None,
+            heldout_every: 10,
+            tree_nodes: 16,
+            threads: None,
+            parallel: 8,
+            seed: 1,
+            command: String::new(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), TrainError> {
+        let range = |name, value: usize, low: usize, high: usize| {
+            if (low..=high).contains(&value) {
+                Ok(())
+            } else {
+                Err(invalid(
+                    name,
+                    format!("must be between {low} and {high}, got {value}"),
+                ))
+            }
+        };
+        range("heads", self.heads, 1, 8)?;
+        range("layers", self.layers, 1, 4)?;
+        range("max_tokens", self.max_tokens as usize, 8, 4096)?;
+        range("epochs", self.epochs, 1, 100)?;
+        range("batch_size", self.batch_size, 1, 8192)?;
+        range("heldout_every", self.heldout_every, 2, 1000)?;
+        range("tree_nodes", self.tree_nodes, 1, 256)?;
+        range("parallel", self.parallel, 1, 64)?;
+        if let Some(n) = self.samples {
+            range("samples", n, 2, usize::MAX)?;
+        }
+        if let Some(n) = self.vocab_subset {
+            range("vocab_subset", n, 16, usize::MAX)?;
+        }
+        if !(self.learning_rate > 0.0 && self.learning_rate <= 1.0) {
+            return Err(invalid("learning_rate", "must be in (0, 1]"));
+        }
+        if !(0.0..=1.0).contains(&self.weight_decay) {
+            return Err(invalid("weight_decay", "must be between 0 and 1"));
+        }
+        if self.prompts.len() < 2 {
+            return Err(invalid("prompts", "need at least 2 prompts"));
+        }
+        Ok(())
+    }
+}
+
+/// Everything training reports as it goes.
+#[derive(Debug, Clone)]
+pub enum TrainProgress {
+    LoadingModel,
+    /// Texts read from a data file collected earlier.
+    LoadedData {
+        texts: usize,
+        positions: usize,
+    },
+    Collect(CollectEvent),
+    /// Untrained heads on the held-out texts, before the first step.
+    Baseline(Evaluation),
+    Train(TrainEvent),
+    Writing,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TrainReport {
+    pub out: PathBuf,
+    pub prompts: usize,
+    pub generated_tokens: usize,
+    pub train_positions: usize,
+    pub heldout_positions: usize,
+    /// Rows of the heads' projection (the vocabulary, or its most frequent part).
+    pub vocabulary_rows: usize,
+    /// Share of held-out targets the heads can propose at all.
+    pub heldout_coverage: f64,
+    pub untrained: Evaluation,
+    pub trained: Evaluation,
+    pub tree: Vec<Vec<usize>>,
+    /// Tokens per step the stored tree should give, from held-out accuracy.
+    pub expected_tokens_per_step: f64,
+    pub collect_seconds: f64,
+    pub train_seconds: f64,
+    pub file_bytes: u64,
+}
+
+/// Generates the data, trains, and writes the heads file.
+pub fn train_heads(
+    options: &TrainHeadsOptions,
+    progress: &mut dyn FnMut(TrainProgress),
+) -> Result<TrainReport, TrainError> {
+    options.validate()?;
+    let prompts = &options.prompts[..options
+        .samples
+        .unwrap_or(usize::MAX)
+        .min(options.prompts.len())];
+    if prompts.len() < options.heldout_every {
+        return Err(invalid(
+            "samples",
+            format!(
+                "{} prompts leave none to hold out one in {}",
+                prompts.len(),
+                options.heldout_every
+            ),
+        ));
+    }
+    let base = base_identity(&options.model_path)?;
+    let (n_embd, n_vocab) = (base.n_embd as usize, base.n_vocab as usize);
+
+    let started = Instant::now();
+    let (data, generated_tokens) = match &options.data {
+        Some(path) if path.exists() => {
+            let mut data = Dataset::new(n_embd, options.heads);
+            data_file::read_data(path, &base, |answer| data.push_answer(&answer))?;
+            progress(TrainProgress::LoadedData {
+                texts: data.sequences(),
+                positions: data.len(),
+            });
+            let generated = data.answer_tokens();
+            (data, generated)
+        }
+        _ => collect_data(options, prompts, &base, progress)?,
+    };
+    let collect_seconds = started.elapsed().as_secs_f64();
+
+    let (train_positions, heldout_positions) = data.split(options.heldout_every);
+    if train_positions.is_empty() || heldout_positions.is_empty() {
+        return Err(TrainError::NotEnoughData(format!(
+            "{} positions from {} answers; write longer answers or use more prompts",
+            data.len(),
+            data.sequences()
+        )));
+    }
+    let vocab = match options.vocab_subset {
+        Some(size) => {
+            HeadVocabulary::most_frequent(&data.target_counts(&train_positions, n_vocab), size)
+        }
+        None => HeadVocabulary::full(n_vocab),
+    };
+    let heldout_coverage = vocab.coverage(&data.target_counts(&heldout_positions, n_vocab));
+
+    let projection = base_projection(&options.model_path, n_vocab, n_embd)?;
+    let projection = match &vocab.subset {
+        Some(ids) => {
+            projection.gather_rows(&ids.iter().map(|&t| t as usize).collect::<Vec<_>>())?
+        }
+        None => projection,
+    };
+    let device = Device::Cpu;
+    let heads = TrainableHeads::new(
+        options.heads,
+        options.layers,
+        n_embd,
+        projection.to_f32()?,
+        &device,
+    )?;
+
+    let train_started = Instant::now();
+    let untrained = evaluate(
+        &heads,
+        &data,
+        &heldout_positions,
+        &vocab,
+        options.batch_size,
+    )?;
+    progress(TrainProgress::Baseline(untrained.clone()));
+    let train_options = TrainOptions {
+        epochs: options.epochs,
+        batch_size: options.batch_size,
+        learning_rate: options.learning_rate,
+        weight_decay: options.weight_decay,
+        warmup_steps: (train_positions.len().div_ceil(options.batch_size) / 10).clamp(1, 100),
+        seed: options.seed,
+    };
+    let trained = train(
+        &heads,
+        &data,
+        &train_positions,
+        &heldout_positions,
+        &vocab,
+        &train_options,
+        &mut |event| progress(TrainProgress::Train(event)),
+    )?;
+    let train_seconds = train_started.elapsed().as_secs_f64();
+
+    progress(TrainProgress::Writing);
+    let table = AccuracyTable::new(trained.by_rank.clone())
+        .map_err(|e| TrainError::NotEnoughData(format!("held-out accuracy: {e}")))?;
+    let built = best_trees(&table, options.tree_nodes)
+        .pop()
+        .ok_or_else(|| TrainError::NotEnoughData("no tree could be built".into()))?;
+    let record = TrainingRecord {
+        prompts: data.sequences(),
+        train_positions: train_positions.len(),
+        heldout_positions: heldout_positions.len(),
+        epochs: options.epochs,
+        heldout_top1: trained.top1.clone(),
+        heldout_top5: trained.top5.clone(),
+        heldout_loss: trained.loss,
+        command: options.command.clone(),
+    };
+    let weights = HeadsWeights {
+        blocks: heads.weights()?,
+        projections: None,
+        vocab_subset: vocab.subset.clone(),
+        training: Some(record),
+    };
+    let encoding = HeadsEncoding {
+        block_type: GGML_TYPE_F16,
+        projection_type: GGML_TYPE_F16,
+    };
+    write_heads(&options.out, &base, &weights, &built.tree, encoding)?;
+    Ok(TrainReport {
+        out: options.out.clone(),
+        prompts: data.sequences(),
+        generated_tokens,
+        train_positions: train_positions.len(),
+        heldout_positions: heldout_positions.len(),
+        vocabulary_rows: vocab.rows(),
+        heldout_coverage,
+        untrained,
+        trained,
+        tree: built.tree.paths().to_vec(),
+        expected_tokens_per_step: built.expected_tokens,
+        collect_seconds,
+        train_seconds,
+        file_bytes: std::fs::metadata(&options.out).map_or(0, |m| m.len()),
+    })
+}
+
+/// Has the model answer `prompts` and reads its hidden states along the answers, saving them
+/// to `options.data` when set. Returns the data and the number of tokens the model wrote.
+fn collect_data(
+    options: &TrainHeadsOptions,
+    prompts: &[String],
+    base: &engine::medusa::heads::BaseIdentity,
+    progress: &mut dyn FnMut(TrainProgress),
+) -> Result<(Dataset, usize), TrainError> {
+    progress(TrainProgress::LoadingModel);
+    let mut config = EngineConfig::new(&options.model_path);
+    config.threads = options.threads;
+    config.parallel = options.parallel;
+    config.hidden_states = true;
+    let engine = Engine::load(config)?;
+    let mut writer = match &options.data {
+        Some(path) => Some(data_file::DataWriter::create(path, base)?),
+        None => None,
+    };
+    let data = collect::collect(
+        &engine,
+        prompts,
+        options.max_tokens,
+        options.heads,
+        options.parallel * 2,
+        writer.as_mut(),
+        &mut |event| progress(TrainProgress::Collect(event)),
+    )?;
+    if let Some(writer) = writer {
+        writer.finish()?;
+    }
+    let generated = data.answer_tokens();
+    Ok((data, generated))
+}
