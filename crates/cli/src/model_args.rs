@@ -133,6 +133,23 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
                 "medusa heads {} x {} blocks, projection {} {projection}, {vocabulary}",
                 heads.head_count, heads.layers_per_head, heads.projection_type
             );
+            if let Some(training) = &heads.training {
+                let percents = |values: &[f64]| {
+                    values
+                        .iter()
+                        .map(|v| format!("{:.1}", v * 100.0))
+                        .collect::<Vec<_>>()
+                        .join("/")
+                };
+                println!(
+                    "heads trained {} answers, {} positions, {} epochs; held-out top-1 % {}, top-5 % {}",
+                    training.prompts,
+                    training.train_positions,
+                    training.epochs,
+                    percents(&training.heldout_top1),
+                    percents(&training.heldout_top5)
+                );
+            }
         }
         if let Some(tree) = &info.medusa_tree {
             println!("medusa tree  {} nodes, depth {}", tree.len(), tree.depth());

@@ -230,12 +230,11 @@ impl<'m> Session<'m> {
                 self.add(LlamaToken(token), offset + i, &[0], offset + i >= first)?;
             }
             self.decode()?;
-            // Outputs are numbered in batch order among the tokens that asked for one.
-            let outputs = (offset..offset + chunk.len()).filter(|&p| p >= first);
-            for (output, pos) in outputs.enumerate() {
+            // llama.cpp looks hidden states up by batch index, like logits.
+            for pos in (offset..offset + chunk.len()).filter(|&p| p >= first) {
                 let hidden = self
                     .ctx
-                    .embeddings_ith(output as i32)
+                    .embeddings_ith((pos - offset) as i32)
                     .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))?;
                 visit(tokens, pos, hidden);
             }

@@ -334,3 +334,28 @@ fn fr_spec_vocabulary_subset_limits_what_heads_propose() {
     }
     assert!(frequent_tokens(&model_path(), &corpus, 0).is_err());
 }
+
+#[test]
+fn the_shipped_heads_guess_the_models_own_text_and_draft_losslessly() {
+    let heads = models::default_heads_path().expect("default heads installed");
+    let engine = engine_with_heads(&heads, None).expect("shipped heads load");
+    let trained = engine.info().heads.as_ref().unwrap().training.clone();
+    assert!(trained.is_some_and(|t| t.heldout_top1[0] > 0.2));
+    // A prompt of the bench set, which training did not see.
+    let prompt = chat("Explain how a rainbow forms, in simple terms.");
+    let normal = engine
+        .generate(greedy(prompt.clone(), 96, GenerationMode::Normal))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let accuracy = engine
+        .measure_heads(prompt.clone(), normal.token_ids.clone(), 5)
+        .unwrap();
+    // Untrained heads are right about 2% of the time at the first head.
+    assert!(
+        accuracy.top1()[0] > 0.1,
+        "first head top-1 {:?}",
+        accuracy.top1()
+    );
+    assert_lossless(&engine, prompt, GenerationMode::Medusa, 96);
+}
