@@ -134,13 +134,7 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
                 heads.head_count, heads.layers_per_head, heads.projection_type
             );
             if let Some(training) = &heads.training {
-                let percents = |values: &[f64]| {
-                    values
-                        .iter()
-                        .map(|v| format!("{:.1}", v * 100.0))
-                        .collect::<Vec<_>>()
-                        .join("/")
-                };
+                use crate::train_heads::percents;
                 println!(
                     "heads trained {} answers, {} positions, {} epochs; held-out top-1 % {}, top-5 % {}",
                     training.prompts,

@@ -232,7 +232,8 @@ fn duration(seconds: f64) -> String {
     }
 }
 
-fn percents(values: &[f64]) -> String {
+/// Shares as percentages with one decimal, joined by slashes (one per head).
+pub(crate) fn percents(values: &[f64]) -> String {
     values
         .iter()
         .map(|v| format!("{:.1}", v * 100.0))
