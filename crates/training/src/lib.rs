@@ -212,7 +212,7 @@ pub fn train_heads(
     let (n_embd, n_vocab) = (base.n_embd as usize, base.n_vocab as usize);
 
     let started = Instant::now();
-    let (data, generated_tokens) = match &options.data {
+    let data = match &options.data {
         Some(path) if path.exists() => {
             let mut data = Dataset::new(n_embd, options.heads);
             data_file::read_data(path, &base, |answer| data.push_answer(&answer))?;
@@ -220,11 +220,11 @@ pub fn train_heads(
                 texts: data.sequences(),
                 positions: data.len(),
             });
-            let generated = data.answer_tokens();
-            (data, generated)
+            data
         }
         _ => collect_data(options, prompts, &base, progress)?,
     };
+    let generated_tokens = data.answer_tokens();
     let collect_seconds = started.elapsed().as_secs_f64();
 
     let (train_positions, heldout_positions) = data.split(options.heldout_every);
@@ -333,13 +333,13 @@ pub fn train_heads(
 }
 
 /// Has the model answer `prompts` and reads its hidden states along the answers, saving them
-/// to `options.data` when set. Returns the data and the number of tokens the model wrote.
+/// to `options.data` when set.
 fn collect_data(
     options: &TrainHeadsOptions,
     prompts: &[String],
     base: &engine::medusa::heads::BaseIdentity,
     progress: &mut dyn FnMut(TrainProgress),
-) -> Result<(Dataset, usize), TrainError> {
+) -> Result<Dataset, TrainError> {
     progress(TrainProgress::LoadingModel);
     let mut config = EngineConfig::new(&options.model_path);
     config.threads = options.threads;
@@ -362,6 +362,5 @@ fn collect_data(
     if let Some(writer) = writer {
         writer.finish()?;
     }
-    let generated = data.answer_tokens();
-    Ok((data, generated))
+    Ok(data)
 }
