@@ -85,7 +85,9 @@ fn commands_answer_like_the_http_api() {
         &window,
         "generate",
         json!({
-            "request": {"prompt": "The capital of France is", "max_tokens": 8},
+            // Greedy, so that the model cannot end early by chance.
+            "request": {"prompt": "The capital of France is", "max_tokens": 8,
+                        "sampling": {"temperature": 0.0}},
             "onEvent": "__CHANNEL__:7",
         }),
     )
