@@ -41,7 +41,8 @@ pub(crate) struct Sequence<'m> {
     hidden: Vec<f32>,
     /// Every hidden state behind an emitted token, when the request asked for them.
     recorded: Vec<f32>,
-    recorded_rows: Vec<usize>,
+    /// Values per recorded state (the model's embedding size).
+    recorded_width: usize,
     queued_at: Instant,
     queue_ms: f64,
     ttft_ms: Option<f64>,
@@ -97,7 +98,7 @@ impl<'m> Sequence<'m> {
             max_draft: new.max_draft,
             hidden: Vec::new(),
             recorded: Vec::new(),
-            recorded_rows: Vec::new(),
+            recorded_width: 0,
             queued_at: new.queued_at,
             queue_ms,
             ttft_ms: None,
@@ -134,7 +135,7 @@ impl<'m> Sequence<'m> {
         if hidden_states {
             self.keep_hidden(ctx, index)?;
         }
-        self.record_hidden(ctx, &[index])?;
+        self.record_hidden(ctx, [index])?;
         self.stats.record(1, &[], 0.0, 0.0);
         self.pos = self.prompt.len();
         self.ending = self.out.push(token, TokenSource::Base);
@@ -217,15 +218,14 @@ impl<'m> Sequence<'m> {
             let index = plan.root_index + verdict.accepted.last().map_or(0, |&n| n as i32 + 1);
             self.keep_hidden(ctx, index)?;
         }
-        let emitted_from: Vec<i32> = std::iter::once(plan.root_index)
-            .chain(
-                verdict
-                    .accepted
-                    .iter()
-                    .map(|&n| plan.root_index + n as i32 + 1),
-            )
-            .collect();
-        self.record_hidden(ctx, &emitted_from)?;
+        // The root's state produced the first emitted token, each accepted node's the next.
+        let emitted_from = std::iter::once(plan.root_index).chain(
+            verdict
+                .accepted
+                .iter()
+                .map(|&n| plan.root_index + n as i32 + 1),
+        );
+        self.record_hidden(ctx, emitted_from)?;
         let tree = &plan.tree;
         let mut tokens: Vec<TokenId> = verdict.accepted.iter().map(|&n| tree.tokens[n]).collect();
         let mut sources: Vec<TokenSource> =
@@ -271,16 +271,20 @@ impl<'m> Sequence<'m> {
     }
 
     /// Appends the hidden states at batch `indices` when the request records them.
-    fn record_hidden(&mut self, ctx: &LlamaContext, indices: &[i32]) -> Result<(), EngineError> {
+    fn record_hidden(
+        &mut self,
+        ctx: &LlamaContext,
+        indices: impl IntoIterator<Item = i32>,
+    ) -> Result<(), EngineError> {
         if !self.request.record_hidden_states {
             return Ok(());
         }
-        for &index in indices {
+        for index in indices {
             let hidden = ctx
                 .embeddings_ith(index)
                 .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))?;
             self.recorded.extend_from_slice(hidden);
-            self.recorded_rows.push(self.recorded.len());
+            self.recorded_width = hidden.len();
         }
         Ok(())
     }
@@ -294,12 +298,7 @@ impl<'m> Sequence<'m> {
         let run_ms = total_ms - self.queue_ms;
         let generated = self.out.generated.len();
         // A stop sequence can end the text before the tokens a step decoded.
-        if let Some(&end) = generated
-            .checked_sub(1)
-            .and_then(|i| self.recorded_rows.get(i))
-        {
-            self.recorded.truncate(end);
-        }
+        self.recorded.truncate(generated * self.recorded_width);
         let summary = RunSummary {
             text: std::mem::take(&mut self.out.text),
             prompt_tokens: self.prompt.len(),
