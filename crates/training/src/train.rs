@@ -5,6 +5,8 @@
 use candle_core::{DType, Tensor, D};
 use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
 
+use engine::medusa::accuracy::HeadAccuracy;
+
 use crate::dataset::Dataset;
 use crate::heads_model::{Batch, TrainableHeads};
 use crate::schedule::{learning_rate, Shuffler};
@@ -84,8 +86,7 @@ pub fn evaluate(
     vocab: &HeadVocabulary,
     batch_size: usize,
 ) -> Result<Evaluation, TrainError> {
-    let mut rank_hits = vec![vec![0u64; RANKS]; data.heads];
-    let mut with_target = vec![0usize; data.heads];
+    let mut accuracy = HeadAccuracy::new(data.heads, RANKS);
     let (mut loss_sum, mut batches) = (0.0, 0usize);
     for chunk in positions.chunks(batch_size.max(1)) {
         let batch = heads.batch(data, chunk, vocab)?;
@@ -93,7 +94,7 @@ pub fn evaluate(
         loss_sum += weighted_loss(&logits, &batch)?.to_scalar::<f32>()? as f64 * chunk.len() as f64;
         batches += chunk.len();
         for (k, head_logits) in logits.iter().enumerate() {
-            with_target[k] += batch.with_target[k];
+            accuracy.positions[k] += batch.with_target[k] as u64;
             let target_logit = head_logits.gather(&batch.rows[k], 1)?;
             // Rank of the target: how many tokens score higher.
             let ranks = head_logits
@@ -104,30 +105,22 @@ pub fn evaluate(
             let proposable = batch.mask[k].flatten_all()?.to_vec1::<f32>()?;
             for (rank, ok) in ranks.into_iter().zip(proposable) {
                 if ok > 0.0 && (rank as usize) < RANKS {
-                    rank_hits[k][rank as usize] += 1;
+                    accuracy.hits[k][rank as usize] += 1;
                 }
             }
         }
     }
-    let by_rank: Vec<Vec<f64>> = rank_hits
-        .iter()
-        .zip(&with_target)
-        .map(|(hits, &n)| {
-            hits.iter()
-                .map(|&h| if n == 0 { 0.0 } else { h as f64 / n as f64 })
-                .collect()
-        })
-        .collect();
+    let by_rank = accuracy.rates();
     Ok(Evaluation {
         loss: if batches == 0 {
             0.0
         } else {
             loss_sum / batches as f64
         },
-        top1: by_rank.iter().map(|r| r[0]).collect(),
+        top1: accuracy.top1(),
         top5: by_rank.iter().map(|r| r[..5].iter().sum()).collect(),
         by_rank,
-        positions: with_target,
+        positions: accuracy.positions.iter().map(|&n| n as usize).collect(),
     })
 }
 
