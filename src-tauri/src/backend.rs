@@ -53,11 +53,7 @@ pub async fn start(options: BackendOptions) -> Result<AppState, BackendError> {
         .map(engine::TreeSpec::from_name_or_file)
         .transpose()
         .map_err(|e| BackendError::Tree(e.to_string()))?;
-    let heads = match (options.heads, &options.model) {
-        (Some(heads), _) => Some(heads),
-        (None, None) => Some(models::default_heads_path()?),
-        (None, Some(_)) => None,
-    };
+    let heads = models::heads_to_load(options.heads, options.model.as_deref())?;
     let model = match options.model {
         Some(path) => ModelSource::Path(path),
         None => ModelSource::Resolve(Box::new(|| {

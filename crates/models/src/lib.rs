@@ -20,3 +20,16 @@ pub fn default_model_path() -> Result<std::path::PathBuf, FetchError> {
 pub fn default_heads_path() -> Result<std::path::PathBuf, FetchError> {
     install_default_heads(&cache_dir()?)
 }
+
+/// The heads to load with a model: the ones asked for, else the default model's own when the
+/// model is the default one (no `model` given), else none.
+pub fn heads_to_load(
+    heads: Option<std::path::PathBuf>,
+    model: Option<&std::path::Path>,
+) -> Result<Option<std::path::PathBuf>, FetchError> {
+    match (heads, model) {
+        (Some(heads), _) => Ok(Some(heads)),
+        (None, None) => default_heads_path().map(Some),
+        (None, Some(_)) => Ok(None),
+    }
+}
