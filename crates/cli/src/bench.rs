@@ -440,13 +440,10 @@ pub fn load_prompts(file: Option<&PathBuf>) -> anyhow::Result<Vec<String>> {
             .iter()
             .map(|s| s.to_string())
             .collect(),
-        Some(path) => std::fs::read_to_string(path)
-            .with_context(|| format!("reading prompts from {}", path.display()))?
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect(),
+        Some(path) => engine::tuning::prompt_lines(
+            &std::fs::read_to_string(path)
+                .with_context(|| format!("reading prompts from {}", path.display()))?,
+        ),
     };
     anyhow::ensure!(!prompts.is_empty(), "the prompt file has no prompts");
     Ok(prompts)

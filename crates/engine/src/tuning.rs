@@ -23,6 +23,15 @@ pub const DEFAULT_PROMPTS: &[&str] = &[
     "Summarize the water cycle in a few sentences.",
 ];
 
+/// The prompts in a prompt file's text: one per line, trimmed, blank lines skipped.
+pub fn prompt_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// How to tune.
 #[derive(Debug, Clone)]
 pub struct TuneOptions {
@@ -152,4 +161,18 @@ pub fn tune_engine(
         options.max_nodes,
     );
     Ok(TuneReport::new(&accuracy, costs, result))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_files_hold_one_trimmed_prompt_per_line() {
+        assert_eq!(
+            prompt_lines("  first \n\n\tsecond\r\n   \nthird"),
+            vec!["first", "second", "third"]
+        );
+        assert!(prompt_lines("\n \n").is_empty());
+    }
 }

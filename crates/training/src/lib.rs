@@ -48,12 +48,7 @@ pub fn load_prompts(path: Option<&Path>) -> Result<Vec<String>, TrainError> {
         })?,
         None => DEFAULT_PROMPTS.to_owned(),
     };
-    Ok(text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect())
+    Ok(engine::tuning::prompt_lines(&text))
 }
 
 #[derive(Debug, Clone)]
