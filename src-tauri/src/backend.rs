@@ -61,7 +61,8 @@ pub async fn start(options: BackendOptions) -> Result<AppState, BackendError> {
         })),
     };
     // The path is replaced by each load; the rest sizes every model the same way.
-    let template = EngineConfig::new(PathBuf::new());
+    let mut template = EngineConfig::new(PathBuf::new());
+    template.decode_costs_dir = models::decode_costs_dir().ok();
     Ok(AppState::loading(
         store,
         template,

@@ -180,6 +180,8 @@ test('settings show the model in use and tune the tree', async () => {
   await openTab('settings');
   const info = await (await fetch(`${server.url}/api/info`)).json();
   assert.match(await page.getByTestId('view-settings').innerText(), new RegExp(info.model.file_type));
+  // Heads without a training record keep the tree stored with them, and Settings says so.
+  assert.match(await page.getByTestId('settings-medusa-plan').innerText(), /stored \d+-node tree/);
   await page.getByTestId('settings-tune-run').click();
   const decision = page.getByTestId('settings-tune-decision');
   await decision.waitFor();

@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use std::time::Instant;
 
+use engine::medusa::plan::MedusaPlan;
 use engine::{
     ChatMessage, Engine, GenerateRequest, GenerationMode, Prompt, RunSummary, SamplingParams,
 };
@@ -143,6 +144,8 @@ struct BenchReport {
     /// Decode time (ms) by tokens per batch on this machine, behind the draft budget; measured
     /// when a speculative mode runs.
     decode_cost_ms: Option<Vec<(usize, f64)>>,
+    /// How Medusa mode's tree was settled, with its predicted speed-up, when Medusa ran.
+    medusa_plan: Option<MedusaPlan>,
     hint: Option<String>,
 }
 
@@ -275,6 +278,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         } else {
             None
         },
+        medusa_plan: info
+            .medusa_plan
+            .clone()
+            .filter(|_| modes.contains(&GenerationMode::Medusa)),
         hint: quantization_hint(&info.file_type),
     };
     if args.json {
@@ -511,6 +518,20 @@ fn print_table(r: &BenchReport) {
         "normal / baseline = {:.3}; identical outputs {}/{}",
         r.normal_vs_baseline, r.outputs_identical, r.results[0].runs
     );
+    if let Some(plan) = &r.medusa_plan {
+        println!("medusa plan: {}", plan.decision);
+        let measured = r
+            .results
+            .iter()
+            .find(|m| m.mode == GenerationMode::Medusa && m.concurrency == 1);
+        if let (Some(predicted), Some(measured)) = (plan.predicted_speedup, measured) {
+            println!(
+                "medusa speed-up: predicted {predicted:.2}x, measured {:.2}x ({:+.1}%)",
+                measured.speedup_vs_normal,
+                (measured.speedup_vs_normal / predicted - 1.0) * 100.0
+            );
+        }
+    }
     if let Some(hint) = &r.hint {
         println!("hint: {hint}");
     }

@@ -85,6 +85,10 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             .with_sampling(args.sampling.params())
             .with_stop(args.stop.clone()),
     );
+    let plan = engine.info().medusa_plan.as_ref();
+    if let (GenerationMode::Medusa, Some(plan), false) = (request.mode, plan, args.json) {
+        eprintln!("{}", plan.decision);
+    }
     let stream = engine.generate(request)?;
     if args.json {
         let (summary, steps) = collect(stream)?;
@@ -149,6 +153,7 @@ fn summary_json(
 ) -> serde_json::Value {
     json!({
         "mode": s.mode,
+        "medusa_plan": (s.mode == GenerationMode::Medusa).then_some(&model.medusa_plan),
         "mean_accepted": s.mean_accepted,
         "acceptance_by_head": s.acceptance_by_head,
         "steps": s.steps,

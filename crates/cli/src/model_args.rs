@@ -71,6 +71,7 @@ impl ModelArgs {
             .as_deref()
             .map(TreeSpec::from_name_or_file)
             .transpose()?;
+        config.decode_costs_dir = models::decode_costs_dir().ok();
         Ok(config)
     }
 }
@@ -147,6 +148,9 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
         }
         if let Some(tree) = &info.medusa_tree {
             println!("medusa tree  {} nodes, depth {}", tree.len(), tree.depth());
+        }
+        if let Some(plan) = &info.medusa_plan {
+            println!("medusa mode  {}", plan.decision);
         }
     }
     Ok(())

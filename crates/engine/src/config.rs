@@ -24,8 +24,12 @@ pub struct EngineConfig {
     pub gpu_layers: u32,
     /// Medusa heads file (`*.medusa.gguf`) for this model, enabling Medusa mode.
     pub heads_path: Option<PathBuf>,
-    /// Token tree for Medusa mode; `None` uses the one stored with the heads.
+    /// Token tree for Medusa mode; `None` sizes one for this machine from the heads' held-out
+    /// accuracy (or uses the one stored with heads that record none).
     pub tree: Option<TreeSpec>,
+    /// Where decode costs measured on this machine are kept between loads; `None` measures
+    /// them at every load with heads.
+    pub decode_costs_dir: Option<PathBuf>,
     /// Told how far loading the weights has got, so a UI can show it for large models.
     pub load_progress: Option<LoadProgress>,
     /// Makes the context return final hidden states even without heads (to train heads).
@@ -65,6 +69,7 @@ impl EngineConfig {
             gpu_layers: 999,
             heads_path: None,
             tree: None,
+            decode_costs_dir: None,
             load_progress: None,
             hidden_states: false,
         }

@@ -16,6 +16,7 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use crate::backend::{backend, clear_recent_errors, take_recent_errors};
 use crate::baseline::BaselineRun;
 use crate::config::{EngineConfig, DEFAULT_CTX_SIZE};
+use crate::cost_cache::{CostCache, CostKey};
 use crate::error::EngineError;
 use crate::events::{GenerationEvent, RunSummary};
 use crate::info::ModelInfo;
@@ -28,7 +29,6 @@ use crate::request::{GenerateRequest, Prompt};
 use crate::sampler::TokenId;
 use crate::scheduler::{Command, EngineMetrics, Scheduler, Shared};
 use crate::session::Session;
-use crate::speculative::tree::TreeSpec;
 
 /// A prompt as the model will read it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -152,12 +152,21 @@ impl Engine {
         answer.recv().map_err(|_| EngineError::EngineStopped)?
     }
 
-    /// Decode time in milliseconds by number of tokens in a batch, as measured on this machine
-    /// for the draft budget (measured now if no speculative request has run yet; blocking).
+    /// Decode time in milliseconds by number of tokens in a batch, as known to the draft budget
+    /// (from the cache, or measured now if no speculative request has run yet; blocking).
     pub fn decode_costs(&self) -> Result<Vec<(usize, f64)>, EngineError> {
+        self.request_decode_costs(false)
+    }
+
+    /// The same, measured now whatever is known, and kept in the cache for later loads.
+    pub fn measure_decode_costs(&self) -> Result<Vec<(usize, f64)>, EngineError> {
+        self.request_decode_costs(true)
+    }
+
+    fn request_decode_costs(&self, fresh: bool) -> Result<Vec<(usize, f64)>, EngineError> {
         let (reply, answer) = std_mpsc::channel();
         self.commands
-            .send(Command::DecodeCosts { reply })
+            .send(Command::DecodeCosts { fresh, reply })
             .map_err(|_| EngineError::EngineStopped)?;
         answer.recv().map_err(|_| EngineError::EngineStopped)?
     }
@@ -301,8 +310,8 @@ fn engine_thread(
     // A decode must hold a whole draft tree and a root per request, whatever the chunk size.
     let min_batch = (MAX_DRAFT_TOKENS + parallel) as u32;
     let n_batch = config.batch_size.max(min_batch);
-    let medusa = match load_heads(&config, &model, threads) {
-        Ok(medusa) => medusa,
+    let heads = match load_heads(&config, &model, threads) {
+        Ok(heads) => heads,
         Err(err) => {
             let _ = ready.send(Err(err));
             return;
@@ -310,7 +319,7 @@ fn engine_thread(
     };
     let params = LlamaContextParams::default()
         // Medusa heads read the final hidden state, which llama.cpp returns as embeddings.
-        .with_embeddings(medusa.is_some() || config.hidden_states)
+        .with_embeddings(heads.is_some() || config.hidden_states)
         .with_pooling_type(LlamaPoolingType::None)
         .with_n_ctx(NonZeroU32::new(n_ctx_total))
         .with_n_batch(n_batch)
@@ -331,14 +340,28 @@ fn engine_thread(
     };
     // llama.cpp may round the context up; share out what it really holds.
     let n_ctx_seq = ctx.n_ctx() / parallel as u32;
-    let session = Session::new(
+    let mut session = Session::new(
         &model,
         ctx,
         n_ctx_seq as usize,
         n_seq_max,
-        medusa.clone(),
-        medusa.is_some() || config.hidden_states,
+        heads.clone(),
+        heads.is_some() || config.hidden_states,
     );
+    session.cost_cache = config.decode_costs_dir.as_ref().map(|dir| {
+        let key = CostKey::new(
+            &config.model_path,
+            threads,
+            config.gpu_layers,
+            n_batch,
+            n_ctx_total,
+        );
+        (CostCache::new(dir), key)
+    });
+    if let Err(err) = session.plan_medusa(config.tree.clone()) {
+        let _ = ready.send(Err(err));
+        return;
+    }
     let mut info = model_info(
         &config,
         &header,
@@ -349,9 +372,10 @@ fn engine_thread(
         session.has_chat_template(),
     );
     info.parallel = parallel;
-    if let Some((heads, tree)) = &medusa {
+    if let (Some(heads), Some(plan)) = (&heads, &session.medusa_plan) {
         info.heads = Some(heads.info().clone());
-        info.medusa_tree = Some(tree.clone());
+        info.medusa_tree = plan.tree.clone();
+        info.medusa_plan = Some(plan.clone());
     }
     tracing::info!(model = %info.name, file_type = %info.file_type, threads, n_ctx_seq, parallel, "model loaded");
     if ready.send(Ok(info)).is_err() {
@@ -361,12 +385,12 @@ fn engine_thread(
     Scheduler::new(session, parallel, n_seq_max, shared).run(&mut commands);
 }
 
-/// Loads the configured heads and settles the tree Medusa mode will use.
+/// Loads the configured heads and checks that a given tree fits them.
 fn load_heads(
     config: &EngineConfig,
     model: &LlamaModel,
     threads: usize,
-) -> Result<Option<(Arc<MedusaHeads>, TreeSpec)>, EngineError> {
+) -> Result<Option<Arc<MedusaHeads>>, EngineError> {
     let Some(path) = &config.heads_path else {
         if config.tree.is_some() {
             return Err(EngineError::InvalidParameter {
@@ -377,16 +401,14 @@ fn load_heads(
         return Ok(None);
     };
     let heads = MedusaHeads::load(path, model, &config.model_path, threads)?;
-    let tree = config
-        .tree
-        .clone()
-        .unwrap_or_else(|| heads.info().default_tree.clone());
-    tree.check_heads(heads.head_count())
-        .map_err(|e| EngineError::InvalidParameter {
-            name: "tree",
-            message: e.to_string(),
-        })?;
-    Ok(Some((Arc::new(heads), tree)))
+    if let Some(tree) = &config.tree {
+        tree.check_heads(heads.head_count())
+            .map_err(|e| EngineError::InvalidParameter {
+                name: "tree",
+                message: e.to_string(),
+            })?;
+    }
+    Ok(Some(Arc::new(heads)))
 }
 
 fn load_model(
@@ -452,6 +474,7 @@ fn model_info(
         has_chat_template,
         heads: None,
         medusa_tree: None,
+        medusa_plan: None,
         parallel: 1,
     }
 }

@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::medusa::heads::HeadsInfo;
+use crate::medusa::plan::MedusaPlan;
 use crate::speculative::tree::TreeSpec;
 
 /// What a loaded model is, for display and for recording next to every run.
@@ -28,6 +29,8 @@ pub struct ModelInfo {
     pub has_chat_template: bool,
     /// The Medusa heads loaded with the model, if any.
     pub heads: Option<HeadsInfo>,
-    /// The token tree Medusa mode uses.
+    /// The token tree Medusa mode uses; `None` with heads when it decodes plainly.
     pub medusa_tree: Option<TreeSpec>,
+    /// How Medusa mode's tree was settled on this machine, and the decision in words.
+    pub medusa_plan: Option<MedusaPlan>,
 }

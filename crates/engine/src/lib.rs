@@ -4,6 +4,7 @@
 mod backend;
 mod baseline;
 mod config;
+pub mod cost_cache;
 mod engine;
 mod error;
 mod events;

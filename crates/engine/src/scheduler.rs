@@ -47,6 +47,8 @@ pub(crate) enum Command {
         reply: std_mpsc::Sender<Result<Vec<(TokenId, f32)>, EngineError>>,
     },
     DecodeCosts {
+        /// Measure again (and keep the result) rather than answer what is known.
+        fresh: bool,
         reply: std_mpsc::Sender<Result<Vec<(usize, f64)>, EngineError>>,
     },
     MeasureHeads {
@@ -220,11 +222,13 @@ impl<'m> Scheduler<'m> {
             } => {
                 let _ = reply.send(self.session.measure_heads(&prompt, &continuation, top_k));
             }
-            Command::DecodeCosts { reply } => {
-                let costs = self
-                    .session
-                    .ensure_cost_model()
-                    .map(|m| m.points().to_vec());
+            Command::DecodeCosts { fresh, reply } => {
+                let costs = if fresh {
+                    self.session.measure_costs()
+                } else {
+                    self.session.ensure_cost_model()
+                }
+                .map(|m| m.points().to_vec());
                 let _ = reply.send(costs);
             }
             Command::RenderPrompt { prompt, reply } => {
@@ -282,11 +286,12 @@ impl<'m> Scheduler<'m> {
         let drafter: Option<Box<dyn Drafter>> = match request.mode {
             GenerationMode::Normal => None,
             GenerationMode::Lookup => Some(Box::new(LookupDrafter::default())),
-            GenerationMode::Medusa => match &self.session.medusa {
-                Some((heads, tree)) => {
-                    Some(Box::new(MedusaDrafter::new(heads.clone(), tree.clone())))
-                }
-                None => return Err(EngineError::NoMedusaHeads),
+            GenerationMode::Medusa => match (&self.session.heads, &self.session.medusa_plan) {
+                // Without a tree (none pays on this machine) Medusa mode decodes plainly.
+                (Some(heads), Some(plan)) => plan.tree.as_ref().map(|tree| {
+                    Box::new(MedusaDrafter::new(heads.clone(), tree.clone())) as Box<dyn Drafter>
+                }),
+                _ => return Err(EngineError::NoMedusaHeads),
             },
         };
         let prompt = self.session.prompt_tokens(&request.prompt)?;
@@ -301,9 +306,15 @@ impl<'m> Scheduler<'m> {
             request.max_tokens as usize,
             &request.stop,
         );
+        let default_max_draft = match (&request.mode, &self.session.medusa_plan) {
+            (GenerationMode::Medusa, Some(plan)) => {
+                plan.default_max_draft(DEFAULT_MAX_DRAFT_TOKENS)
+            }
+            _ => DEFAULT_MAX_DRAFT_TOKENS,
+        };
         let max_draft = request
             .max_draft_tokens
-            .unwrap_or(DEFAULT_MAX_DRAFT_TOKENS)
+            .unwrap_or(default_max_draft)
             .min(MAX_DRAFT_TOKENS);
         let seed = request.sampling.seed.unwrap_or_else(random_seed);
         let acceptance = if request.mode == GenerationMode::Medusa {

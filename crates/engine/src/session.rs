@@ -9,10 +9,12 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
+use crate::cost_cache::{CostCache, CostKey};
 use crate::engine::RenderedPrompt;
 use crate::error::EngineError;
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
+use crate::medusa::plan::{plan_tree, MedusaPlan};
 use crate::prompt;
 use crate::request::Prompt;
 use crate::sampler::TokenId;
@@ -30,8 +32,12 @@ pub(crate) struct Session<'m> {
     /// Decode cost by batch size, measured when the engine is first idle with a speculative
     /// request to serve.
     pub(crate) cost_model: Option<CostModel>,
-    /// Medusa heads and their tree, when loaded; the context then returns hidden states.
-    pub(crate) medusa: Option<(Arc<MedusaHeads>, TreeSpec)>,
+    /// Medusa heads, when loaded; the context then returns hidden states.
+    pub(crate) heads: Option<Arc<MedusaHeads>>,
+    /// Medusa mode's tree and why, settled by `plan_medusa` once the heads are loaded.
+    pub(crate) medusa_plan: Option<MedusaPlan>,
+    /// Where measured decode costs are kept for this machine, model and settings.
+    pub(crate) cost_cache: Option<(CostCache, CostKey)>,
     /// Whether the context returns hidden states (with heads, or when asked to at load).
     pub(crate) returns_hidden_states: bool,
 }
@@ -42,7 +48,7 @@ impl<'m> Session<'m> {
         ctx: LlamaContext<'m>,
         n_ctx_seq: usize,
         max_seqs_per_token: usize,
-        medusa: Option<(Arc<MedusaHeads>, TreeSpec)>,
+        heads: Option<Arc<MedusaHeads>>,
         returns_hidden_states: bool,
     ) -> Self {
         let n_batch = ctx.n_batch() as usize;
@@ -54,7 +60,9 @@ impl<'m> Session<'m> {
             n_ctx_seq,
             n_batch,
             cost_model: None,
-            medusa,
+            heads,
+            medusa_plan: None,
+            cost_cache: None,
             returns_hidden_states,
         }
     }
@@ -64,7 +72,7 @@ impl<'m> Session<'m> {
     }
 
     pub(crate) fn hidden_states(&self) -> bool {
-        self.medusa.is_some()
+        self.heads.is_some()
     }
 
     pub(crate) fn render_prompt(&self, prompt: &Prompt) -> Result<RenderedPrompt, EngineError> {
@@ -171,7 +179,7 @@ impl<'m> Session<'m> {
         continuation: &[TokenId],
         top_k: usize,
     ) -> Result<HeadAccuracy, EngineError> {
-        let Some((heads, _)) = self.medusa.clone() else {
+        let Some(heads) = self.heads.clone() else {
             return Err(EngineError::NoMedusaHeads);
         };
         let mut tally = HeadAccuracy::new(heads.head_count(), top_k);
@@ -242,14 +250,53 @@ impl<'m> Session<'m> {
         Ok(())
     }
 
-    /// The decode cost model, measured once per engine. Needs the engine to be idle.
+    /// The decode cost model: read from the cache when this machine measured it before for
+    /// this model and settings, else measured once per engine. Needs the engine to be idle.
     pub(crate) fn ensure_cost_model(&mut self) -> Result<&CostModel, EngineError> {
         if self.cost_model.is_none() {
-            self.cost_model = Some(self.calibrate()?);
+            let cached = self
+                .cost_cache
+                .as_ref()
+                .and_then(|(cache, key)| cache.load(key));
+            match cached {
+                Some(points) => {
+                    tracing::info!(?points, "decode costs read from the cache");
+                    self.cost_model = Some(CostModel::new(points));
+                }
+                None => {
+                    self.measure_costs()?;
+                }
+            }
         }
         Ok(self
             .cost_model
             .get_or_insert_with(|| CostModel::new(vec![])))
+    }
+
+    /// Settles Medusa mode's tree once the heads are loaded, from the heads' record and this
+    /// machine's decode costs. Needs the engine idle (measuring clears the KV cache).
+    pub(crate) fn plan_medusa(&mut self, given: Option<TreeSpec>) -> Result<(), EngineError> {
+        let Some(heads) = self.heads.clone() else {
+            return Ok(());
+        };
+        let plan = plan_tree(heads.info(), given, || {
+            let costs = self.ensure_cost_model()?.clone();
+            Ok::<_, EngineError>((costs, heads.draft_ms_per_head()))
+        })?;
+        tracing::info!(decision = %plan.decision, "medusa plan");
+        self.medusa_plan = Some(plan);
+        Ok(())
+    }
+
+    /// Measures decode costs now, keeps them in the cache and uses them from here on.
+    pub(crate) fn measure_costs(&mut self) -> Result<&CostModel, EngineError> {
+        let measured = self.calibrate()?;
+        if let Some((cache, key)) = &self.cost_cache {
+            if let Err(err) = cache.store(key, measured.points()) {
+                tracing::warn!(%err, "could not keep the measured decode costs");
+            }
+        }
+        Ok(self.cost_model.insert(measured))
     }
 
     /// Measures decode time by batch size on this machine (median of a few runs each), so

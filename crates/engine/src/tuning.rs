@@ -150,7 +150,7 @@ pub fn tune_engine(
         accuracy.absorb(&engine.measure_heads(prompt, answer.token_ids, options.top_k)?);
         progress(i + 1, options.prompts.len());
     }
-    let costs = engine.decode_costs()?;
+    let costs = engine.measure_decode_costs()?;
     let table = accuracy
         .table()
         .map_err(|e| EngineError::Heads(e.to_string()))?;

@@ -9,6 +9,7 @@ use common::{assert_lossless, chat, greedy, model_path};
 use engine::medusa::convert::{base_identity, convert_checkpoint, frequent_tokens};
 use engine::medusa::heads::{write_heads, HeadsEncoding, HeadsWeights};
 use engine::medusa::matrix::{GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q8_0};
+use engine::medusa::plan::TreeOrigin;
 use engine::{
     Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode, TokenSource, TreeSpec,
 };
@@ -338,7 +339,9 @@ fn fr_spec_vocabulary_subset_limits_what_heads_propose() {
 #[test]
 fn the_shipped_heads_guess_the_models_own_text_and_draft_losslessly() {
     let heads = models::default_heads_path().expect("default heads installed");
-    let engine = engine_with_heads(&heads, None).expect("shipped heads load");
+    // A given tree, so that Medusa mode drafts whatever this machine's costs are.
+    let engine =
+        engine_with_heads(&heads, Some(TreeSpec::mc_sim_7b_63())).expect("shipped heads load");
     let trained = engine.info().heads.as_ref().unwrap().training.clone();
     assert!(trained.is_some_and(|t| t.heldout_top1[0] > 0.2));
     // A prompt of the bench set, which training did not see.
@@ -358,4 +361,76 @@ fn the_shipped_heads_guess_the_models_own_text_and_draft_losslessly() {
         accuracy.top1()
     );
     assert_lossless(&engine, prompt, GenerationMode::Medusa, 96);
+}
+
+/// Replaces the decode costs kept in the only cache entry of `dir`.
+fn rewrite_cached_costs(dir: &Path, points: &[(usize, f64)]) {
+    let entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        entries.len(),
+        1,
+        "one cache entry per machine and model: {entries:?}"
+    );
+    let mut entry: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&entries[0]).unwrap()).unwrap();
+    entry["decode_ms_by_tokens"] = serde_json::json!(points);
+    std::fs::write(&entries[0], entry.to_string()).unwrap();
+}
+
+#[test]
+fn trained_heads_size_their_tree_from_the_costs_measured_on_this_machine() {
+    let costs_dir = tempfile::tempdir().unwrap();
+    let mut config = EngineConfig::new(model_path());
+    config.heads_path = Some(models::default_heads_path().expect("default heads installed"));
+    config.decode_costs_dir = Some(costs_dir.path().to_path_buf());
+
+    // First load: costs are measured, kept, and the tree is sized from them.
+    let engine = Engine::load(config.clone()).unwrap();
+    let plan = engine
+        .info()
+        .medusa_plan
+        .clone()
+        .expect("heads have a plan");
+    assert_eq!(plan.origin, TreeOrigin::Tuned);
+    assert_eq!(engine.info().medusa_tree, plan.tree);
+    let measured = engine.decode_costs().unwrap();
+    assert_eq!(measured.first().map(|p| p.0), Some(1));
+    drop(engine);
+
+    // A machine where extra tokens are nearly free (like a GPU): a large tree pays, and
+    // Medusa mode drafts with it, losslessly.
+    rewrite_cached_costs(costs_dir.path(), &[(1, 10.0), (128, 10.5)]);
+    let engine = Engine::load(config.clone()).unwrap();
+    assert_eq!(
+        engine.decode_costs().unwrap(),
+        vec![(1, 10.0), (128, 10.5)],
+        "a second load reads the kept costs instead of measuring"
+    );
+    let plan = engine.info().medusa_plan.clone().unwrap();
+    let tree = plan.tree.clone().expect("a tree pays when tokens are free");
+    assert!(tree.len() > 16, "{} nodes", tree.len());
+    assert!(plan.predicted_speedup.unwrap() > 1.2, "{}", plan.decision);
+    let prompt = chat("Explain how a rainbow forms, in simple terms.");
+    let summary = assert_lossless(&engine, prompt.clone(), GenerationMode::Medusa, 64);
+    assert!(summary.mean_accepted > 1.0, "{}", summary.mean_accepted);
+    drop(engine);
+
+    // A machine where every extra token costs a whole decode: no tree pays, Medusa mode says
+    // so and decodes plainly.
+    rewrite_cached_costs(costs_dir.path(), &[(1, 10.0), (2, 20.0), (128, 1280.0)]);
+    let engine = Engine::load(config).unwrap();
+    let plan = engine.info().medusa_plan.clone().unwrap();
+    assert_eq!((plan.tree, engine.info().medusa_tree.clone()), (None, None));
+    assert!(
+        plan.decision
+            .starts_with("plain decoding: no tree is faster"),
+        "{}",
+        plan.decision
+    );
+    let summary = assert_lossless(&engine, prompt, GenerationMode::Medusa, 32);
+    assert_eq!(summary.mode, GenerationMode::Medusa);
+    assert_eq!(summary.mean_accepted, 1.0, "nothing drafted");
 }

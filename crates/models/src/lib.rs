@@ -21,6 +21,11 @@ pub fn default_heads_path() -> Result<std::path::PathBuf, FetchError> {
     install_default_heads(&cache_dir()?)
 }
 
+/// Where decode costs measured on this machine are kept between loads (beside the models).
+pub fn decode_costs_dir() -> Result<std::path::PathBuf, FetchError> {
+    Ok(cache_dir()?.join("decode-costs"))
+}
+
 /// The heads to load with a model: the ones asked for, else the default model's own when the
 /// model is the default one (no `model` given), else none.
 pub fn heads_to_load(

@@ -295,6 +295,7 @@ pub fn train_heads(
         epochs: options.epochs,
         heldout_top1: trained.top1.clone(),
         heldout_top5: trained.top5.clone(),
+        heldout_by_rank: trained.by_rank.clone(),
         heldout_loss: trained.loss,
         command: options.command.clone(),
     };

@@ -77,6 +77,10 @@ pub struct TrainingRecord {
     pub heldout_top1: Vec<f64>,
     /// Per head, the share where the right token was among its five best guesses.
     pub heldout_top5: Vec<f64>,
+    /// Per head, the share of held-out positions where its rank-r guess was right (r = 0..10):
+    /// what Medusa mode sizes its tree from. Empty in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub heldout_by_rank: Vec<Vec<f64>>,
     pub heldout_loss: f64,
     /// The command line that trained them, to reproduce them.
     pub command: String,
@@ -252,6 +256,24 @@ impl MedusaHeads {
 
     pub fn head_count(&self) -> usize {
         self.heads.len()
+    }
+
+    /// Milliseconds one head takes to propose its ten best tokens on this machine: the fastest
+    /// of a few timed runs of every head on a neutral hidden state, averaged over the heads.
+    pub fn draft_ms_per_head(&self) -> f64 {
+        let hidden = vec![0.0; self.info.base.n_embd as usize];
+        let total: f64 = (0..self.head_count())
+            .map(|head| {
+                (0..3)
+                    .map(|_| {
+                        let started = std::time::Instant::now();
+                        std::hint::black_box(self.top_k(head, &hidden, 10));
+                        started.elapsed().as_secs_f64() * 1000.0
+                    })
+                    .fold(f64::INFINITY, f64::min)
+            })
+            .sum();
+        total / self.head_count().max(1) as f64
     }
 
     /// The `k` most likely tokens head `head` proposes from `hidden`, best first.

@@ -7,3 +7,4 @@ pub mod drafter;
 mod gguf_file;
 pub mod heads;
 pub mod matrix;
+pub mod plan;

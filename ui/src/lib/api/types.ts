@@ -143,6 +143,17 @@ export interface ModelInfo {
   has_chat_template: boolean;
   heads: HeadsInfo | null;
   medusa_tree: number[][] | null;
+  medusa_plan: MedusaPlan | null;
+}
+
+/** How Medusa mode's tree was settled on this machine: given, stored with the heads, or sized
+ *  from the heads' held-out accuracy and the decode costs measured here (none: plain decoding). */
+export interface MedusaPlan {
+  origin: 'given' | 'stored' | 'tuned';
+  tree: number[][] | null;
+  expected_tokens_per_step: number | null;
+  predicted_speedup: number | null;
+  decision: string;
 }
 
 export interface EngineMetrics {

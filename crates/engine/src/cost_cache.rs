@@ -1,0 +1,162 @@
+//! Decode costs measured on this machine, kept on disk per machine, model and context settings,
+//! so that loading a model with Medusa heads sizes its tree without timing decodes again.
+//! The cache only saves time: a missing, unreadable or foreign entry means measuring anew.
+
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Everything a decode's cost depends on that can change between loads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CostKey {
+    pub engine_version: String,
+    pub model_path: String,
+    pub model_bytes: u64,
+    pub model_modified_unix: u64,
+    /// llama.cpp's compute devices, `backend: description` (the CPU's model name, GPUs).
+    pub devices: Vec<String>,
+    pub threads: usize,
+    pub gpu_layers: u32,
+    pub n_batch: u32,
+    pub n_ctx: u32,
+}
+
+impl CostKey {
+    /// The key for a model file loaded with these settings on this machine's devices.
+    pub fn new(
+        model_path: &Path,
+        threads: usize,
+        gpu_layers: u32,
+        n_batch: u32,
+        n_ctx: u32,
+    ) -> Self {
+        let metadata = std::fs::metadata(model_path).ok();
+        let model_path = std::fs::canonicalize(model_path).unwrap_or_else(|_| model_path.into());
+        Self {
+            engine_version: env!("CARGO_PKG_VERSION").to_owned(),
+            model_path: model_path.display().to_string(),
+            model_bytes: metadata.as_ref().map_or(0, |m| m.len()),
+            model_modified_unix: metadata
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs()),
+            devices: llama_cpp_2::list_llama_ggml_backend_devices()
+                .into_iter()
+                .map(|d| format!("{}: {}", d.backend, d.description))
+                .collect(),
+            threads,
+            gpu_layers,
+            n_batch,
+            n_ctx,
+        }
+    }
+
+    fn file_name(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        let digest = Sha256::digest(&json);
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        format!("decode-costs-{hex}.json")
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Entry {
+    key: CostKey,
+    /// `(tokens in the batch, milliseconds)`.
+    decode_ms_by_tokens: Vec<(usize, f64)>,
+}
+
+/// A folder of measured decode costs.
+#[derive(Debug, Clone)]
+pub struct CostCache {
+    dir: PathBuf,
+}
+
+impl CostCache {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The costs measured earlier under `key`, if any were kept and still read back sound.
+    pub fn load(&self, key: &CostKey) -> Option<Vec<(usize, f64)>> {
+        let path = self.dir.join(key.file_name());
+        let text = std::fs::read_to_string(&path).ok()?;
+        match serde_json::from_str::<Entry>(&text) {
+            Ok(entry)
+                if entry.key == *key
+                    && !entry.decode_ms_by_tokens.is_empty()
+                    && entry
+                        .decode_ms_by_tokens
+                        .iter()
+                        .all(|&(n, ms)| n > 0 && ms.is_finite() && ms > 0.0) =>
+            {
+                Some(entry.decode_ms_by_tokens)
+            }
+            _ => {
+                tracing::warn!(path = %path.display(), "ignoring an unusable decode-cost cache entry");
+                None
+            }
+        }
+    }
+
+    /// Keeps `points` under `key`, replacing what was there (written whole, then renamed, so a
+    /// reader never sees half a file).
+    pub fn store(&self, key: &CostKey, points: &[(usize, f64)]) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let entry = Entry {
+            key: key.clone(),
+            decode_ms_by_tokens: points.to_vec(),
+        };
+        let path = self.dir.join(key.file_name());
+        let partial = path.with_extension("json.partial");
+        std::fs::write(&partial, serde_json::to_vec_pretty(&entry)?)?;
+        std::fs::rename(&partial, &path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(threads: usize) -> CostKey {
+        CostKey {
+            engine_version: "1".into(),
+            model_path: "/models/m.gguf".into(),
+            model_bytes: 100,
+            model_modified_unix: 7,
+            devices: vec!["CPU: Some CPU".into()],
+            threads,
+            gpu_layers: 0,
+            n_batch: 512,
+            n_ctx: 4096,
+        }
+    }
+
+    #[test]
+    fn costs_come_back_only_for_the_same_machine_and_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CostCache::new(dir.path().join("costs"));
+        assert_eq!(cache.load(&key(2)), None);
+        let points = vec![(1, 6.5), (2, 12.25), (32, 101.0)];
+        cache.store(&key(2), &points).unwrap();
+        assert_eq!(cache.load(&key(2)), Some(points.clone()));
+        assert_eq!(cache.load(&key(4)), None, "other threads, other costs");
+        // Measuring again replaces the entry.
+        cache.store(&key(2), &[(1, 7.0)]).unwrap();
+        assert_eq!(cache.load(&key(2)), Some(vec![(1, 7.0)]));
+    }
+
+    #[test]
+    fn damaged_entries_are_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CostCache::new(dir.path());
+        let path = dir.path().join(key(2).file_name());
+        std::fs::write(&path, b"{ not json").unwrap();
+        assert_eq!(cache.load(&key(2)), None);
+        // Sound JSON with a nonsensical reading is no better.
+        cache.store(&key(2), &[(1, -3.0)]).unwrap();
+        assert_eq!(cache.load(&key(2)), None);
+    }
+}
