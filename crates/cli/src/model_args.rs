@@ -33,7 +33,8 @@ pub struct ModelArgs {
     #[arg(long, conflicts_with = "heads")]
     pub no_heads: bool,
     /// Token tree for Medusa mode: mc_sim_7b_63, chain-N, or a JSON file of paths
-    /// (default: the tree stored with the heads).
+    /// (default: sized for this machine from the heads' held-out accuracy, or the tree stored
+    /// with heads that record none).
     #[arg(long)]
     pub tree: Option<String>,
 }

@@ -297,11 +297,25 @@ fn tune_reports_each_budget_and_falls_back_when_no_tree_pays() {
     assert!(report["positions"][0].as_u64().unwrap() >= 10, "{report}");
     let budgets = report["budgets"].as_array().unwrap();
     assert!(!budgets.is_empty() && budgets.len() <= 16);
+    let measured = report["measured_tokens_per_step"].as_array().unwrap();
+    assert_eq!(measured.len(), budgets.len());
     for (i, budget) in budgets.iter().enumerate() {
         assert_eq!(budget["nodes"], i + 1);
         let speedup = budget["predicted_speedup"].as_f64().unwrap();
         assert!(speedup > 0.0 && speedup.is_finite());
+        // A tree yields the model's own token plus at most its depth in guesses.
+        let tokens = measured[i].as_f64().unwrap();
+        let depth = budget["depth"].as_f64().unwrap();
+        assert!((1.0..=1.0 + depth).contains(&tokens), "{tokens}");
     }
+    assert_eq!(report["reference_tree"]["name"], "mc_sim_7b_63");
+    assert_eq!(report["reference_tree"]["nodes"], 63);
+    assert!(
+        report["reference_tree"]["measured_tokens_per_step"]
+            .as_f64()
+            .unwrap()
+            >= 1.0
+    );
     // Heads that guess the wrong position almost never pay on a CPU: plain decoding is kept and
     // no tree file is written.
     if report["chosen"].is_null() {

@@ -188,13 +188,15 @@ impl<'m> Session<'m> {
                 return;
             }
             let start = Instant::now();
+            let mut ranks = Vec::with_capacity(heads.head_count());
             for head in 0..heads.head_count() {
                 let Some(&actual) = tokens.get(pos + 2 + head) else {
                     break;
                 };
                 let guesses = heads.top_k(head, hidden, top_k);
-                tally.record(head, &guesses, actual);
+                ranks.push(tally.record(head, &guesses, actual));
             }
+            tally.record_position(ranks);
             tally.heads_ms += ms_since(start);
             tally.heads_runs += 1;
         })?;

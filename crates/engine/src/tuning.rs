@@ -9,6 +9,7 @@ use crate::error::EngineError;
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::request::{ChatMessage, GenerateRequest, Prompt, SamplingParams};
 use crate::speculative::budget::CostModel;
+use crate::speculative::tree::TreeSpec;
 use crate::speculative::tree_builder::{tune, TuneResult, TunedSize};
 
 /// Short chat requests of different kinds, used to benchmark and tune.
@@ -65,6 +66,11 @@ pub struct TuneReport {
     pub head_accuracy_by_rank: Vec<Vec<f64>>,
     pub plain_tokens_per_second: f64,
     pub budgets: Vec<TunedSize>,
+    /// Per budget, the tokens per step its tree really would have yielded on these prompts
+    /// (the budgets' `expected_tokens` assume heads are right independently of each other).
+    pub measured_tokens_per_step: Vec<f64>,
+    /// The Medusa paper's `mc_sim_7b_63` tree on these prompts, for heads deep enough for it.
+    pub reference_tree: Option<ReferenceTree>,
     /// The fastest tree, when one beats plain decoding.
     pub chosen: Option<ChosenTree>,
     pub decision: String,
@@ -79,8 +85,24 @@ pub struct ChosenTree {
     pub tree: Vec<Vec<usize>>,
 }
 
+#[derive(Debug, Clone, Serialize)]
+pub struct ReferenceTree {
+    pub name: &'static str,
+    pub nodes: usize,
+    pub measured_tokens_per_step: f64,
+}
+
 impl TuneReport {
     fn new(accuracy: &HeadAccuracy, costs: Vec<(usize, f64)>, result: TuneResult) -> Self {
+        let measured = |tree: &TreeSpec| accuracy.accepted_per_step(tree).unwrap_or(1.0);
+        let measured_tokens_per_step = result.trees.iter().map(|t| measured(&t.tree)).collect();
+        let reference = TreeSpec::mc_sim_7b_63();
+        let reference_tree =
+            (reference.depth() <= accuracy.positions.len()).then(|| ReferenceTree {
+                name: "mc_sim_7b_63",
+                nodes: reference.len(),
+                measured_tokens_per_step: measured(&reference),
+            });
         let chosen = result.chosen.map(|i| ChosenTree {
             nodes: result.sizes[i].nodes,
             expected_tokens_per_step: result.sizes[i].expected_tokens,
@@ -102,6 +124,8 @@ impl TuneReport {
             head_accuracy_by_rank: accuracy.rates(),
             plain_tokens_per_second: result.plain_tokens_per_second,
             budgets: result.sizes,
+            measured_tokens_per_step,
+            reference_tree,
             chosen,
             decision,
         }

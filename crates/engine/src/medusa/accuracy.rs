@@ -1,8 +1,11 @@
 //! How often each head's guesses are right on text the model wrote itself: the data the tree
 //! builder and the tuner need.
 
+use std::collections::HashSet;
+
 use serde::Serialize;
 
+use crate::speculative::tree::TreeSpec;
 use crate::speculative::tree_builder::{AccuracyError, AccuracyTable};
 
 /// Counts over evaluated positions: at each, head `d` guessed `top_k` tokens for the token
@@ -15,6 +18,10 @@ pub struct HeadAccuracy {
     /// Time running every head at one position, summed over positions.
     pub heads_ms: f64,
     pub heads_runs: u64,
+    /// Per position where every head had a token to guess: the rank at which each head guessed
+    /// it (`None`: not among its guesses). What a tree would really have accepted there.
+    #[serde(skip)]
+    pub ranks_by_position: Vec<Vec<Option<usize>>>,
 }
 
 impl HeadAccuracy {
@@ -24,17 +31,53 @@ impl HeadAccuracy {
             hits: vec![vec![0; top_k]; heads],
             heads_ms: 0.0,
             heads_runs: 0,
+            ranks_by_position: Vec::new(),
         }
     }
 
-    /// Records head `head`'s ranked guesses against the token that came.
-    pub fn record(&mut self, head: usize, guesses: &[i32], actual: i32) {
+    /// Records head `head`'s ranked guesses against the token that came; returns the rank of
+    /// the right guess, if any.
+    pub fn record(&mut self, head: usize, guesses: &[i32], actual: i32) -> Option<usize> {
         self.positions[head] += 1;
-        if let Some(rank) = guesses.iter().position(|&g| g == actual) {
-            if let Some(hit) = self.hits[head].get_mut(rank) {
-                *hit += 1;
-            }
+        let rank = guesses.iter().position(|&g| g == actual)?;
+        if let Some(hit) = self.hits[head].get_mut(rank) {
+            *hit += 1;
         }
+        Some(rank)
+    }
+
+    /// Keeps the ranks every head guessed at one position (see `accepted_per_step`).
+    pub fn record_position(&mut self, ranks: Vec<Option<usize>>) {
+        if ranks.len() == self.positions.len() {
+            self.ranks_by_position.push(ranks);
+        }
+    }
+
+    /// Mean tokens per step `tree` would have yielded at the recorded positions with greedy
+    /// acceptance: the model's own token plus the deepest tree path whose every rank was the
+    /// right guess. Measured, with no assumption that heads are right independently.
+    pub fn accepted_per_step(&self, tree: &TreeSpec) -> Option<f64> {
+        if self.ranks_by_position.is_empty() {
+            return None;
+        }
+        let paths: HashSet<&[usize]> = tree.paths().iter().map(Vec::as_slice).collect();
+        let total: usize = self
+            .ranks_by_position
+            .iter()
+            .map(|ranks| {
+                let mut path = Vec::with_capacity(ranks.len());
+                for &rank in ranks {
+                    let Some(rank) = rank else { break };
+                    path.push(rank);
+                    if !paths.contains(path.as_slice()) {
+                        path.pop();
+                        break;
+                    }
+                }
+                1 + path.len()
+            })
+            .sum();
+        Some(total as f64 / self.ranks_by_position.len() as f64)
     }
 
     /// Adds the counts of another measurement of the same heads.
@@ -49,6 +92,8 @@ impl HeadAccuracy {
         }
         self.heads_ms += other.heads_ms;
         self.heads_runs += other.heads_runs;
+        self.ranks_by_position
+            .extend(other.ranks_by_position.iter().cloned());
     }
 
     /// Share of positions where each head's rank-`r` guess was right.
@@ -108,5 +153,28 @@ mod tests {
         assert_eq!(a.top1(), vec![0.5, 0.0]);
         assert_eq!(a.rates()[1], vec![0.0, 1.0, 0.0]);
         assert_eq!(a.table().unwrap().heads(), 2);
+    }
+
+    #[test]
+    fn accepted_length_follows_the_tree_paths_that_were_right() {
+        let mut a = HeadAccuracy::new(3, 4);
+        assert_eq!(a.accepted_per_step(&TreeSpec::chain(3)), None);
+        a.record_position(vec![Some(0), Some(0), Some(0)]); // chain-3 takes all three
+        a.record_position(vec![Some(0), Some(1), Some(0)]); // only the first: no [0, 1] in a chain
+        a.record_position(vec![None, Some(0), Some(0)]); // nothing: head 1 missed
+        a.record_position(vec![Some(0), Some(0)]); // a position near the end: not kept
+        assert_eq!(a.ranks_by_position.len(), 3);
+        assert_eq!(a.accepted_per_step(&TreeSpec::chain(3)), Some(7.0 / 3.0));
+        // A branch at depth 2 catches the second position's rank-1 guess, and its child is not
+        // in the tree.
+        let branchy = TreeSpec::new(vec![vec![0], vec![0, 0], vec![0, 1], vec![0, 0, 0]]).unwrap();
+        assert_eq!(a.accepted_per_step(&branchy), Some((4.0 + 3.0 + 1.0) / 3.0));
+        let mut b = HeadAccuracy::new(3, 4);
+        b.record_position(vec![Some(1), None, None]);
+        a.absorb(&b);
+        assert_eq!(
+            a.accepted_per_step(&branchy),
+            Some((4.0 + 3.0 + 1.0 + 1.0) / 4.0)
+        );
     }
 }

@@ -331,6 +331,10 @@ export interface TuneReport {
   head_accuracy_by_rank: number[][];
   plain_tokens_per_second: number;
   budgets: TunedSize[];
+  /** Per budget: tokens per step its tree would have yielded on the tuning prompts. */
+  measured_tokens_per_step: number[];
+  /** The Medusa paper's 63-node tree on the same prompts, for heads deep enough for it. */
+  reference_tree: { name: string; nodes: number; measured_tokens_per_step: number } | null;
   chosen: {
     nodes: number;
     expected_tokens_per_step: number;
