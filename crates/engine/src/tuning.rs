@@ -109,13 +109,7 @@ impl TuneReport {
             predicted_speedup: result.sizes[i].predicted_speedup,
             tree: result.trees[i].tree.paths().to_vec(),
         });
-        let decision = match &chosen {
-            Some(tree) => format!(
-                "medusa with a {}-node tree ({:.2}x predicted)",
-                tree.nodes, tree.predicted_speedup
-            ),
-            None => "plain decoding: no tree is faster on this machine".to_owned(),
-        };
+        let decision = result.decision();
         Self {
             decode_ms_by_tokens: costs,
             ms_per_head: accuracy.mean_head_ms(),

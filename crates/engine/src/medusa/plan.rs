@@ -88,44 +88,22 @@ pub fn plan_tree<E>(
     };
     let (costs, head_ms) = measure()?;
     let result = tune(&table, &costs, head_ms, MAX_TUNED_NODES);
+    let decision = result.decision();
     Ok(match result.chosen {
-        Some(i) => {
-            let size = &result.sizes[i];
-            MedusaPlan {
-                origin: TreeOrigin::Tuned,
-                tree: Some(result.trees[i].tree.clone()),
-                expected_tokens_per_step: Some(size.expected_tokens),
-                predicted_speedup: Some(size.predicted_speedup),
-                decision: format!(
-                    "medusa with a {}-node tree sized for this machine ({:.2} tokens per step, \
-                     {:.2}x predicted)",
-                    size.nodes, size.expected_tokens, size.predicted_speedup
-                ),
-            }
-        }
-        None => {
-            let best = result
-                .sizes
-                .iter()
-                .max_by(|a, b| a.predicted_speedup.total_cmp(&b.predicted_speedup));
-            let reason = match best {
-                Some(best) => format!(
-                    "its best tree, {} node{} at {:.2} tokens per step, would run at {:.2}x",
-                    best.nodes,
-                    if best.nodes == 1 { "" } else { "s" },
-                    best.expected_tokens,
-                    best.predicted_speedup
-                ),
-                None => "the heads' held-out accuracy allows no tree".to_owned(),
-            };
-            MedusaPlan {
-                origin: TreeOrigin::Tuned,
-                tree: None,
-                expected_tokens_per_step: Some(1.0),
-                predicted_speedup: Some(1.0),
-                decision: format!("plain decoding: no tree is faster on this machine ({reason})"),
-            }
-        }
+        Some(i) => MedusaPlan {
+            origin: TreeOrigin::Tuned,
+            tree: Some(result.trees[i].tree.clone()),
+            expected_tokens_per_step: Some(result.sizes[i].expected_tokens),
+            predicted_speedup: Some(result.sizes[i].predicted_speedup),
+            decision,
+        },
+        None => MedusaPlan {
+            origin: TreeOrigin::Tuned,
+            tree: None,
+            expected_tokens_per_step: Some(1.0),
+            predicted_speedup: Some(1.0),
+            decision,
+        },
     })
 }
 

@@ -186,6 +186,32 @@ impl TuneResult {
     pub fn chosen_tree(&self) -> Option<&BuiltTree> {
         self.chosen.map(|i| &self.trees[i])
     }
+
+    /// The outcome in words: the chosen tree and its prediction, or why plain decoding stays.
+    pub fn decision(&self) -> String {
+        if let Some(size) = self.chosen.map(|i| &self.sizes[i]) {
+            return format!(
+                "medusa with a {}-node tree sized for this machine ({:.2} tokens per step, \
+                 {:.2}x predicted)",
+                size.nodes, size.expected_tokens, size.predicted_speedup
+            );
+        }
+        let best = self
+            .sizes
+            .iter()
+            .max_by(|a, b| a.predicted_speedup.total_cmp(&b.predicted_speedup));
+        let reason = match best {
+            Some(best) => format!(
+                "its best tree, {} node{} at {:.2} tokens per step, would run at {:.2}x",
+                best.nodes,
+                if best.nodes == 1 { "" } else { "s" },
+                best.expected_tokens,
+                best.predicted_speedup
+            ),
+            None => "the heads' accuracy allows no tree".to_owned(),
+        };
+        format!("plain decoding: no tree is faster on this machine ({reason})")
+    }
 }
 
 /// Picks the tree size with the most expected tokens per second, given decode costs on this
