@@ -131,8 +131,13 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
             } else {
                 "own"
             };
+            let input = if heads.root_token_input {
+                "hidden state and root token"
+            } else {
+                "hidden state"
+            };
             println!(
-                "medusa heads {} x {} blocks, projection {} {projection}, {vocabulary}",
+                "medusa heads {} x {} blocks reading the {input}, projection {} {projection}, {vocabulary}",
                 heads.head_count, heads.layers_per_head, heads.projection_type
             );
             if let Some(training) = &heads.training {

@@ -27,6 +27,10 @@ pub struct TrainHeadsArgs {
     /// Residual blocks per head.
     #[arg(long, default_value_t = 1)]
     pub layers: usize,
+    /// Heads also read the root token, the base model's own next token (`false`: only its
+    /// hidden state, as in the Medusa paper).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub root_input: bool,
     /// Prompts for the model to answer, one per line (default: the project's prompt set).
     #[arg(long)]
     pub prompts: Option<PathBuf>,
@@ -82,6 +86,7 @@ pub fn run(args: TrainHeadsArgs) -> anyhow::Result<()> {
     options.samples = args.samples;
     options.heads = args.heads;
     options.layers = args.layers;
+    options.root_input = args.root_input;
     options.max_tokens = args.max_tokens;
     options.epochs = args.epochs;
     options.batch_size = args.batch_size;

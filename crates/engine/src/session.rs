@@ -193,7 +193,7 @@ impl<'m> Session<'m> {
                 let Some(&actual) = tokens.get(pos + 2 + head) else {
                     break;
                 };
-                let guesses = heads.top_k(head, hidden, top_k);
+                let guesses = heads.top_k(head, hidden, tokens[pos + 1], top_k);
                 ranks.push(tally.record(head, &guesses, actual));
             }
             tally.record_position(ranks);

@@ -196,6 +196,7 @@ fn heads_made_for_another_model_are_refused() {
     let n = other.n_embd as usize;
     let weights = HeadsWeights {
         blocks: vec![vec![(vec![0.0; n * n], vec![0.0; n])]],
+        root: None,
         projections: None,
         vocab_subset: None,
         training: None,
@@ -233,6 +234,37 @@ fn heads_made_for_another_model_are_refused() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("shape [64, 64]"), "{err}");
+}
+
+#[test]
+fn heads_that_read_the_root_token_draft_losslessly() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = base_identity(&model_path()).unwrap();
+    let n = base.n_embd as usize;
+    let head = |seed: u64| vec![(noise(n * n, seed, 0.02), noise(n, seed + 1, 0.02))];
+    let mut weights = HeadsWeights {
+        blocks: vec![head(1), head(3)],
+        root: Some(vec![noise(n * n, 5, 0.2)]),
+        projections: None,
+        vocab_subset: None,
+        training: None,
+    };
+    let heads = dir.path().join("root.medusa.gguf");
+    let err = write_heads(&heads, &base, &weights, &TreeSpec::chain(2), ENCODING).unwrap_err();
+    assert!(err.to_string().contains("one matrix per head"), "{err}");
+    assert!(!heads.exists());
+
+    weights.root = Some(vec![noise(n * n, 5, 0.2), noise(n * n, 6, 0.2)]);
+    write_heads(&heads, &base, &weights, &TreeSpec::chain(2), ENCODING).unwrap();
+    let engine = engine_with_heads(&heads, Some(TreeSpec::chain(2))).unwrap();
+    assert!(engine.info().heads.as_ref().unwrap().root_token_input);
+    let summary = assert_lossless(
+        &engine,
+        chat("List three colours."),
+        GenerationMode::Medusa,
+        32,
+    );
+    assert_eq!(summary.mode, GenerationMode::Medusa);
 }
 
 #[test]

@@ -21,6 +21,8 @@ pub struct Dataset {
     pub n_embd: usize,
     pub heads: usize,
     hidden: Vec<f32>,
+    /// The token the base model chose from each hidden state: the tree's root at inference.
+    roots: Vec<TokenId>,
     targets: Vec<TokenId>,
     sequence: Vec<u32>,
     sequences: usize,
@@ -33,6 +35,7 @@ impl Dataset {
             n_embd,
             heads,
             hidden: Vec::new(),
+            roots: Vec::new(),
             targets: Vec::new(),
             sequence: Vec::new(),
             sequences: 0,
@@ -50,6 +53,7 @@ impl Dataset {
         for row in 0..rows.min(answer.tokens.len().saturating_sub(1)) {
             self.hidden
                 .extend_from_slice(&answer.states[row * self.n_embd..(row + 1) * self.n_embd]);
+            self.roots.push(answer.tokens[row]);
             self.targets.extend(
                 (0..self.heads)
                     .map(|k| answer.tokens.get(row + 1 + k).copied().unwrap_or(NO_TARGET)),
@@ -77,6 +81,10 @@ impl Dataset {
 
     pub fn hidden(&self, position: usize) -> &[f32] {
         &self.hidden[position * self.n_embd..(position + 1) * self.n_embd]
+    }
+
+    pub fn root(&self, position: usize) -> TokenId {
+        self.roots[position]
     }
 
     pub fn target(&self, position: usize, head: usize) -> TokenId {
@@ -126,8 +134,10 @@ mod tests {
         data.push_answer(&answer(vec![3, 4, 5]));
         assert_eq!(data.len(), 2);
         assert_eq!(data.hidden(0), &[0.0, 1.0]);
+        assert_eq!(data.root(0), 3);
         assert_eq!((data.target(0, 0), data.target(0, 1)), (4, 5));
         assert_eq!(data.hidden(1), &[2.0, 3.0]);
+        assert_eq!(data.root(1), 4);
         assert_eq!((data.target(1, 0), data.target(1, 1)), (5, NO_TARGET));
     }
 

@@ -1,6 +1,7 @@
 //! Medusa heads as trainable candle tensors: per head, residual blocks `x + SiLU(W x + b)`
 //! (W and b start at zero, so an untrained head repeats the base model's next-token guess),
-//! then the base model's frozen output projection.
+//! then the base model's frozen output projection. Heads that read the root token add `R e`
+//! to the first block, `e` the root's frozen embedding at unit RMS (R starts at zero too).
 
 use candle_core::{DType, Device, Tensor, Var};
 
@@ -13,6 +14,10 @@ pub type BlockWeights = Vec<Vec<(Vec<f32>, Vec<f32>)>>;
 pub struct TrainableHeads {
     /// Per head, per block: (W as `[n_embd, n_embd]`, b as `[n_embd]`).
     blocks: Vec<Vec<(Var, Var)>>,
+    /// Per head, R as `[n_embd, n_embd]`, when the heads read the root token.
+    root: Option<Vec<Var>>,
+    /// Token embeddings at unit RMS, `[n_vocab, n_embd]`, frozen; with `root`.
+    root_embedding: Option<Tensor>,
     /// The projection transposed, `[n_embd, rows]`, frozen.
     projection_t: Tensor,
     device: Device,
@@ -21,6 +26,8 @@ pub struct TrainableHeads {
 /// One minibatch as tensors.
 pub struct Batch {
     pub hidden: Tensor,
+    /// The root token of each position, `[B]` u32.
+    pub roots: Tensor,
     /// Per head: projection row of the target (0 where there is none), `[B, 1]` u32.
     pub rows: Vec<Tensor>,
     /// Per head: 1 where the target is a token the heads can propose, else 0, `[B, 1]`.
@@ -30,12 +37,14 @@ pub struct Batch {
 }
 
 impl TrainableHeads {
-    /// `projection` holds the vocabulary's rows, row-major `[rows, n_embd]`.
+    /// `projection` holds the vocabulary's rows, row-major `[rows, n_embd]`; `root_embedding`,
+    /// when the heads are to read the root token, every token's embedding at unit RMS.
     pub fn new(
         heads: usize,
         layers: usize,
         n_embd: usize,
         projection: Vec<f32>,
+        root_embedding: Option<Vec<f32>>,
         device: &Device,
     ) -> candle_core::Result<Self> {
         let rows = projection.len() / n_embd.max(1);
@@ -54,8 +63,24 @@ impl TrainableHeads {
                     .collect::<candle_core::Result<Vec<_>>>()
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
+        let root_embedding = root_embedding
+            .map(|e| {
+                let rows = e.len() / n_embd.max(1);
+                Tensor::from_vec(e, (rows, n_embd), device)
+            })
+            .transpose()?;
+        let root = root_embedding
+            .as_ref()
+            .map(|_| {
+                (0..heads)
+                    .map(|_| Var::zeros((n_embd, n_embd), DType::F32, device))
+                    .collect::<candle_core::Result<Vec<_>>>()
+            })
+            .transpose()?;
         Ok(Self {
             blocks,
+            root,
+            root_embedding,
             projection_t,
             device: device.clone(),
         })
@@ -66,19 +91,27 @@ impl TrainableHeads {
             .iter()
             .flatten()
             .flat_map(|(w, b)| [w.clone(), b.clone()])
+            .chain(self.root.iter().flatten().cloned())
             .collect()
     }
 
     /// Logits over the vocabulary's rows, per head, `[B, rows]`.
-    pub fn forward(&self, hidden: &Tensor) -> candle_core::Result<Vec<Tensor>> {
+    pub fn forward(&self, batch: &Batch) -> candle_core::Result<Vec<Tensor>> {
+        let root_inputs = match &self.root_embedding {
+            Some(embedding) => Some(embedding.index_select(&batch.roots, 0)?),
+            None => None,
+        };
         self.blocks
             .iter()
-            .map(|blocks| {
-                let mut x = hidden.clone();
-                for (w, b) in blocks {
-                    let z = x
-                        .matmul(&w.as_tensor().t()?)?
-                        .broadcast_add(b.as_tensor())?;
+            .enumerate()
+            .map(|(head, blocks)| {
+                let mut x = batch.hidden.clone();
+                for (layer, (w, b)) in blocks.iter().enumerate() {
+                    let mut z = x.matmul(&w.as_tensor().t()?)?;
+                    if let (0, Some(e), Some(root)) = (layer, &root_inputs, &self.root) {
+                        z = (z + e.matmul(&root[head].as_tensor().t()?)?)?;
+                    }
+                    let z = z.broadcast_add(b.as_tensor())?;
                     x = (x + candle_nn::ops::silu(&z)?)?;
                 }
                 x.matmul(&self.projection_t)
@@ -122,12 +155,29 @@ impl TrainableHeads {
                 &self.device,
             )?);
         }
+        let roots: Vec<u32> = positions
+            .iter()
+            .map(|&p| u32::try_from(data.root(p)).unwrap_or(0))
+            .collect();
         Ok(Batch {
             hidden: Tensor::from_vec(hidden, (n, data.n_embd), &self.device)?,
+            roots: Tensor::from_vec(roots, n, &self.device)?,
             rows,
             mask,
             with_target,
         })
+    }
+
+    /// Per head, R as plain rows, when the heads read the root token.
+    pub fn root_weights(&self) -> candle_core::Result<Option<Vec<Vec<f32>>>> {
+        self.root
+            .as_ref()
+            .map(|root| {
+                root.iter()
+                    .map(|r| r.as_tensor().flatten_all()?.to_vec1::<f32>())
+                    .collect()
+            })
+            .transpose()
     }
 
     /// The weights as plain rows, for the heads file.

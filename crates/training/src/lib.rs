@@ -18,7 +18,8 @@ use std::time::Instant;
 use candle_core::Device;
 use engine::medusa::convert::base_identity;
 use engine::medusa::heads::{
-    base_projection, write_heads, HeadsEncoding, HeadsWeights, TrainingRecord,
+    base_projection, base_token_embedding, scale_to_unit_rms, write_heads, HeadsEncoding,
+    HeadsWeights, TrainingRecord,
 };
 use engine::medusa::matrix::GGML_TYPE_F16;
 use engine::speculative::tree_builder::{best_trees, AccuracyTable};
@@ -60,6 +61,9 @@ pub struct TrainHeadsOptions {
     pub samples: Option<usize>,
     pub heads: usize,
     pub layers: usize,
+    /// Heads also read the root token (the base model's own next token), not only its hidden
+    /// state.
+    pub root_input: bool,
     /// Tokens the model writes per answer.
     pub max_tokens: u32,
     pub epochs: usize,
@@ -92,6 +96,7 @@ impl TrainHeadsOptions {
             samples: None,
             heads: 4,
             layers: 1,
+            root_input: true,
             max_tokens: 256,
             epochs: 3,
             batch_size: 256,
@@ -245,12 +250,20 @@ pub fn train_heads(
         }
         None => projection,
     };
+    let root_embedding = if options.root_input {
+        let mut rows = base_token_embedding(&options.model_path, n_vocab, n_embd)?.to_f32()?;
+        rows.chunks_mut(n_embd).for_each(scale_to_unit_rms);
+        Some(rows)
+    } else {
+        None
+    };
     let device = Device::Cpu;
     let heads = TrainableHeads::new(
         options.heads,
         options.layers,
         n_embd,
         projection.to_f32()?,
+        root_embedding,
         &device,
     )?;
 
@@ -301,6 +314,7 @@ pub fn train_heads(
     };
     let weights = HeadsWeights {
         blocks: heads.weights()?,
+        root: heads.root_weights()?,
         projections: None,
         vocab_subset: vocab.subset.clone(),
         training: Some(record),

@@ -90,7 +90,7 @@ pub fn evaluate(
     let (mut loss_sum, mut batches) = (0.0, 0usize);
     for chunk in positions.chunks(batch_size.max(1)) {
         let batch = heads.batch(data, chunk, vocab)?;
-        let logits = heads.forward(&batch.hidden)?;
+        let logits = heads.forward(&batch)?;
         loss_sum += weighted_loss(&logits, &batch)?.to_scalar::<f32>()? as f64 * chunk.len() as f64;
         batches += chunk.len();
         for (k, head_logits) in logits.iter().enumerate() {
@@ -156,7 +156,7 @@ pub fn train(
             let lr = learning_rate(step, steps, options.warmup_steps, options.learning_rate);
             optimizer.set_learning_rate(lr);
             let batch = heads.batch(data, chunk, vocab)?;
-            let loss = weighted_loss(&heads.forward(&batch.hidden)?, &batch)?;
+            let loss = weighted_loss(&heads.forward(&batch)?, &batch)?;
             optimizer.backward_step(&loss)?;
             step += 1;
             report(TrainEvent::Step {
@@ -191,7 +191,7 @@ mod tests {
         for i in 0..n {
             projection[i * n + i] = 4.0;
         }
-        let heads = TrainableHeads::new(1, 1, n, projection, &Device::Cpu).unwrap();
+        let heads = TrainableHeads::new(1, 1, n, projection, None, &Device::Cpu).unwrap();
         let mut data = Dataset::new(n, 1);
         for start in 0..40 {
             let tokens: Vec<i32> = (0..12).map(|i| ((start + i) % n) as i32).collect();
@@ -217,19 +217,23 @@ mod tests {
         assert_eq!(evaluation.positions, vec![data.len()]);
     }
 
-    #[test]
-    fn training_lowers_the_loss_and_learns_the_pattern() {
-        let (heads, data, vocab) = toy();
-        let (train_set, heldout) = data.split(4);
-        let before = evaluate(&heads, &data, &heldout, &vocab, 64).unwrap();
-        let options = TrainOptions {
-            epochs: 30,
+    fn options(epochs: usize) -> TrainOptions {
+        TrainOptions {
+            epochs,
             batch_size: 32,
             learning_rate: 0.05,
             weight_decay: 0.0,
             warmup_steps: 2,
             seed: 5,
-        };
+        }
+    }
+
+    #[test]
+    fn training_lowers_the_loss_and_learns_the_pattern() {
+        let (heads, data, vocab) = toy();
+        let (train_set, heldout) = data.split(4);
+        let before = evaluate(&heads, &data, &heldout, &vocab, 64).unwrap();
+        let options = options(30);
         let mut steps = 0;
         let after = train(
             &heads,
@@ -254,5 +258,45 @@ mod tests {
         );
         assert_eq!(after.top1, vec![1.0]);
         assert_eq!(after.top5, vec![1.0]);
+    }
+
+    /// Every hidden state is the same, so only the root token (which cycles 0, 1, 2, 3) tells
+    /// what comes after it: heads that read the root learn it, heads that do not cannot.
+    #[test]
+    fn reading_the_root_token_learns_what_the_hidden_state_does_not_say() {
+        let n = 4;
+        let projection: Vec<f32> = (0..n * n)
+            .map(|i| if i % (n + 1) == 0 { 4.0 } else { 0.0 })
+            .collect();
+        let mut data = Dataset::new(n, 1);
+        for start in 0..40 {
+            let tokens: Vec<i32> = (0..12).map(|i| ((start + i) % n) as i32).collect();
+            let states = vec![0.5f32; tokens.len() * n];
+            data.push_answer(&Answer { tokens, states });
+        }
+        let vocab = HeadVocabulary::full(n);
+        let (train_set, heldout) = data.split(4);
+        let mut unit_rms_rows = projection.clone();
+        unit_rms_rows
+            .chunks_mut(n)
+            .for_each(engine::medusa::heads::scale_to_unit_rms);
+        let trained = |root_embedding| {
+            let heads =
+                TrainableHeads::new(1, 1, n, projection.clone(), root_embedding, &Device::Cpu)
+                    .unwrap();
+            train(
+                &heads,
+                &data,
+                &train_set,
+                &heldout,
+                &vocab,
+                &options(30),
+                &mut |_| {},
+            )
+            .unwrap()
+        };
+        assert_eq!(trained(Some(unit_rms_rows)).top1, vec![1.0]);
+        let blind = trained(None).top1[0];
+        assert!(blind < 0.4, "without the root, top-1 {blind}");
     }
 }

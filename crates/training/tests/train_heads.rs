@@ -1,7 +1,9 @@
 //! Training on the real model with a tiny budget: the heads learn, the file they are written
-//! to loads with the model and records how they were trained.
+//! to loads with the model, records how they were trained, and guesses at inference what they
+//! guessed in training.
 
-use engine::{Engine, EngineConfig};
+use engine::medusa::accuracy::HeadAccuracy;
+use engine::{ChatMessage, Engine, EngineConfig, GenerateRequest, Prompt, SamplingParams};
 use training::{load_prompts, train_heads, TrainHeadsOptions, TrainProgress};
 
 #[test]
@@ -55,10 +57,40 @@ fn a_tiny_training_run_beats_untrained_heads_and_writes_a_loadable_file() {
     let heads = engine.info().heads.clone().unwrap();
     assert_eq!(heads.head_count, 2);
     assert_eq!(heads.vocab_subset, Some(2048));
-    let record = heads.training.expect("training record");
+    assert!(heads.root_token_input);
+    let record = heads.training.clone().expect("training record");
     assert_eq!(record.heldout_top1, report.trained.top1);
     assert_eq!(record.command, "medusa train-heads (test)");
     assert_eq!(heads.default_tree.paths(), &report.tree[..]);
+
+    // The engine's heads (f16 weights, the root read at draft time) guess the held-out answers
+    // as the trainer scored them. Answered one at a time here and in a batch there, a few
+    // answers may differ in a near-tie, so positions and hits agree closely, not exactly.
+    let mut measured = HeadAccuracy::new(2, 1);
+    for prompt in options.prompts[..24].iter().skip(3).step_by(4) {
+        let chat = Prompt::Chat(vec![ChatMessage::new("user", prompt)]);
+        let answer = engine
+            .generate(
+                GenerateRequest::new(chat.clone(), options.max_tokens)
+                    .with_sampling(SamplingParams::greedy()),
+            )
+            .unwrap()
+            .wait()
+            .unwrap();
+        measured.absorb(&engine.measure_heads(chat, answer.token_ids, 1).unwrap());
+    }
+    for (engine_positions, trainer_positions) in
+        measured.positions.iter().zip(&report.trained.positions)
+    {
+        let (a, b) = (*engine_positions as f64, *trainer_positions as f64);
+        assert!((a - b).abs() <= 0.1 * b, "positions {a} vs {b}");
+    }
+    for (engine_top1, trainer_top1) in measured.top1().iter().zip(&report.trained.top1) {
+        assert!(
+            (engine_top1 - trainer_top1).abs() < 0.05,
+            "engine top-1 {engine_top1} vs trainer {trainer_top1}"
+        );
+    }
 }
 
 #[test]

@@ -123,6 +123,7 @@ pub fn convert_checkpoint(
     let vocab_subset_size = vocab_subset.as_ref().map(Vec::len);
     let weights = HeadsWeights {
         blocks,
+        root: None,
         projections,
         vocab_subset,
         training: None,

@@ -40,8 +40,9 @@ impl Drafter for MedusaDrafter {
             .max()
             .unwrap_or(0)
             .min(self.heads.head_count());
+        let root = input.history.last().copied().unwrap_or_default();
         let candidates: Vec<_> = (0..depth)
-            .map(|d| self.heads.top_k(d, hidden, self.top_k[d]))
+            .map(|d| self.heads.top_k(d, hidden, root, self.top_k[d]))
             .collect();
         let mut tree = self.tree.fill(&candidates);
         tree.truncate(max_nodes);

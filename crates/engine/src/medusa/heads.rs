@@ -1,6 +1,11 @@
 //! Medusa heads: `x + SiLU(W x + b)` blocks on the base model's last hidden state, then a
 //! vocabulary projection (the head's own, or the base model's output matrix).
 //!
+//! Heads may also read the tree's root, the token the base model itself chose from that hidden
+//! state: its input embedding (scaled to unit RMS) enters the first block as `+ R e`. Guessing
+//! the token two ahead is much easier knowing the one in between, and the root is known before
+//! drafting, so this costs one small product per head and no extra pass.
+//!
 //! Heads files are GGUF (`*.medusa.gguf`) and record the base model they were made for, so
 //! that heads for another model are refused instead of silently drafting nonsense.
 
@@ -56,6 +61,8 @@ pub struct HeadsInfo {
     pub layers_per_head: usize,
     /// True when the heads reuse the base model's output projection.
     pub shared_projection: bool,
+    /// True when the heads also read the root token's embedding.
+    pub root_token_input: bool,
     pub default_tree: TreeSpec,
     pub base: BaseIdentity,
     pub projection_type: String,
@@ -88,6 +95,8 @@ pub struct TrainingRecord {
 
 struct Head {
     blocks: Vec<(QuantMatrix, Vec<f32>)>,
+    /// `R`, applied to the root token's embedding in the first block.
+    root: Option<QuantMatrix>,
     projection: Option<QuantMatrix>,
 }
 
@@ -95,6 +104,8 @@ pub struct MedusaHeads {
     info: HeadsInfo,
     heads: Vec<Head>,
     shared_projection: Option<QuantMatrix>,
+    /// The base model's token embeddings, when the heads read the root token.
+    token_embedding: Option<QuantMatrix>,
     /// Token id of each projection row, when the vocabulary is restricted.
     row_tokens: Option<Vec<TokenId>>,
     threads: usize,
@@ -105,6 +116,7 @@ mod keys {
     pub const HEADS: &str = "medusa.head_count";
     pub const LAYERS: &str = "medusa.layers_per_head";
     pub const SHARED: &str = "medusa.shared_projection";
+    pub const ROOT_INPUT: &str = "medusa.root_token_input";
     pub const TREE: &str = "medusa.tree";
     pub const N_EMBD: &str = "medusa.base.n_embd";
     pub const N_VOCAB: &str = "medusa.base.n_vocab";
@@ -121,6 +133,9 @@ fn block_bias(h: usize, l: usize) -> String {
 }
 fn projection(h: usize) -> String {
     format!("medusa.{h}.proj.weight")
+}
+fn root_weight(h: usize) -> String {
+    format!("medusa.{h}.root.weight")
 }
 
 impl MedusaHeads {
@@ -177,6 +192,12 @@ impl MedusaHeads {
             )));
         }
         let shared = file.bool(keys::SHARED).unwrap_or(true);
+        let root_input = file.bool(keys::ROOT_INPUT).unwrap_or(false);
+        if root_input && layers == 0 {
+            return Err(EngineError::Heads(
+                "heads that read the root token need at least one block".into(),
+            ));
+        }
         let default_tree = match file.string(keys::TREE) {
             Some(json) => serde_json::from_str::<TreeSpec>(&json)
                 .map_err(|e| EngineError::Heads(format!("default tree: {e}")))?,
@@ -212,13 +233,27 @@ impl MedusaHeads {
                     ))
                 })
                 .collect::<Result<Vec<_>, EngineError>>()?;
+            let root = if root_input {
+                Some(file.matrix(&root_weight(h), n_embd, n_embd)?)
+            } else {
+                None
+            };
             let projection = if shared {
                 None
             } else {
                 Some(file.matrix(&projection(h), projection_rows, n_embd)?)
             };
-            heads.push(Head { blocks, projection });
+            heads.push(Head {
+                blocks,
+                root,
+                projection,
+            });
         }
+        let token_embedding = if root_input {
+            Some(base_token_embedding(model_path, n_vocab, n_embd)?)
+        } else {
+            None
+        };
         let shared_projection = if shared {
             let full = base_projection(model_path, n_vocab, n_embd)?;
             Some(match &row_tokens {
@@ -237,6 +272,7 @@ impl MedusaHeads {
                 head_count,
                 layers_per_head: layers,
                 shared_projection: shared,
+                root_token_input: root_input,
                 default_tree,
                 base,
                 projection_type,
@@ -245,6 +281,7 @@ impl MedusaHeads {
             },
             heads,
             shared_projection,
+            token_embedding,
             row_tokens,
             threads: threads.max(1),
         })
@@ -267,7 +304,7 @@ impl MedusaHeads {
                 (0..3)
                     .map(|_| {
                         let started = std::time::Instant::now();
-                        std::hint::black_box(self.top_k(head, &hidden, 10));
+                        std::hint::black_box(self.top_k(head, &hidden, 0, 10));
                         started.elapsed().as_secs_f64() * 1000.0
                     })
                     .fold(f64::INFINITY, f64::min)
@@ -276,13 +313,18 @@ impl MedusaHeads {
         total / self.head_count().max(1) as f64
     }
 
-    /// The `k` most likely tokens head `head` proposes from `hidden`, best first.
-    pub fn top_k(&self, head: usize, hidden: &[f32], k: usize) -> Vec<TokenId> {
+    /// The `k` most likely tokens head `head` proposes from `hidden`, best first; `root` is the
+    /// token the base model chose from `hidden` (read only by heads trained to).
+    pub fn top_k(&self, head: usize, hidden: &[f32], root: TokenId, k: usize) -> Vec<TokenId> {
         let head = &self.heads[head];
         let mut x = hidden.to_vec();
         let mut t = vec![0.0; x.len()];
-        for (weight, bias) in &head.blocks {
+        let root_term = self.root_term(head, root);
+        for (block, (weight, bias)) in head.blocks.iter().enumerate() {
             weight.matvec(&x, &mut t, self.threads);
+            if let (0, Some(extra)) = (block, &root_term) {
+                t.iter_mut().zip(extra).for_each(|(ti, ei)| *ti += ei);
+            }
             for ((xi, ti), bi) in x.iter_mut().zip(&t).zip(bias) {
                 let z = ti + bi;
                 *xi += z / (1.0 + (-z).exp());
@@ -300,6 +342,28 @@ impl MedusaHeads {
             Some(ids) => top.into_iter().map(|row| ids[row as usize]).collect(),
             None => top,
         }
+    }
+
+    /// `R e` for heads that read the root token, `e` its embedding at unit RMS.
+    fn root_term(&self, head: &Head, root: TokenId) -> Option<Vec<f32>> {
+        let (matrix, embedding) = (head.root.as_ref()?, self.token_embedding.as_ref()?);
+        let mut e = vec![0.0; embedding.cols];
+        let row = usize::try_from(root).ok().filter(|&r| r < embedding.rows)?;
+        embedding.decode_row(row, &mut e).ok()?;
+        scale_to_unit_rms(&mut e);
+        let mut out = vec![0.0; matrix.rows];
+        matrix.matvec(&e, &mut out, self.threads);
+        Some(out)
+    }
+}
+
+/// Scales `values` so that their root mean square is 1 (the root token's embedding enters the
+/// heads at this scale, whatever the model's embedding norms).
+pub fn scale_to_unit_rms(values: &mut [f32]) {
+    let mean_square = values.iter().map(|v| v * v).sum::<f32>() / values.len().max(1) as f32;
+    if mean_square > 0.0 {
+        let scale = mean_square.sqrt().recip();
+        values.iter_mut().for_each(|v| *v *= scale);
     }
 }
 
@@ -345,10 +409,22 @@ pub fn base_projection(
     file.matrix(name, n_vocab, n_embd)
 }
 
+/// The base model's input token embeddings (`token_embd.weight`).
+pub fn base_token_embedding(
+    model_path: &Path,
+    n_vocab: usize,
+    n_embd: usize,
+) -> Result<QuantMatrix, EngineError> {
+    GgufFile::open(model_path)?.matrix("token_embd.weight", n_vocab, n_embd)
+}
+
 /// Weights of heads to be written to a file, in f32.
 pub struct HeadsWeights {
     /// Per head, per block: (W as `n_embd * n_embd` row-major, b).
     pub blocks: Vec<Vec<(Vec<f32>, Vec<f32>)>>,
+    /// Per head, `R` (`n_embd * n_embd`) for the root token's embedding; `None` for heads
+    /// that read only the hidden state.
+    pub root: Option<Vec<Vec<f32>>>,
     /// Per head, its own `n_vocab * n_embd` projection; `None` to share the base model's.
     pub projections: Option<Vec<Vec<f32>>>,
     /// Restricts proposals to these tokens (FR-Spec); own projections keep only their rows.
@@ -386,6 +462,7 @@ pub fn write_heads(
         (keys::HEADS, MetaValue::U32(head_count as u32)),
         (keys::LAYERS, MetaValue::U32(layers as u32)),
         (keys::SHARED, MetaValue::Bool(weights.projections.is_none())),
+        (keys::ROOT_INPUT, MetaValue::Bool(weights.root.is_some())),
         (keys::TREE, MetaValue::Str(tree_json)),
         (keys::N_EMBD, MetaValue::U32(base.n_embd)),
         (keys::N_VOCAB, MetaValue::U32(base.n_vocab)),
@@ -410,6 +487,22 @@ pub fn write_heads(
             bytes,
         ));
     }
+    let square = |name: String, values: &[f32]| {
+        let m = QuantMatrix::quantize(encoding.block_type, n_embd, n_embd, values)?;
+        Ok::<_, EngineError>((
+            name,
+            vec![n_embd as u64, n_embd as u64],
+            m.ty,
+            m.bytes().to_vec(),
+        ))
+    };
+    if weights.root.as_ref().is_some_and(|r| r.len() != head_count)
+        || (weights.root.is_some() && layers == 0)
+    {
+        return Err(EngineError::Heads(
+            "reading the root token needs one matrix per head and at least one block".into(),
+        ));
+    }
     for (h, blocks) in weights.blocks.iter().enumerate() {
         for (l, (w, b)) in blocks.iter().enumerate() {
             if w.len() != n_embd * n_embd || b.len() != n_embd {
@@ -417,19 +510,21 @@ pub fn write_heads(
                     "head {h} block {l} is not {n_embd}x{n_embd}"
                 )));
             }
-            let m = QuantMatrix::quantize(encoding.block_type, n_embd, n_embd, w)?;
-            encoded.push((
-                block_weight(h, l),
-                vec![n_embd as u64, n_embd as u64],
-                m.ty,
-                m.bytes().to_vec(),
-            ));
+            encoded.push(square(block_weight(h, l), w)?);
             encoded.push((
                 block_bias(h, l),
                 vec![n_embd as u64],
                 GGML_TYPE_F32,
                 f32_bytes(b),
             ));
+        }
+        if let Some(root) = weights.root.as_ref().map(|r| &r[h]) {
+            if root.len() != n_embd * n_embd {
+                return Err(EngineError::Heads(format!(
+                    "head {h}'s root matrix is not {n_embd}x{n_embd}"
+                )));
+            }
+            encoded.push(square(root_weight(h), root)?);
         }
         if let Some(projections) = &weights.projections {
             let p = projections
@@ -466,6 +561,16 @@ pub fn write_heads(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unit_rms_scaling() {
+        let mut values = [3.0, -4.0, 0.0, 0.0];
+        scale_to_unit_rms(&mut values);
+        assert_eq!(values, [1.2, -1.6, 0.0, 0.0]);
+        let mut zeros = [0.0; 3];
+        scale_to_unit_rms(&mut zeros);
+        assert_eq!(zeros, [0.0; 3]);
+    }
 
     #[test]
     fn top_indices_orders_and_breaks_ties_by_index() {

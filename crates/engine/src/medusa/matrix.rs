@@ -128,25 +128,38 @@ impl QuantMatrix {
 
     /// The matrix decoded to f32, row-major (to train against a quantized projection).
     pub fn to_f32(&self) -> Result<Vec<f32>, EngineError> {
+        let mut out = vec![0.0f32; self.rows * self.cols];
+        for (row, values) in out.chunks_exact_mut(self.cols).enumerate() {
+            self.decode_row(row, values)?;
+        }
+        Ok(out)
+    }
+
+    /// Row `row` decoded into `out` (`cols` values).
+    pub fn decode_row(&self, row: usize, out: &mut [f32]) -> Result<(), EngineError> {
+        if row >= self.rows || out.len() != self.cols {
+            return Err(EngineError::Heads(format!(
+                "row {row} of a {}x{} matrix does not fit {} values",
+                self.rows,
+                self.cols,
+                out.len()
+            )));
+        }
+        let bytes = &self.data[row * self.row_bytes..(row + 1) * self.row_bytes];
         if self.ty == GGML_TYPE_F32 {
-            return Ok(self
-                .data
-                .chunks_exact(4)
-                .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-                .collect());
+            for (value, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                *value = f32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+            }
+            return Ok(());
         }
         // SAFETY: a pointer into ggml's static type table, checked before use.
         let to_float = unsafe { ggml_get_type_traits(self.ty).as_ref() }.and_then(|t| t.to_float);
         let to_float = to_float.ok_or_else(|| {
             EngineError::Heads(format!("{} cannot be decoded", type_name(self.ty)))
         })?;
-        let mut out = vec![0.0f32; self.rows * self.cols];
-        for (row, values) in out.chunks_exact_mut(self.cols).enumerate() {
-            let bytes = &self.data[row * self.row_bytes..(row + 1) * self.row_bytes];
-            // SAFETY: one encoded row of `cols` values in, `cols` floats out.
-            unsafe { to_float(bytes.as_ptr().cast(), values.as_mut_ptr(), self.cols as i64) };
-        }
-        Ok(out)
+        // SAFETY: one encoded row of `cols` values in, `cols` floats out.
+        unsafe { to_float(bytes.as_ptr().cast(), out.as_mut_ptr(), self.cols as i64) };
+        Ok(())
     }
 
     /// A matrix of the given rows, in the given order.
@@ -288,6 +301,11 @@ mod tests {
         for (a, b) in q8.to_f32().unwrap().iter().zip(&values) {
             assert!((a - b).abs() < 0.01, "{a} vs {b}");
         }
+        let mut row = vec![0.0; cols];
+        exact.decode_row(2, &mut row).unwrap();
+        assert_eq!(row, values[2 * cols..]);
+        assert!(exact.decode_row(3, &mut row).is_err());
+        assert!(exact.decode_row(0, &mut row[1..]).is_err());
     }
 
     #[test]

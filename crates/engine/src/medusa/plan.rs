@@ -127,6 +127,7 @@ mod tests {
             head_count: 2,
             layers_per_head: 1,
             shared_projection: true,
+            root_token_input: false,
             default_tree: TreeSpec::chain(2),
             base: BaseIdentity {
                 n_embd: 8,

@@ -118,6 +118,8 @@ export interface HeadsInfo {
   projection_type: string;
   /** Whether the heads share the model's own output projection. */
   shared_projection: boolean;
+  /** Whether the heads also read the root token (the model's own next token). */
+  root_token_input: boolean;
   /** Tokens the heads can guess, when restricted to a frequent subset of the vocabulary. */
   vocab_subset: number | null;
   /** Medusa choices: per path, the rank in each head's top-k. */
