@@ -374,8 +374,12 @@ fn the_shipped_heads_guess_the_models_own_text_and_draft_losslessly() {
     // A given tree, so that Medusa mode drafts whatever this machine's costs are.
     let engine =
         engine_with_heads(&heads, Some(TreeSpec::mc_sim_7b_63())).expect("shipped heads load");
-    let trained = engine.info().heads.as_ref().unwrap().training.clone();
-    assert!(trained.is_some_and(|t| t.heldout_top1[0] > 0.2));
+    let info = engine.info().heads.clone().unwrap();
+    assert!(
+        info.root_token_input,
+        "the shipped heads read the root token"
+    );
+    assert!(info.training.is_some_and(|t| t.heldout_top1[0] > 0.3));
     // A prompt of the bench set, which training did not see.
     let prompt = chat("Explain how a rainbow forms, in simple terms.");
     let normal = engine
