@@ -189,11 +189,12 @@ impl<'m> Session<'m> {
             }
             let start = Instant::now();
             let mut ranks = Vec::with_capacity(heads.head_count());
+            let root_input = heads.root_input(tokens[pos + 1]);
             for head in 0..heads.head_count() {
                 let Some(&actual) = tokens.get(pos + 2 + head) else {
                     break;
                 };
-                let guesses = heads.top_k(head, hidden, tokens[pos + 1], top_k);
+                let guesses = heads.top_k(head, hidden, root_input.as_deref(), top_k);
                 ranks.push(tally.record(head, &guesses, actual));
             }
             tally.record_position(ranks);

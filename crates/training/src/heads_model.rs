@@ -14,13 +14,18 @@ pub type BlockWeights = Vec<Vec<(Vec<f32>, Vec<f32>)>>;
 pub struct TrainableHeads {
     /// Per head, per block: (W as `[n_embd, n_embd]`, b as `[n_embd]`).
     blocks: Vec<Vec<(Var, Var)>>,
-    /// Per head, R as `[n_embd, n_embd]`, when the heads read the root token.
-    root: Option<Vec<Var>>,
-    /// Token embeddings at unit RMS, `[n_vocab, n_embd]`, frozen; with `root`.
-    root_embedding: Option<Tensor>,
+    /// When the heads read the root token.
+    root: Option<RootInput>,
     /// The projection transposed, `[n_embd, rows]`, frozen.
     projection_t: Tensor,
     device: Device,
+}
+
+struct RootInput {
+    /// Token embeddings at unit RMS, `[n_vocab, n_embd]`, frozen.
+    embedding: Tensor,
+    /// Per head, R as `[n_embd, n_embd]`.
+    weights: Vec<Var>,
 }
 
 /// One minibatch as tensors.
@@ -63,24 +68,20 @@ impl TrainableHeads {
                     .collect::<candle_core::Result<Vec<_>>>()
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
-        let root_embedding = root_embedding
+        let root = root_embedding
             .map(|e| {
                 let rows = e.len() / n_embd.max(1);
-                Tensor::from_vec(e, (rows, n_embd), device)
-            })
-            .transpose()?;
-        let root = root_embedding
-            .as_ref()
-            .map(|_| {
-                (0..heads)
-                    .map(|_| Var::zeros((n_embd, n_embd), DType::F32, device))
-                    .collect::<candle_core::Result<Vec<_>>>()
+                Ok::<_, candle_core::Error>(RootInput {
+                    embedding: Tensor::from_vec(e, (rows, n_embd), device)?,
+                    weights: (0..heads)
+                        .map(|_| Var::zeros((n_embd, n_embd), DType::F32, device))
+                        .collect::<candle_core::Result<Vec<_>>>()?,
+                })
             })
             .transpose()?;
         Ok(Self {
             blocks,
             root,
-            root_embedding,
             projection_t,
             device: device.clone(),
         })
@@ -91,14 +92,14 @@ impl TrainableHeads {
             .iter()
             .flatten()
             .flat_map(|(w, b)| [w.clone(), b.clone()])
-            .chain(self.root.iter().flatten().cloned())
+            .chain(self.root.iter().flat_map(|r| r.weights.iter().cloned()))
             .collect()
     }
 
     /// Logits over the vocabulary's rows, per head, `[B, rows]`.
     pub fn forward(&self, batch: &Batch) -> candle_core::Result<Vec<Tensor>> {
-        let root_inputs = match &self.root_embedding {
-            Some(embedding) => Some(embedding.index_select(&batch.roots, 0)?),
+        let root_inputs = match &self.root {
+            Some(root) => Some((root.embedding.index_select(&batch.roots, 0)?, &root.weights)),
             None => None,
         };
         self.blocks
@@ -108,8 +109,8 @@ impl TrainableHeads {
                 let mut x = batch.hidden.clone();
                 for (layer, (w, b)) in blocks.iter().enumerate() {
                     let mut z = x.matmul(&w.as_tensor().t()?)?;
-                    if let (0, Some(e), Some(root)) = (layer, &root_inputs, &self.root) {
-                        z = (z + e.matmul(&root[head].as_tensor().t()?)?)?;
+                    if let (0, Some((e, r))) = (layer, &root_inputs) {
+                        z = (z + e.matmul(&r[head].as_tensor().t()?)?)?;
                     }
                     let z = z.broadcast_add(b.as_tensor())?;
                     x = (x + candle_nn::ops::silu(&z)?)?;
@@ -173,7 +174,8 @@ impl TrainableHeads {
         self.root
             .as_ref()
             .map(|root| {
-                root.iter()
+                root.weights
+                    .iter()
                     .map(|r| r.as_tensor().flatten_all()?.to_vec1::<f32>())
                     .collect()
             })

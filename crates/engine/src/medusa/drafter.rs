@@ -41,8 +41,12 @@ impl Drafter for MedusaDrafter {
             .unwrap_or(0)
             .min(self.heads.head_count());
         let root = input.history.last().copied().unwrap_or_default();
+        let root_input = self.heads.root_input(root);
         let candidates: Vec<_> = (0..depth)
-            .map(|d| self.heads.top_k(d, hidden, root, self.top_k[d]))
+            .map(|d| {
+                self.heads
+                    .top_k(d, hidden, root_input.as_deref(), self.top_k[d])
+            })
             .collect();
         let mut tree = self.tree.fill(&candidates);
         tree.truncate(max_nodes);

@@ -299,12 +299,13 @@ impl MedusaHeads {
     /// of a few timed runs of every head on a neutral hidden state, averaged over the heads.
     pub fn draft_ms_per_head(&self) -> f64 {
         let hidden = vec![0.0; self.info.base.n_embd as usize];
+        let root = self.root_input(0);
         let total: f64 = (0..self.head_count())
             .map(|head| {
                 (0..3)
                     .map(|_| {
                         let started = std::time::Instant::now();
-                        std::hint::black_box(self.top_k(head, &hidden, 0, 10));
+                        std::hint::black_box(self.top_k(head, &hidden, root.as_deref(), 10));
                         started.elapsed().as_secs_f64() * 1000.0
                     })
                     .fold(f64::INFINITY, f64::min)
@@ -313,13 +314,35 @@ impl MedusaHeads {
         total / self.head_count().max(1) as f64
     }
 
-    /// The `k` most likely tokens head `head` proposes from `hidden`, best first; `root` is the
-    /// token the base model chose from `hidden` (read only by heads trained to).
-    pub fn top_k(&self, head: usize, hidden: &[f32], root: TokenId, k: usize) -> Vec<TokenId> {
+    /// What heads that read the root token take from it: the root's embedding at unit RMS,
+    /// the same for every head, so made once per draft. `None` for heads that do not read it.
+    pub fn root_input(&self, root: TokenId) -> Option<Vec<f32>> {
+        let embedding = self.token_embedding.as_ref()?;
+        let row = usize::try_from(root).ok().filter(|&r| r < embedding.rows)?;
+        let mut e = vec![0.0; embedding.cols];
+        embedding.decode_row(row, &mut e).ok()?;
+        scale_to_unit_rms(&mut e);
+        Some(e)
+    }
+
+    /// The `k` most likely tokens head `head` proposes from `hidden`, best first; `root_input`
+    /// is [`Self::root_input`] of the token the base model chose from `hidden`.
+    pub fn top_k(
+        &self,
+        head: usize,
+        hidden: &[f32],
+        root_input: Option<&[f32]>,
+        k: usize,
+    ) -> Vec<TokenId> {
         let head = &self.heads[head];
         let mut x = hidden.to_vec();
         let mut t = vec![0.0; x.len()];
-        let root_term = self.root_term(head, root);
+        // `R e`, added to the first block's product.
+        let root_term = head.root.as_ref().zip(root_input).map(|(r, e)| {
+            let mut out = vec![0.0; r.rows];
+            r.matvec(e, &mut out, self.threads);
+            out
+        });
         for (block, (weight, bias)) in head.blocks.iter().enumerate() {
             weight.matvec(&x, &mut t, self.threads);
             if let (0, Some(extra)) = (block, &root_term) {
@@ -342,18 +365,6 @@ impl MedusaHeads {
             Some(ids) => top.into_iter().map(|row| ids[row as usize]).collect(),
             None => top,
         }
-    }
-
-    /// `R e` for heads that read the root token, `e` its embedding at unit RMS.
-    fn root_term(&self, head: &Head, root: TokenId) -> Option<Vec<f32>> {
-        let (matrix, embedding) = (head.root.as_ref()?, self.token_embedding.as_ref()?);
-        let mut e = vec![0.0; embedding.cols];
-        let row = usize::try_from(root).ok().filter(|&r| r < embedding.rows)?;
-        embedding.decode_row(row, &mut e).ok()?;
-        scale_to_unit_rms(&mut e);
-        let mut out = vec![0.0; matrix.rows];
-        matrix.matvec(&e, &mut out, self.threads);
-        Some(out)
     }
 }
 
