@@ -1,15 +1,25 @@
 //! Request extractors whose failures answer in the server's own error format.
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
+use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
+/// Largest body [`JsonBody`] reads on a route; the router sets it, and a route may raise it.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimit(pub usize);
+
+/// How much of a body over the limit is still read and thrown away before answering 413. Many
+/// clients send the whole body before they read the answer: closing on them mid-body makes them
+/// see a broken pipe instead of the 413.
+const DRAIN_LIMIT: usize = 16 << 20;
+
 /// A JSON body. Malformed JSON answers 400 `invalid_json`, a well-formed body of the wrong shape
-/// 400 `invalid_parameter`, and a body over the limit 413 `body_too_large`.
+/// 400 `invalid_parameter`, and a body over the route's [`BodyLimit`] 413 `body_too_large`.
 pub struct JsonBody<T>(pub T);
 
 impl<S, T> FromRequest<S> for JsonBody<T>
@@ -19,20 +29,41 @@ where
 {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    "the request body is larger than the limit",
-                )
-            } else {
-                ApiError::bad_request("invalid_body", rejection.body_text())
-            }
-        })?;
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        let limit = req
+            .extensions()
+            .get::<BodyLimit>()
+            .map_or(crate::BODY_LIMIT, |limit| limit.0);
+        let bytes = read_limited(req.into_body(), limit).await?;
         parse_json(&bytes).map(JsonBody)
     }
+}
+
+/// The whole body if it is at most `limit` bytes. A longer one is read on, up to [`DRAIN_LIMIT`]
+/// more bytes, so that the client gets to read the 413.
+async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    let mut chunks = body.into_data_stream();
+    let mut kept = Vec::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|err| {
+            ApiError::bad_request("invalid_body", format!("could not read the body: {err}"))
+        })?;
+        seen = seen.saturating_add(chunk.len());
+        if seen <= limit {
+            kept.extend_from_slice(&chunk);
+        } else if seen > limit.saturating_add(DRAIN_LIMIT) {
+            break;
+        }
+    }
+    if seen > limit {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the request body is larger than the limit of {limit} bytes"),
+        ));
+    }
+    Ok(Bytes::from(kept))
 }
 
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {

@@ -19,9 +19,9 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use axum::extract::DefaultBodyLimit;
 use axum::routing::{any, get, post};
-use axum::Router;
+use axum::{Extension, Router};
+use extract::BodyLimit;
 use tokio::net::TcpListener;
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
@@ -75,7 +75,7 @@ pub fn router_with_ui(state: AppState, ui_dir: Option<&Path>) -> Router {
         .route("/api/runs/export", get(api::export_runs))
         .route(
             "/api/runs/import",
-            post(api::import_runs).layer(DefaultBodyLimit::max(IMPORT_BODY_LIMIT)),
+            post(api::import_runs).layer(Extension(BodyLimit(IMPORT_BODY_LIMIT))),
         )
         .route("/api/runs/{id}", get(api::get_run))
         .route("/api/runs/{id}/cancel", post(api::cancel_run))
@@ -99,7 +99,7 @@ pub fn router_with_ui(state: AppState, ui_dir: Option<&Path>) -> Router {
         None => router.fallback(api_not_found),
     };
     router
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(Extension(BodyLimit(BODY_LIMIT)))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             metrics::count_requests,

@@ -568,7 +568,9 @@ fn bad_input_is_refused_with_a_code() {
         "invalid_parameter",
     );
 
-    let huge = json!({"prompt": "a".repeat(1_100_000)}).to_string();
+    // Three times the limit, more than socket buffers hold: ureq sends it whole before reading,
+    // so the server must read the rest for the 413 to arrive instead of a broken pipe.
+    let huge = json!({"prompt": "a".repeat(3 << 20)}).to_string();
     assert_error(
         post_to(base(), "/generate/normal", &huge),
         413,
