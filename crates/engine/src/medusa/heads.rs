@@ -10,6 +10,7 @@
 //! that heads for another model are refused instead of silently drafting nonsense.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
@@ -103,9 +104,9 @@ struct Head {
 pub struct MedusaHeads {
     info: HeadsInfo,
     heads: Vec<Head>,
-    shared_projection: Option<QuantMatrix>,
+    shared_projection: Option<Arc<QuantMatrix>>,
     /// The base model's token embeddings, when the heads read the root token.
-    token_embedding: Option<QuantMatrix>,
+    token_embedding: Option<Arc<QuantMatrix>>,
     /// Token id of each projection row, when the vocabulary is restricted.
     row_tokens: Option<Vec<TokenId>>,
     threads: usize,
@@ -250,21 +251,26 @@ impl MedusaHeads {
             });
         }
         let token_embedding = if root_input {
-            Some(base_token_embedding(model_path, n_vocab, n_embd)?)
+            Some(Arc::new(base_token_embedding(model_path, n_vocab, n_embd)?))
         } else {
             None
         };
         let shared_projection = if shared {
-            let full = base_projection(model_path, n_vocab, n_embd)?;
+            // A model that ties its output projection to its token embeddings holds one matrix;
+            // so do its heads.
+            let full = match &token_embedding {
+                Some(embedding) if !has_output_projection(model_path)? => Arc::clone(embedding),
+                _ => Arc::new(base_projection(model_path, n_vocab, n_embd)?),
+            };
             Some(match &row_tokens {
-                Some(ids) => full.gather_rows(&as_rows(ids))?,
+                Some(ids) => Arc::new(full.gather_rows(&as_rows(ids))?),
                 None => full,
             })
         } else {
             None
         };
         let projection_type = shared_projection
-            .as_ref()
+            .as_deref()
             .or(heads[0].projection.as_ref())
             .map_or_else(String::new, |m| type_name(m.ty));
         Ok(Self {
@@ -356,7 +362,7 @@ impl MedusaHeads {
         let projection = head
             .projection
             .as_ref()
-            .or(self.shared_projection.as_ref())
+            .or(self.shared_projection.as_deref())
             .expect("a head has its own projection or shares the base one");
         let mut logits = vec![0.0; projection.rows];
         projection.matvec(&x, &mut logits, self.threads);
@@ -412,13 +418,21 @@ pub fn base_projection(
     n_embd: usize,
 ) -> Result<QuantMatrix, EngineError> {
     let file = GgufFile::open(model_path)?;
-    let name = if file.has_tensor("output.weight") {
-        "output.weight"
+    let name = if file.has_tensor(OUTPUT_PROJECTION) {
+        OUTPUT_PROJECTION
     } else {
-        "token_embd.weight"
+        TOKEN_EMBEDDING
     };
     file.matrix(name, n_vocab, n_embd)
 }
+
+/// False when the model ties its output projection to its token embeddings.
+fn has_output_projection(model_path: &Path) -> Result<bool, EngineError> {
+    Ok(GgufFile::open(model_path)?.has_tensor(OUTPUT_PROJECTION))
+}
+
+const OUTPUT_PROJECTION: &str = "output.weight";
+const TOKEN_EMBEDDING: &str = "token_embd.weight";
 
 /// The base model's input token embeddings (`token_embd.weight`).
 pub fn base_token_embedding(
@@ -426,7 +440,7 @@ pub fn base_token_embedding(
     n_vocab: usize,
     n_embd: usize,
 ) -> Result<QuantMatrix, EngineError> {
-    GgufFile::open(model_path)?.matrix("token_embd.weight", n_vocab, n_embd)
+    GgufFile::open(model_path)?.matrix(TOKEN_EMBEDDING, n_vocab, n_embd)
 }
 
 /// Weights of heads to be written to a file, in f32.
