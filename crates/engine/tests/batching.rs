@@ -273,7 +273,7 @@ fn batched_greedy_runs_return_the_hidden_state_behind_each_token() {
             .chunks_exact(n_embd)
             .zip(&summary.token_ids)
             .filter(|(state, &token)| {
-                projection.matvec(state, &mut logits, 2);
+                projection.matvec(state, &mut logits);
                 engine::argmax(&logits) == token
             })
             .count();

@@ -109,7 +109,8 @@ pub struct MedusaHeads {
     token_embedding: Option<Arc<QuantMatrix>>,
     /// Token id of each projection row, when the vocabulary is restricted.
     row_tokens: Option<Vec<TokenId>>,
-    threads: usize,
+    /// The threads the heads' products are split over, kept between steps.
+    pool: rayon::ThreadPool,
 }
 
 mod keys {
@@ -269,6 +270,13 @@ impl MedusaHeads {
         } else {
             None
         };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.clamp(1, 16))
+            .thread_name(|i| format!("medusa-heads-{i}"))
+            .build()
+            .map_err(|e| {
+                EngineError::Context(format!("could not start the heads' threads: {e}"))
+            })?;
         let projection_type = shared_projection
             .as_deref()
             .or(heads[0].projection.as_ref())
@@ -289,7 +297,7 @@ impl MedusaHeads {
             shared_projection,
             token_embedding,
             row_tokens,
-            threads: threads.max(1),
+            pool,
         })
     }
 
@@ -341,31 +349,33 @@ impl MedusaHeads {
         k: usize,
     ) -> Vec<TokenId> {
         let head = &self.heads[head];
-        let mut x = hidden.to_vec();
-        let mut t = vec![0.0; x.len()];
-        // `R e`, added to the first block's product.
-        let root_term = head.root.as_ref().zip(root_input).map(|(r, e)| {
-            let mut out = vec![0.0; r.rows];
-            r.matvec(e, &mut out, self.threads);
-            out
-        });
-        for (block, (weight, bias)) in head.blocks.iter().enumerate() {
-            weight.matvec(&x, &mut t, self.threads);
-            if let (0, Some(extra)) = (block, &root_term) {
-                t.iter_mut().zip(extra).for_each(|(ti, ei)| *ti += ei);
-            }
-            for ((xi, ti), bi) in x.iter_mut().zip(&t).zip(bias) {
-                let z = ti + bi;
-                *xi += z / (1.0 + (-z).exp());
-            }
-        }
         let projection = head
             .projection
             .as_ref()
             .or(self.shared_projection.as_deref())
             .expect("a head has its own projection or shares the base one");
+        let mut x = hidden.to_vec();
+        let mut t = vec![0.0; x.len()];
         let mut logits = vec![0.0; projection.rows];
-        projection.matvec(&x, &mut logits, self.threads);
+        self.pool.install(|| {
+            // `R e`, added to the first block's product.
+            let root_term = head.root.as_ref().zip(root_input).map(|(r, e)| {
+                let mut out = vec![0.0; r.rows];
+                r.matvec(e, &mut out);
+                out
+            });
+            for (block, (weight, bias)) in head.blocks.iter().enumerate() {
+                weight.matvec(&x, &mut t);
+                if let (0, Some(extra)) = (block, &root_term) {
+                    t.iter_mut().zip(extra).for_each(|(ti, ei)| *ti += ei);
+                }
+                for ((xi, ti), bi) in x.iter_mut().zip(&t).zip(bias) {
+                    let z = ti + bi;
+                    *xi += z / (1.0 + (-z).exp());
+                }
+            }
+            projection.matvec(&x, &mut logits);
+        });
         let top = top_indices(&logits, k);
         match &self.row_tokens {
             Some(ids) => top.into_iter().map(|row| ids[row as usize]).collect(),

@@ -4,6 +4,7 @@
 use std::sync::Once;
 
 use llama_cpp_sys_2::{ggml_get_type_traits, ggml_get_type_traits_cpu, ggml_type};
+use rayon::prelude::*;
 
 use crate::error::EngineError;
 
@@ -177,8 +178,10 @@ impl QuantMatrix {
         Self::from_raw(self.ty, rows.len(), self.cols, data)
     }
 
-    /// `out[r] = row_r . x`, split over `threads` threads.
-    pub fn matvec(&self, x: &[f32], out: &mut [f32], threads: usize) {
+    /// `out[r] = row_r . x`, split over the threads of the current rayon pool (run it inside
+    /// [`rayon::ThreadPool::install`] to choose the pool; a pool's threads wait between calls,
+    /// where spawning threads per call would cost more than a small product).
+    pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
         assert_eq!(x.len(), self.cols);
         assert_eq!(out.len(), self.rows);
         // SAFETY: the traits were checked to exist in `from_raw`.
@@ -187,34 +190,30 @@ impl QuantMatrix {
         // The kernel wants the vector in its partner type (e.g. Q8_0 weights with Q8_0 activations).
         let x_encoded = encode_vector(cpu.vec_dot_type, x);
         let x_ptr = x_encoded.as_ptr() as usize;
-        let threads = threads.clamp(1, 16).min(self.rows.max(1));
-        let rows_per_thread = self.rows.div_ceil(threads);
-        std::thread::scope(|scope| {
-            for (chunk_index, chunk) in out.chunks_mut(rows_per_thread).enumerate() {
-                let first_row = chunk_index * rows_per_thread;
-                let data = &self.data;
-                let (cols, row_bytes) = (self.cols, self.row_bytes);
-                scope.spawn(move || {
-                    for (i, slot) in chunk.iter_mut().enumerate() {
-                        let row = &data[(first_row + i) * row_bytes..];
-                        // SAFETY: `row` holds a whole encoded row and `x_ptr` the encoded vector,
-                        // both of `cols` values; one result is written to `slot`.
-                        unsafe {
-                            vec_dot(
-                                cols as i32,
-                                slot,
-                                0,
-                                row.as_ptr().cast(),
-                                0,
-                                x_ptr as *const std::ffi::c_void,
-                                0,
-                                1,
-                            );
-                        }
+        let rows_per_chunk = self.rows.div_ceil(rayon::current_num_threads()).max(1);
+        let (data, cols, row_bytes) = (&self.data, self.cols, self.row_bytes);
+        out.par_chunks_mut(rows_per_chunk)
+            .enumerate()
+            .for_each(|(chunk_index, chunk)| {
+                let first_row = chunk_index * rows_per_chunk;
+                for (i, slot) in chunk.iter_mut().enumerate() {
+                    let row = &data[(first_row + i) * row_bytes..];
+                    // SAFETY: `row` holds a whole encoded row and `x_ptr` the encoded vector,
+                    // both of `cols` values; one result is written to `slot`.
+                    unsafe {
+                        vec_dot(
+                            cols as i32,
+                            slot,
+                            0,
+                            row.as_ptr().cast(),
+                            0,
+                            x_ptr as *const std::ffi::c_void,
+                            0,
+                            1,
+                        );
                     }
-                });
-            }
-        });
+                }
+            });
     }
 }
 
@@ -258,7 +257,7 @@ mod tests {
         let (values, x) = data(rows, cols);
         let m = QuantMatrix::quantize(GGML_TYPE_F32, rows, cols, &values).unwrap();
         let mut out = vec![0.0; rows];
-        m.matvec(&x, &mut out, 2);
+        m.matvec(&x, &mut out);
         for (a, b) in out.iter().zip(reference(&values, rows, cols, &x)) {
             assert!((a - b).abs() < 1e-4, "{a} vs {b}");
         }
@@ -271,7 +270,12 @@ mod tests {
         let m = QuantMatrix::quantize(GGML_TYPE_Q8_0, rows, cols, &values).unwrap();
         assert_eq!(m.bytes().len(), rows * 4 * 34);
         let mut out = vec![0.0; rows];
-        m.matvec(&x, &mut out, 3);
+        // Three threads: 33 rows split unevenly.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        pool.install(|| m.matvec(&x, &mut out));
         for (a, b) in out.iter().zip(reference(&values, rows, cols, &x)) {
             assert!((a - b).abs() < 0.05 * b.abs().max(1.0), "{a} vs {b}");
         }
@@ -283,10 +287,10 @@ mod tests {
         let (values, x) = data(rows, cols);
         let m = QuantMatrix::quantize(GGML_TYPE_Q8_0, rows, cols, &values).unwrap();
         let mut all = vec![0.0; rows];
-        m.matvec(&x, &mut all, 1);
+        m.matvec(&x, &mut all);
         let picked = m.gather_rows(&[4, 1]).unwrap();
         let mut some = vec![0.0; 2];
-        picked.matvec(&x, &mut some, 1);
+        picked.matvec(&x, &mut some);
         assert_eq!(some, vec![all[4], all[1]]);
         assert!(m.gather_rows(&[5]).is_err());
     }
