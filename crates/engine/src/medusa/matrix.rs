@@ -189,16 +189,15 @@ impl QuantMatrix {
         let vec_dot = cpu.vec_dot.expect("checked in from_raw");
         // The kernel wants the vector in its partner type (e.g. Q8_0 weights with Q8_0 activations).
         let x_encoded = encode_vector(cpu.vec_dot_type, x);
-        let x_ptr = x_encoded.as_ptr() as usize;
         let rows_per_chunk = self.rows.div_ceil(rayon::current_num_threads()).max(1);
-        let (data, cols, row_bytes) = (&self.data, self.cols, self.row_bytes);
+        let (data, cols, row_bytes, x) = (&self.data, self.cols, self.row_bytes, &x_encoded);
         out.par_chunks_mut(rows_per_chunk)
             .enumerate()
             .for_each(|(chunk_index, chunk)| {
                 let first_row = chunk_index * rows_per_chunk;
                 for (i, slot) in chunk.iter_mut().enumerate() {
                     let row = &data[(first_row + i) * row_bytes..];
-                    // SAFETY: `row` holds a whole encoded row and `x_ptr` the encoded vector,
+                    // SAFETY: `row` holds a whole encoded row and `x` the encoded vector,
                     // both of `cols` values; one result is written to `slot`.
                     unsafe {
                         vec_dot(
@@ -207,7 +206,7 @@ impl QuantMatrix {
                             0,
                             row.as_ptr().cast(),
                             0,
-                            x_ptr as *const std::ffi::c_void,
+                            x.as_ptr().cast(),
                             0,
                             1,
                         );
