@@ -3,8 +3,7 @@
 use std::path::PathBuf;
 
 use engine::EngineConfig;
-use server::model_slot::{LoadRequest, ModelSource};
-use server::AppState;
+use playground::{LoadRequest, ModelSource, Playground};
 
 /// Which model, heads and database the app starts with: `MEDUSA_MODEL` (default: the default
 /// model, fetched on first use), `MEDUSA_HEADS` (default: the default model's shipped heads,
@@ -41,7 +40,7 @@ pub enum BackendError {
 }
 
 /// Opens the run history and starts loading the model; returns without waiting for the model.
-pub async fn start(options: BackendOptions) -> Result<AppState, BackendError> {
+pub async fn start(options: BackendOptions) -> Result<Playground, BackendError> {
     let db = match options.db {
         Some(path) => path,
         None => store::Store::default_path()?,
@@ -63,7 +62,7 @@ pub async fn start(options: BackendOptions) -> Result<AppState, BackendError> {
     // The path is replaced by each load; the rest sizes every model the same way.
     let mut template = EngineConfig::new(PathBuf::new());
     template.decode_costs_dir = models::decode_costs_dir().ok();
-    Ok(AppState::loading(
+    Ok(Playground::loading(
         store,
         template,
         LoadRequest { model, heads, tree },

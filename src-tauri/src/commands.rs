@@ -1,26 +1,27 @@
-//! The UI's commands: thin wrappers over `server::service`, so the app answers exactly what
-//! `medusa serve` answers over HTTP. Errors reject with `{"code", "message"}`.
+//! The UI's commands: each maps one IPC call onto one [`Playground`] operation, so the app answers
+//! exactly what `medusa serve` answers over HTTP. Errors reject with `{"code", "message"}`.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures_util::StreamExt;
+use playground::history::{export_filename, ComparisonList, RunList, RunsQuery};
+use playground::tuning::TuneRequest;
+use playground::{AppError, Info, LoadModelRequest, Playground, PlaygroundRequest, RunEvent};
 use serde::Deserialize;
-use serde_json::Value;
-use server::service::{self, LoadModelBody, RunsQuery, UiGenerateRequest};
-use server::{ApiError, AppState};
 use tauri::ipc::Channel;
 use tauri::{AppHandle, Runtime, State};
 use tauri_plugin_dialog::DialogExt;
 use tokio::sync::oneshot;
 
 #[tauri::command]
-pub fn info(state: State<'_, AppState>) -> Value {
+pub fn info(playground: State<'_, Playground>) -> Info {
     // The UI asks first thing after it starts: a sign in the log that the window works.
     static UI_CONNECTED: AtomicBool = AtomicBool::new(false);
     if !UI_CONNECTED.swap(true, Ordering::Relaxed) {
         tracing::info!("the UI is connected");
     }
-    service::info(&state)
+    playground.info()
 }
 
 /// An error the UI could not show itself (a script error), kept in the app's log.
@@ -29,80 +30,79 @@ pub fn report_ui_error(message: String) {
     tracing::warn!(%message, "UI error");
 }
 
-/// Starts a run; its events (the same objects as `/api/generate`'s) go to `on_event` in order.
+/// Starts a run; its events (the same as `/api/generate`'s) go to `on_event` in order.
 /// Resolves with the run id once the engine accepted the request.
 #[tauri::command]
 pub async fn generate(
-    state: State<'_, AppState>,
-    request: UiGenerateRequest,
-    on_event: Channel<Value>,
-) -> Result<i64, ApiError> {
-    start_run(&state, request, on_event).await
+    playground: State<'_, Playground>,
+    request: PlaygroundRequest,
+    on_event: Channel<RunEvent>,
+) -> Result<i64, AppError> {
+    start_run(&playground, request, on_event).await
 }
 
 /// [`generate`] without the command plumbing.
 pub async fn start_run(
-    state: &AppState,
-    request: UiGenerateRequest,
-    on_event: Channel<Value>,
-) -> Result<i64, ApiError> {
-    let run = service::start_ui_run(state, request).await?;
-    let mut handle = run.handle;
-    let run_id = handle.run_id;
-    let mut next = Some(run.first);
+    playground: &Playground,
+    request: PlaygroundRequest,
+    on_event: Channel<RunEvent>,
+) -> Result<i64, AppError> {
+    let (run_id, events) = playground.start_run(request).await?;
     tauri::async_runtime::spawn(async move {
-        while let Some(event) = next.take() {
-            let terminal = service::is_terminal(&event);
-            if on_event.send(service::ui_event(run_id, event)).is_err() || terminal {
-                // A closed channel drops `handle`, which cancels the run; it is still recorded.
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            if on_event.send(event).is_err() {
+                // A closed channel drops the events, which cancels the run; it is still recorded.
                 break;
             }
-            next = handle.next().await;
         }
     });
     Ok(run_id)
 }
 
 #[tauri::command]
-pub fn cancel_run(state: State<'_, AppState>, run_id: i64) -> Result<(), ApiError> {
-    state.cancel_run(run_id)
+pub fn cancel_run(playground: State<'_, Playground>, run_id: i64) -> Result<(), AppError> {
+    playground.cancel_run(run_id)
 }
 
 #[tauri::command]
 pub async fn list_runs(
-    state: State<'_, AppState>,
+    playground: State<'_, Playground>,
     query: Option<RunsQuery>,
-) -> Result<Vec<store::Run>, ApiError> {
-    service::list_runs(&state, &query.unwrap_or_default()).await
+) -> Result<RunList, AppError> {
+    playground.list_runs(&query.unwrap_or_default()).await
 }
 
 #[tauri::command]
-pub async fn get_run(state: State<'_, AppState>, id: i64) -> Result<store::RunWithSteps, ApiError> {
-    service::get_run(&state, id).await
+pub async fn get_run(
+    playground: State<'_, Playground>,
+    id: i64,
+) -> Result<store::RunWithSteps, AppError> {
+    playground.get_run(id).await
 }
 
 #[tauri::command]
 pub async fn list_comparisons(
-    state: State<'_, AppState>,
+    playground: State<'_, Playground>,
     limit: Option<i64>,
-) -> Result<Vec<store::Comparison>, ApiError> {
-    Ok(state.store().list_comparisons(limit).await?)
+) -> Result<ComparisonList, AppError> {
+    playground.list_comparisons(limit).await
 }
 
 #[tauri::command]
 pub async fn get_comparison(
-    state: State<'_, AppState>,
+    playground: State<'_, Playground>,
     id: i64,
-) -> Result<store::Comparison, ApiError> {
-    Ok(state.store().get_comparison(id).await?)
+) -> Result<store::Comparison, AppError> {
+    playground.get_comparison(id).await
 }
 
 #[tauri::command]
 pub async fn create_comparison(
-    state: State<'_, AppState>,
+    playground: State<'_, Playground>,
     run_ids: Vec<i64>,
-) -> Result<store::Comparison, ApiError> {
-    service::create_comparison(&state, &run_ids).await
+) -> Result<store::Comparison, AppError> {
+    playground.create_comparison(&run_ids).await
 }
 
 /// Asks where to save the export of the runs matching `query`, then writes it. Resolves with the
@@ -110,19 +110,18 @@ pub async fn create_comparison(
 #[tauri::command]
 pub async fn export_runs<R: Runtime>(
     app: AppHandle<R>,
-    state: State<'_, AppState>,
+    playground: State<'_, Playground>,
     query: Option<RunsQuery>,
     format: String,
-) -> Result<Option<PathBuf>, ApiError> {
+) -> Result<Option<PathBuf>, AppError> {
     let mut query = query.unwrap_or_default();
     query.format = Some(format);
     let format = query.export_format()?;
-    let filename = service::export_filename(format);
     let (tx, rx) = oneshot::channel();
     app.dialog()
         .file()
         .set_title("Export runs")
-        .set_file_name(&filename)
+        .set_file_name(export_filename(format))
         .add_filter(format.as_str().to_uppercase(), &[format.as_str()])
         .save_file(move |path| {
             let _ = tx.send(path);
@@ -132,23 +131,27 @@ pub async fn export_runs<R: Runtime>(
     };
     let path = path
         .into_path()
-        .map_err(|e| ApiError::invalid_parameter(format!("cannot save there: {e}")))?;
-    export_to(&state, &query, &path).await?;
+        .map_err(|e| AppError::invalid_parameter(format!("cannot save there: {e}")))?;
+    export_to(&playground, &query, &path).await?;
     Ok(Some(path))
 }
 
 /// Writes the export of `query` to `path`, through a temporary file so that a failure leaves
 /// whatever was at `path` untouched.
-pub async fn export_to(state: &AppState, query: &RunsQuery, path: &Path) -> Result<(), ApiError> {
-    let (_, _, body) = service::export_runs(state, query).await?;
+pub async fn export_to(
+    playground: &Playground,
+    query: &RunsQuery,
+    path: &Path,
+) -> Result<(), AppError> {
+    let export = playground.export_runs(query).await?;
     let partial = path.with_extension("partial");
     let write = async {
-        tokio::fs::write(&partial, &body).await?;
+        tokio::fs::write(&partial, &export.body).await?;
         tokio::fs::rename(&partial, path).await
     };
     write.await.map_err(|e| {
         let _ = std::fs::remove_file(&partial);
-        ApiError::internal(
+        AppError::internal(
             "export_failed",
             format!("cannot write {}: {e}", path.display()),
         )
@@ -156,17 +159,20 @@ pub async fn export_to(state: &AppState, query: &RunsQuery, path: &Path) -> Resu
 }
 
 #[tauri::command]
-pub fn load_model(state: State<'_, AppState>, request: LoadModelBody) -> Result<(), ApiError> {
-    service::load_model(&state, request)
+pub fn load_model(
+    playground: State<'_, Playground>,
+    request: LoadModelRequest,
+) -> Result<(), AppError> {
+    playground.load_model(request.into_load_request()?)
 }
 
 /// Measures the heads and this machine and predicts each tree size's speed (about a minute).
 #[tauri::command]
 pub async fn tune(
-    state: State<'_, AppState>,
-    request: Option<service::TuneBody>,
-) -> Result<engine::tuning::TuneReport, ApiError> {
-    service::tune(&state, request.unwrap_or_default()).await
+    playground: State<'_, Playground>,
+    request: Option<TuneRequest>,
+) -> Result<engine::tuning::TuneReport, AppError> {
+    playground.tune(request.unwrap_or_default()).await
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]

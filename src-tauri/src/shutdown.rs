@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use server::AppState;
+use playground::Playground;
 use tauri::{AppHandle, Manager, RunEvent};
 
 /// How long exiting waits for cancelled runs to be recorded.
@@ -11,13 +11,13 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 pub fn on_run_event(app: &AppHandle, event: RunEvent) {
     if let RunEvent::Exit = event {
-        if let Some(state) = app.try_state::<AppState>() {
+        if let Some(state) = app.try_state::<Playground>() {
             stop_runs(&state);
         }
     }
 }
 
-fn stop_runs(state: &AppState) {
+fn stop_runs(state: &Playground) {
     let cancelled = state.cancel_all();
     if cancelled == 0 {
         return;

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use engine::{Engine, EngineConfig};
 use medusa_desktop::commands;
+use playground::history::RunsQuery;
+use playground::Playground;
 use serde_json::{json, Value};
-use server::service::RunsQuery;
-use server::AppState;
 use tauri::ipc::{CallbackFn, Channel, InvokeBody, InvokeResponseBody};
 use tauri::test::{
     get_ipc_response, mock_builder, mock_context, noop_assets, MockRuntime, INVOKE_KEY,
@@ -17,16 +17,16 @@ use tauri::test::{
 use tauri::webview::InvokeRequest;
 use tauri::{App, WebviewWindow, WebviewWindowBuilder};
 
-fn state(db: &Path) -> AppState {
+fn state(db: &Path) -> Playground {
     let mut config = EngineConfig::new(models::default_model_path().expect("default model"));
     config.ctx_size = Some(1024);
     config.parallel = 2;
     let engine = Arc::new(Engine::load(config.clone()).expect("model loads"));
     let store = tauri::async_runtime::block_on(store::Store::open(db)).expect("store opens");
-    AppState::new(engine, store, config)
+    Playground::new(engine, store, config)
 }
 
-fn app(state: AppState) -> (App<MockRuntime>, WebviewWindow<MockRuntime>) {
+fn app(state: Playground) -> (App<MockRuntime>, WebviewWindow<MockRuntime>) {
     let app = mock_builder()
         .invoke_handler(medusa_desktop::invoke_handler())
         .manage(state)
@@ -98,9 +98,10 @@ fn commands_answer_like_the_http_api() {
     assert_eq!(run["run"]["tokens_generated"], 8);
     assert!(!run["run"]["output"].as_str().unwrap().is_empty());
 
+    // The same shape as `GET /api/runs`.
     let runs = invoke(&window, "list_runs", json!({"query": {"mode": "normal"}})).unwrap();
-    assert_eq!(runs.as_array().unwrap().len(), 1);
-    assert_eq!(runs[0]["id"], run_id);
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(runs["runs"][0]["id"], run_id);
 
     // Bad input rejects with the same {code, message} as the HTTP API.
     let err = invoke(

@@ -3,6 +3,7 @@
 mod bench;
 mod chat;
 mod convert_heads;
+mod figures;
 mod generate;
 mod model_args;
 mod progress;

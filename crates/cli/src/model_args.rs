@@ -141,7 +141,7 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
                 heads.head_count, heads.layers_per_head, heads.projection_type
             );
             if let Some(training) = &heads.training {
-                use crate::train_heads::percents;
+                use crate::figures::percents;
                 println!(
                     "heads trained {} answers, {} positions, {} epochs; held-out top-1 % {}, top-5 % {}",
                     training.prompts,

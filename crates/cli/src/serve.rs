@@ -46,13 +46,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let store = store::Store::open(&db)
             .await
             .with_context(|| format!("opening the run history {}", db.display()))?;
-        let state = server::AppState::new(engine, store, config);
+        let playground = playground::Playground::new(engine, store, config);
         let config = server::ServerConfig {
             host: args.host,
             port: args.port,
             ui_dir,
         };
-        server::serve(config, state).await?;
+        server::serve(config, playground).await?;
         anyhow::Ok(())
     })
 }

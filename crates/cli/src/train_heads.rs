@@ -11,6 +11,7 @@ use training::{
     TrainProgress, TrainReport,
 };
 
+use crate::figures::percents;
 use crate::model_args::fetch_default;
 
 #[derive(Args, Debug)]
@@ -238,14 +239,6 @@ fn duration(seconds: f64) -> String {
 }
 
 /// Shares as percentages with one decimal, joined by slashes (one per head).
-pub(crate) fn percents(values: &[f64]) -> String {
-    values
-        .iter()
-        .map(|v| format!("{:.1}", v * 100.0))
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
 fn summary(evaluation: &Evaluation) -> String {
     format!(
         "held-out loss {:.3}, top-1 % {}, top-5 % {}",

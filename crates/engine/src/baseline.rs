@@ -9,9 +9,9 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use serde::Serialize;
 
+use crate::clock::ms_since;
 use crate::error::EngineError;
 use crate::events::tokens_per_second;
-use crate::session::ms_since;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct BaselineRun {

@@ -20,23 +20,16 @@ use crate::cost_cache::{CostCache, CostKey};
 use crate::error::EngineError;
 use crate::events::{GenerationEvent, RunSummary};
 use crate::info::ModelInfo;
+use crate::llama_runtime::LlamaRuntime;
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::model_file;
+use crate::prompt::RenderedPrompt;
 use crate::quantize::file_type_name;
 use crate::request::MAX_DRAFT_TOKENS;
-use crate::request::{GenerateRequest, Prompt};
+use crate::request::{GenerateRequest, GenerationMode, Prompt, ValidRequest};
 use crate::sampler::TokenId;
 use crate::scheduler::{Command, EngineMetrics, Scheduler, Shared};
-use crate::session::Session;
-
-/// A prompt as the model will read it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct RenderedPrompt {
-    /// The text after the chat template.
-    pub text: String,
-    pub token_count: usize,
-}
 
 /// A loaded model, ready to generate. Dropping it stops its thread.
 pub struct Engine {
@@ -44,6 +37,8 @@ pub struct Engine {
     info: ModelInfo,
     shared: Arc<Shared>,
     max_queued: usize,
+    /// Whether decodes keep the hidden states (heads loaded, or asked for at load).
+    returns_hidden_states: bool,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -59,6 +54,7 @@ impl Engine {
             metrics: Mutex::new(EngineMetrics::default()),
         });
         let max_queued = config.max_queued;
+        let returns_hidden_states = config.hidden_states || config.heads_path.is_some();
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("medusa-engine".into())
@@ -70,6 +66,7 @@ impl Engine {
                 info,
                 shared,
                 max_queued,
+                returns_hidden_states,
                 thread: Some(thread),
             }),
             Ok(Err(err)) => {
@@ -87,10 +84,30 @@ impl Engine {
         &self.info
     }
 
-    /// Queues a request and returns its event stream. Invalid requests, and requests beyond
-    /// the queue's capacity, are refused here at once.
-    pub fn generate(&self, request: GenerateRequest) -> Result<GenerationStream, EngineError> {
+    /// The one check of a request: its own fields, and what it asks of this engine (heads for
+    /// Medusa mode, hidden states). Only a [`ValidRequest`] can be queued.
+    pub fn validate(&self, request: GenerateRequest) -> Result<ValidRequest, EngineError> {
         request.validate()?;
+        if request.mode == GenerationMode::Medusa && self.info.heads.is_none() {
+            return Err(EngineError::NoMedusaHeads);
+        }
+        if request.record_hidden_states && !self.returns_hidden_states {
+            return Err(EngineError::InvalidParameter {
+                name: "record_hidden_states",
+                message: "the engine was loaded without hidden states".into(),
+            });
+        }
+        Ok(ValidRequest::accepted(request))
+    }
+
+    /// [`Engine::validate`], then [`Engine::submit`].
+    pub fn generate(&self, request: GenerateRequest) -> Result<GenerationStream, EngineError> {
+        self.submit(self.validate(request)?)
+    }
+
+    /// Queues a request and returns its event stream. Requests beyond the queue's capacity are
+    /// refused here at once.
+    pub fn submit(&self, request: ValidRequest) -> Result<GenerationStream, EngineError> {
         let queued = self.shared.queued.fetch_add(1, Ordering::Relaxed);
         if queued >= self.max_queued {
             self.shared.queued.fetch_sub(1, Ordering::Relaxed);
@@ -340,15 +357,8 @@ fn engine_thread(
     };
     // llama.cpp may round the context up; share out what it really holds.
     let n_ctx_seq = ctx.n_ctx() / parallel as u32;
-    let mut session = Session::new(
-        &model,
-        ctx,
-        n_ctx_seq as usize,
-        n_seq_max,
-        heads.clone(),
-        heads.is_some() || config.hidden_states,
-    );
-    session.cost_cache = config.decode_costs_dir.as_ref().map(|dir| {
+    let mut runtime = LlamaRuntime::new(&model, ctx, n_ctx_seq as usize, n_seq_max, heads.clone());
+    runtime.cost_cache = config.decode_costs_dir.as_ref().map(|dir| {
         let key = CostKey::new(
             &config.model_path,
             threads,
@@ -358,7 +368,7 @@ fn engine_thread(
         );
         (CostCache::new(dir), key)
     });
-    if let Err(err) = session.plan_medusa(config.tree.clone()) {
+    if let Err(err) = runtime.plan_medusa(config.tree.clone()) {
         let _ = ready.send(Err(err));
         return;
     }
@@ -369,10 +379,10 @@ fn engine_thread(
         n_ctx_seq,
         n_batch,
         threads,
-        session.has_chat_template(),
+        runtime.has_chat_template(),
     );
     info.parallel = parallel;
-    if let (Some(heads), Some(plan)) = (&heads, &session.medusa_plan) {
+    if let (Some(heads), Some(plan)) = (&heads, &runtime.medusa_plan) {
         info.heads = Some(heads.info().clone());
         info.medusa_tree = plan.tree.clone();
         info.medusa_plan = Some(plan.clone());
@@ -382,7 +392,7 @@ fn engine_thread(
         return;
     }
 
-    Scheduler::new(session, parallel, n_seq_max, shared).run(&mut commands);
+    Scheduler::new(runtime, parallel, n_seq_max, shared).run(&mut commands);
 }
 
 /// Loads the configured heads and checks that a given tree fits them.

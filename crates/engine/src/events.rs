@@ -1,13 +1,14 @@
 //! What a generation run reports while it runs and when it ends.
 
 use serde::{Deserialize, Serialize};
+use ts_rs::TS;
 
 use crate::error::EngineError;
 use crate::request::GenerationMode;
 use crate::sampler::TokenId;
 use crate::speculative::tree::TokenSource;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// The model produced an end-of-generation token.
@@ -22,8 +23,29 @@ pub enum StopReason {
     Cancelled,
 }
 
+impl StopReason {
+    pub const ALL: [StopReason; 5] = [
+        Self::EndOfGeneration,
+        Self::MaxTokens,
+        Self::StopString,
+        Self::ContextFull,
+        Self::Cancelled,
+    ];
+
+    /// The name on the wire and in the history (the serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::EndOfGeneration => "end_of_generation",
+            Self::MaxTokens => "max_tokens",
+            Self::StopString => "stop_string",
+            Self::ContextFull => "context_full",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// Statistics of one finished run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 pub struct RunSummary {
     pub text: String,
     pub prompt_tokens: usize,
@@ -61,7 +83,7 @@ pub struct RunSummary {
 }
 
 /// One speculative step: what was drafted and what the base model kept.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 pub struct StepEvent {
     pub index: usize,
     /// Drafted nodes (the root not counted).
@@ -101,5 +123,20 @@ pub(crate) fn tokens_per_second(tokens: usize, ms: f64) -> f64 {
         tokens as f64 * 1000.0 / ms
     } else {
         0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_reason_names_are_the_serde_names() {
+        for reason in StopReason::ALL {
+            assert_eq!(
+                serde_json::to_value(reason).unwrap(),
+                serde_json::Value::from(reason.as_str())
+            );
+        }
     }
 }

@@ -1,14 +1,16 @@
 use std::path::PathBuf;
 
 use serde::Serialize;
+use ts_rs::TS;
 
 use crate::medusa::heads::HeadsInfo;
 use crate::medusa::plan::MedusaPlan;
 use crate::speculative::tree::TreeSpec;
 
 /// What a loaded model is, for display and for recording next to every run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct ModelInfo {
+    #[ts(type = "string")]
     pub path: PathBuf,
     pub name: String,
     pub architecture: String,

@@ -3,12 +3,14 @@
 
 mod backend;
 mod baseline;
+mod clock;
 mod config;
 pub mod cost_cache;
 mod engine;
 mod error;
 mod events;
 mod info;
+mod llama_runtime;
 pub mod medusa;
 mod model_file;
 mod output;
@@ -19,7 +21,6 @@ mod rng;
 mod sampler;
 mod scheduler;
 mod sequence;
-mod session;
 pub mod speculative;
 mod stop;
 pub mod tuning;
@@ -30,17 +31,17 @@ pub use config::{
     default_threads, EngineConfig, LoadProgress, DEFAULT_BATCH_SIZE, DEFAULT_CTX_SIZE,
     DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL,
 };
-pub use engine::{Canceller, Engine, GenerationStream, RenderedPrompt};
+pub use engine::{Canceller, Engine, GenerationStream};
 pub use error::EngineError;
 pub use events::{GenerationEvent, RunSummary, StepEvent, StopReason};
 pub use info::ModelInfo;
+pub use prompt::RenderedPrompt;
 pub use quantize::{file_type_name, quantize, quantize_type_names, QuantType, QuantizeReport};
 pub use request::{
-    ChatMessage, GenerateRequest, GenerationMode, Prompt, SamplingParams, MAX_DRAFT_TOKENS,
-    MAX_TOKENS_LIMIT,
+    AcceptanceRule, ChatMessage, GenerateRequest, GenerationMode, Prompt, SamplingParams,
+    ValidRequest, MAX_DRAFT_TOKENS, MAX_TOKENS_LIMIT,
 };
 pub use sampler::{argmax, Sampler, TokenId, TokenProb};
 pub use scheduler::EngineMetrics;
 pub use speculative::tree::{TokenSource, TreeSpec};
-pub use speculative::verify::AcceptanceRule;
 pub use utf8::Utf8Stream;

@@ -6,6 +6,14 @@ use llama_cpp_2::token::LlamaToken;
 use crate::error::EngineError;
 use crate::request::{ChatMessage, Prompt};
 
+/// A prompt as the model will read it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RenderedPrompt {
+    /// The text after the chat template.
+    pub text: String,
+    pub token_count: usize,
+}
+
 pub(crate) fn render(
     model: &LlamaModel,
     template: Option<&LlamaChatTemplate>,

@@ -1,13 +1,33 @@
 //! What a caller asks for: the prompt, how many tokens, how to pick them, when to stop.
 
 use serde::{Deserialize, Serialize};
+use ts_rs::TS;
 
 use crate::error::EngineError;
-use crate::speculative::verify::AcceptanceRule;
+
+/// How drafted tokens are accepted (speculative modes).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "rule")]
+pub enum AcceptanceRule {
+    /// Greedy matching at temperature 0, exact speculative sampling above it.
+    Lossless,
+    Typical {
+        threshold: f32,
+        alpha: f32,
+    },
+}
+
+impl AcceptanceRule {
+    pub const TYPICAL_DEFAULT: Self = Self::Typical {
+        threshold: 0.09,
+        alpha: 0.3,
+    };
+}
 
 /// How tokens are produced.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
 #[serde(rename_all = "snake_case")]
+#[ts(rename = "Mode")]
 pub enum GenerationMode {
     /// One token per decode.
     #[default]
@@ -52,8 +72,9 @@ impl std::str::FromStr for GenerationMode {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 pub struct ChatMessage {
+    #[ts(type = "'system' | 'user' | 'assistant'")]
     pub role: String,
     pub content: String,
 }
@@ -86,7 +107,7 @@ impl Prompt {
 }
 
 /// Sampling settings. Defaults are llama.cpp's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(default)]
 pub struct SamplingParams {
     /// 0 means greedy.
@@ -175,6 +196,25 @@ pub struct GenerateRequest {
     /// engine loaded with `EngineConfig::hidden_states` or heads.
     #[serde(skip)]
     pub record_hidden_states: bool,
+}
+
+/// A request [`crate::Engine::validate`] accepted: the only kind the engine queues, so nothing
+/// downstream checks it again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidRequest(GenerateRequest);
+
+impl ValidRequest {
+    pub(crate) fn accepted(request: GenerateRequest) -> Self {
+        Self(request)
+    }
+
+    pub fn get(&self) -> &GenerateRequest {
+        &self.0
+    }
+
+    pub(crate) fn into_inner(self) -> GenerateRequest {
+        self.0
+    }
 }
 
 fn lossless() -> AcceptanceRule {

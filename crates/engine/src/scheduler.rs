@@ -13,16 +13,16 @@ use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::baseline::{raw_greedy_decode, BaselineRun};
-use crate::engine::RenderedPrompt;
 use crate::error::EngineError;
 use crate::events::GenerationEvent;
+use crate::llama_runtime::{random_seed, LlamaRuntime};
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::drafter::MedusaDrafter;
 use crate::output::OutputSink;
-use crate::request::{GenerateRequest, GenerationMode, Prompt, MAX_DRAFT_TOKENS};
+use crate::prompt::RenderedPrompt;
+use crate::request::{GenerationMode, Prompt, ValidRequest, MAX_DRAFT_TOKENS};
 use crate::sampler::TokenId;
 use crate::sequence::{NewSequence, Sequence, StepPlan};
-use crate::session::{random_seed, Session};
 use crate::speculative::budget::AcceptanceStats;
 use crate::speculative::drafter::Drafter;
 use crate::speculative::lookup::LookupDrafter;
@@ -30,7 +30,7 @@ use crate::speculative::tree::DraftTree;
 
 pub(crate) enum Command {
     Generate {
-        request: GenerateRequest,
+        request: ValidRequest,
         events: UnboundedSender<GenerationEvent>,
         cancel: Arc<AtomicBool>,
         queued_at: Instant,
@@ -65,7 +65,7 @@ pub(crate) enum Command {
 }
 
 /// Engine-wide counters, for the UI and the server's metrics.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, ts_rs::TS)]
 pub struct EngineMetrics {
     /// Most requests decoding at once.
     pub slots: usize,
@@ -99,7 +99,7 @@ pub(crate) struct Shared {
 const PREFILL_CHUNK_WHEN_BUSY: usize = 64;
 
 pub(crate) struct Scheduler<'m> {
-    session: Session<'m>,
+    runtime: LlamaRuntime<'m>,
     slots: Vec<Option<Sequence<'m>>>,
     waiting: VecDeque<Command>,
     /// Commands that need the whole context (they clear the KV cache): run when idle.
@@ -116,7 +116,7 @@ pub(crate) struct Scheduler<'m> {
 
 impl<'m> Scheduler<'m> {
     pub(crate) fn new(
-        session: Session<'m>,
+        runtime: LlamaRuntime<'m>,
         slots: usize,
         n_seq_max: usize,
         shared: Arc<Shared>,
@@ -125,7 +125,7 @@ impl<'m> Scheduler<'m> {
             m.slots = slots;
         }
         Self {
-            session,
+            runtime,
             slots: (0..slots).map(|_| None).collect(),
             waiting: VecDeque::new(),
             exclusive: VecDeque::new(),
@@ -153,7 +153,7 @@ impl<'m> Scheduler<'m> {
                 self.count_idle_kv();
                 // Nothing holds cells now: start the next requests at the front of the cache,
                 // where attention scans the fewest cells.
-                self.session.ctx.clear_kv_cache();
+                self.runtime.ctx.clear_kv_cache();
                 match commands.blocking_recv() {
                     None | Some(Command::Shutdown) => break,
                     Some(command) => self.accept(command),
@@ -183,7 +183,7 @@ impl<'m> Scheduler<'m> {
         match command {
             Command::Generate { .. } => self.waiting.push_back(command),
             Command::RenderPrompt { prompt, reply } => {
-                let _ = reply.send(self.session.render_prompt(&prompt));
+                let _ = reply.send(self.runtime.render_prompt(&prompt));
             }
             other if self.idle() => self.run_exclusive(other),
             other => self.exclusive.push_back(other),
@@ -197,11 +197,11 @@ impl<'m> Scheduler<'m> {
                 max_tokens,
                 reply,
             } => {
-                let run = self.session.prompt_tokens(&prompt).and_then(|tokens| {
-                    let session = &mut self.session;
+                let run = self.runtime.prompt_tokens(&prompt).and_then(|tokens| {
+                    let runtime = &mut self.runtime;
                     let outcome =
-                        raw_greedy_decode(session.model, &mut session.ctx, &tokens, max_tokens);
-                    session.ctx.clear_kv_cache();
+                        raw_greedy_decode(runtime.model, &mut runtime.ctx, &tokens, max_tokens);
+                    runtime.ctx.clear_kv_cache();
                     outcome
                 });
                 let _ = reply.send(run);
@@ -212,7 +212,7 @@ impl<'m> Scheduler<'m> {
                 top,
                 reply,
             } => {
-                let _ = reply.send(self.session.next_token_logits(&prompt, &continuation, top));
+                let _ = reply.send(self.runtime.next_token_logits(&prompt, &continuation, top));
             }
             Command::MeasureHeads {
                 prompt,
@@ -220,19 +220,19 @@ impl<'m> Scheduler<'m> {
                 top_k,
                 reply,
             } => {
-                let _ = reply.send(self.session.measure_heads(&prompt, &continuation, top_k));
+                let _ = reply.send(self.runtime.measure_heads(&prompt, &continuation, top_k));
             }
             Command::DecodeCosts { fresh, reply } => {
                 let costs = if fresh {
-                    self.session.measure_costs()
+                    self.runtime.measure_costs()
                 } else {
-                    self.session.ensure_cost_model()
+                    self.runtime.ensure_cost_model()
                 }
                 .map(|m| m.points().to_vec());
                 let _ = reply.send(costs);
             }
             Command::RenderPrompt { prompt, reply } => {
-                let _ = reply.send(self.session.render_prompt(&prompt));
+                let _ = reply.send(self.runtime.render_prompt(&prompt));
             }
             Command::Generate { .. } => self.waiting.push_back(command),
             Command::Shutdown => {}
@@ -271,42 +271,37 @@ impl<'m> Scheduler<'m> {
     fn start(
         &mut self,
         slot: usize,
-        request: GenerateRequest,
+        request: ValidRequest,
         events: UnboundedSender<GenerationEvent>,
         cancel: Arc<AtomicBool>,
         queued_at: Instant,
     ) -> Result<Sequence<'m>, EngineError> {
-        request.validate()?;
-        if request.record_hidden_states && !self.session.returns_hidden_states {
-            return Err(EngineError::InvalidParameter {
-                name: "record_hidden_states",
-                message: "the engine was loaded without hidden states".into(),
-            });
-        }
+        let request = request.into_inner();
         let drafter: Option<Box<dyn Drafter>> = match request.mode {
             GenerationMode::Normal => None,
             GenerationMode::Lookup => Some(Box::new(LookupDrafter::default())),
-            GenerationMode::Medusa => match (&self.session.heads, &self.session.medusa_plan) {
+            GenerationMode::Medusa => match (&self.runtime.heads, &self.runtime.medusa_plan) {
                 // Without a tree (none pays on this machine) Medusa mode decodes plainly.
                 (Some(heads), Some(plan)) => plan.tree.as_ref().map(|tree| {
                     Box::new(MedusaDrafter::new(heads.clone(), tree.clone())) as Box<dyn Drafter>
                 }),
-                _ => return Err(EngineError::NoMedusaHeads),
+                // `Engine::validate` refuses Medusa mode without heads.
+                _ => None,
             },
         };
-        let prompt = self.session.prompt_tokens(&request.prompt)?;
+        let prompt = self.runtime.prompt_tokens(&request.prompt)?;
         // Measuring decode costs clears the KV cache, so it only happens with nothing running.
-        if drafter.is_some() && self.session.cost_model.is_none() && self.active() == 0 {
-            self.session.ensure_cost_model()?;
+        if drafter.is_some() && self.runtime.cost_model.is_none() && self.active() == 0 {
+            self.runtime.ensure_cost_model()?;
         }
         let out = OutputSink::new(
-            self.session.model,
+            self.runtime.model,
             events,
             &prompt,
             request.max_tokens as usize,
             &request.stop,
         );
-        let default_max_draft = match (&request.mode, &self.session.medusa_plan) {
+        let default_max_draft = match (&request.mode, &self.runtime.medusa_plan) {
             (GenerationMode::Medusa, Some(plan)) => {
                 plan.default_max_draft(DEFAULT_MAX_DRAFT_TOKENS)
             }
@@ -342,13 +337,13 @@ impl<'m> Scheduler<'m> {
         for sequence in self.slots.iter_mut().flatten() {
             sequence.check_cancelled();
         }
-        self.session.batch.clear();
+        self.runtime.batch.clear();
         let mut plans: Vec<(usize, StepPlan)> = Vec::new();
         let mut prefills: Vec<(usize, Option<i32>)> = Vec::new();
         let mut batch_tokens = 0usize;
-        let n_batch = self.session.n_batch;
-        let n_ctx_seq = self.session.n_ctx_seq;
-        let hidden_states = self.session.hidden_states();
+        let n_batch = self.runtime.n_batch;
+        let n_ctx_seq = self.runtime.n_ctx_seq;
+        let hidden_states = self.runtime.has_heads();
         let decoding: Vec<usize> = (0..self.slots.len())
             .filter(|&s| {
                 self.slots[s]
@@ -358,7 +353,7 @@ impl<'m> Scheduler<'m> {
             .collect();
 
         // Running requests first: each gets its root, and a tree where it pays.
-        let cost = self.session.cost_model.clone();
+        let cost = self.runtime.cost_model.clone();
         for (k, &slot) in decoding.iter().enumerate() {
             let reserved_for_others = decoding.len() - k - 1;
             let Some(sequence) = self.slots[slot].as_mut() else {
@@ -386,7 +381,7 @@ impl<'m> Scheduler<'m> {
                 draft_ms,
                 started: Instant::now(),
             };
-            if let Err(err) = add_tree(&mut self.session, sequence, &plan) {
+            if let Err(err) = add_tree(&mut self.runtime, sequence, &plan) {
                 self.leaf_pool.extend(&plan.leaf_seqs);
                 self.fail_slot(slot, err);
                 continue;
@@ -417,7 +412,7 @@ impl<'m> Scheduler<'m> {
             for pos in from..to {
                 let last = completes && pos + 1 == to;
                 added = added.and_then(|()| {
-                    self.session
+                    self.runtime
                         .add(sequence.prompt[pos], pos, &[sequence.id], last)
                 });
             }
@@ -439,10 +434,10 @@ impl<'m> Scheduler<'m> {
 
         if batch_tokens > 0 {
             let decode_started = Instant::now();
-            let decoded = self.session.decode();
+            let decoded = self.runtime.decode();
             // Prompt tokens skip the output layer, so only decodes without them teach the
             // model what draft tokens cost.
-            if let (Some(cost), 0) = (self.session.cost_model.as_mut(), prefill_tokens) {
+            if let (Some(cost), 0) = (self.runtime.cost_model.as_mut(), prefill_tokens) {
                 cost.observe(
                     batch_tokens,
                     decode_started.elapsed().as_secs_f64() * 1000.0,
@@ -476,7 +471,7 @@ impl<'m> Scheduler<'m> {
             let Some(sequence) = self.slots[slot].as_mut() else {
                 continue;
             };
-            match sequence.first_token(&self.session.ctx, index, hidden_states) {
+            match sequence.first_token(&self.runtime.ctx, index, hidden_states) {
                 Ok(()) => emitted += 1,
                 Err(err) => self.fail_slot(slot, err),
             }
@@ -487,18 +482,18 @@ impl<'m> Scheduler<'m> {
 
     /// Verifies one request's tree, keeps its accepted path in the KV cache and emits tokens.
     fn route_step(&mut self, slot: usize, plan: &StepPlan) -> Result<u64, EngineError> {
-        let hidden_states = self.session.hidden_states();
+        let hidden_states = self.runtime.has_heads();
         let Some(sequence) = self.slots[slot].as_mut() else {
             return Ok(0);
         };
-        let verdict = sequence.verify(&self.session.ctx, plan);
+        let verdict = sequence.verify(&self.runtime.ctx, plan);
         let kv_err = |e: llama_cpp_2::context::kv_cache::KvCacheConversionError| {
             EngineError::Decode(e.to_string())
         };
         if let Some(&last) = verdict.accepted.last() {
             let first = sequence.pos as u32 + 1;
             let leaf = plan.leaf_seqs[plan.layout.leaf_below(last)];
-            self.session
+            self.runtime
                 .ctx
                 .kv_cache_seq_cp(
                     leaf,
@@ -509,18 +504,18 @@ impl<'m> Scheduler<'m> {
                 .map_err(kv_err)?;
         }
         for &leaf in &plan.leaf_seqs {
-            self.session
+            self.runtime
                 .ctx
                 .kv_cache_seq_rm(leaf, None, None)
                 .map_err(kv_err)?;
         }
-        sequence.finish_step(&self.session.ctx, plan, &verdict, hidden_states)?;
+        sequence.finish_step(&self.runtime.ctx, plan, &verdict, hidden_states)?;
         Ok(1 + verdict.accepted.len() as u64)
     }
 
     fn fail_slot(&mut self, slot: usize, err: EngineError) {
         if let Some(sequence) = self.slots[slot].take() {
-            let _ = self.session.ctx.kv_cache_seq_rm(sequence.id, None, None);
+            let _ = self.runtime.ctx.kv_cache_seq_rm(sequence.id, None, None);
             sequence.fail(err);
             self.count_failed();
         }
@@ -534,7 +529,7 @@ impl<'m> Scheduler<'m> {
                 .is_some_and(|s| s.ending.is_some())
             {
                 if let Some(sequence) = self.slots[slot].take() {
-                    let _ = self.session.ctx.kv_cache_seq_rm(sequence.id, None, None);
+                    let _ = self.runtime.ctx.kv_cache_seq_rm(sequence.id, None, None);
                     if sequence.request.mode == GenerationMode::Medusa {
                         self.medusa_acceptance.absorb(&sequence.learnt());
                     }
@@ -561,7 +556,7 @@ impl<'m> Scheduler<'m> {
 
     fn count_idle_kv(&self) {
         let in_use = (0..self.slots.len() + self.leaf_pool_capacity())
-            .filter(|&seq| self.session.ctx.kv_cache_seq_pos_max(seq as i32) >= 0)
+            .filter(|&seq| self.runtime.ctx.kv_cache_seq_pos_max(seq as i32) >= 0)
             .count();
         if let Ok(mut m) = self.shared.metrics.lock() {
             m.idle_sequences_in_kv = in_use;
@@ -599,13 +594,13 @@ impl<'m> Scheduler<'m> {
 /// Puts a request's root and draft tree into the batch. Every leaf's sequence first shares the
 /// request's cells, so each node sees the prompt, the output so far and its own ancestors.
 fn add_tree(
-    session: &mut Session<'_>,
+    runtime: &mut LlamaRuntime<'_>,
     sequence: &Sequence<'_>,
     plan: &StepPlan,
 ) -> Result<(), EngineError> {
     let p = sequence.pos;
     for &leaf in &plan.leaf_seqs {
-        session
+        runtime
             .ctx
             .kv_cache_seq_cp(sequence.id, leaf, None, Some(p as u32))
             .map_err(|e| EngineError::Decode(e.to_string()))?;
@@ -613,13 +608,13 @@ fn add_tree(
     let root_seqs: Vec<i32> = std::iter::once(sequence.id)
         .chain(plan.leaf_seqs.iter().copied())
         .collect();
-    session.add(LlamaToken(sequence.root()), p, &root_seqs, true)?;
+    runtime.add(LlamaToken(sequence.root()), p, &root_seqs, true)?;
     for (node, &token) in plan.tree.tokens.iter().enumerate() {
         let seqs: Vec<i32> = plan.layout.node_leaves[node]
             .iter()
             .map(|&l| plan.leaf_seqs[l])
             .collect();
-        session.add(LlamaToken(token), p + plan.layout.depths[node], &seqs, true)?;
+        runtime.add(LlamaToken(token), p + plan.layout.depths[node], &seqs, true)?;
     }
     Ok(())
 }

@@ -8,12 +8,12 @@ use std::time::Instant;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::token::LlamaToken;
 
+use crate::clock::ms_since;
 use crate::error::EngineError;
 use crate::events::{tokens_per_second, GenerationEvent, RunSummary, StepEvent, StopReason};
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
 use crate::sampler::{Sampler, TokenId};
-use crate::session::ms_since;
 use crate::speculative::budget::{choose_draft_len_in_batch, AcceptanceStats, CostModel};
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};

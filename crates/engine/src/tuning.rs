@@ -57,7 +57,7 @@ impl Default for TuneOptions {
 }
 
 /// What tuning measured and decided.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct TuneReport {
     pub decode_ms_by_tokens: Vec<(usize, f64)>,
     pub ms_per_head: f64,
@@ -76,7 +76,7 @@ pub struct TuneReport {
     pub decision: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct ChosenTree {
     pub nodes: usize,
     pub expected_tokens_per_step: f64,
@@ -85,7 +85,7 @@ pub struct ChosenTree {
     pub tree: Vec<Vec<usize>>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct ReferenceTree {
     pub name: &'static str,
     pub nodes: usize,

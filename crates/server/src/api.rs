@@ -1,5 +1,6 @@
-//! The playground's own HTTP API over [`crate::service`]: run history, comparisons, model
-//! information and loading, the UI's event stream, health and metrics.
+//! The playground's own HTTP API (what the web UI uses): runs and their event stream, the run
+//! history, comparisons, model information and loading, tuning, health and metrics. Each handler
+//! maps HTTP onto one [`Playground`] operation.
 
 use std::convert::Infallible;
 
@@ -8,41 +9,40 @@ use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use engine::GenerationEvent;
-use futures_util::stream::{self, Stream};
+use futures_util::StreamExt;
+use playground::history::{ComparisonList, RunList, RunsQuery};
+use playground::tuning::TuneRequest;
+use playground::{Info, LoadModelRequest, Playground, PlaygroundRequest};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use store::{ExportDocument, ImportReport};
 
-use crate::driver::RunHandle;
 use crate::error::ApiError;
 use crate::extract::{JsonBody, QueryParams};
-use crate::service::{self, LoadModelBody, RunsQuery, UiGenerateRequest};
-use crate::state::AppState;
+use crate::ServerState;
 
 #[tracing::instrument(skip_all)]
 pub async fn list_runs(
-    State(state): State<AppState>,
+    State(playground): State<Playground>,
     QueryParams(query): QueryParams<RunsQuery>,
-) -> Result<Json<Value>, ApiError> {
-    let runs = service::list_runs(&state, &query).await?;
-    Ok(Json(json!({ "runs": runs })))
+) -> Result<Json<RunList>, ApiError> {
+    Ok(Json(playground.list_runs(&query).await?))
 }
 
-#[tracing::instrument(skip(state))]
+#[tracing::instrument(skip(playground))]
 pub async fn get_run(
-    State(state): State<AppState>,
+    State(playground): State<Playground>,
     Path(id): Path<String>,
 ) -> Result<Json<store::RunWithSteps>, ApiError> {
-    Ok(Json(service::get_run(&state, parse_id(&id, "run")?).await?))
+    Ok(Json(playground.get_run(parse_id(&id, "run")?).await?))
 }
 
-#[tracing::instrument(skip(state))]
+#[tracing::instrument(skip(playground))]
 pub async fn cancel_run(
-    State(state): State<AppState>,
+    State(playground): State<Playground>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.cancel_run(parse_id(&id, "run")?)?;
+    playground.cancel_run(parse_id(&id, "run")?)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -54,29 +54,29 @@ fn parse_id(text: &str, what: &str) -> Result<i64, ApiError> {
 
 #[tracing::instrument(skip_all)]
 pub async fn export_runs(
-    State(state): State<AppState>,
+    State(playground): State<Playground>,
     QueryParams(query): QueryParams<RunsQuery>,
 ) -> Result<Response, ApiError> {
-    let (format, filename, body) = service::export_runs(&state, &query).await?;
+    let export = playground.export_runs(&query).await?;
     Ok((
         [
-            (header::CONTENT_TYPE, format.mime_type().to_owned()),
+            (header::CONTENT_TYPE, export.format.mime_type().to_owned()),
             (
                 header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"{filename}\""),
+                format!("attachment; filename=\"{}\"", export.filename),
             ),
         ],
-        body,
+        export.body,
     )
         .into_response())
 }
 
 #[tracing::instrument(skip_all)]
 pub async fn import_runs(
-    State(state): State<AppState>,
+    State(playground): State<Playground>,
     JsonBody(document): JsonBody<ExportDocument>,
 ) -> Result<Json<ImportReport>, ApiError> {
-    Ok(Json(state.store().import_document(&document).await?))
+    Ok(Json(playground.import_runs(&document).await?))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -85,19 +85,18 @@ pub struct ComparisonsQuery {
 }
 
 pub async fn list_comparisons(
-    State(state): State<AppState>,
+    State(playground): State<Playground>,
     QueryParams(query): QueryParams<ComparisonsQuery>,
-) -> Result<Json<Value>, ApiError> {
-    let comparisons = state.store().list_comparisons(query.limit).await?;
-    Ok(Json(json!({ "comparisons": comparisons })))
+) -> Result<Json<ComparisonList>, ApiError> {
+    Ok(Json(playground.list_comparisons(query.limit).await?))
 }
 
 pub async fn get_comparison(
-    State(state): State<AppState>,
+    State(playground): State<Playground>,
     Path(id): Path<String>,
 ) -> Result<Json<store::Comparison>, ApiError> {
     let id = parse_id(&id, "comparison")?;
-    Ok(Json(state.store().get_comparison(id).await?))
+    Ok(Json(playground.get_comparison(id).await?))
 }
 
 #[derive(Debug, Deserialize)]
@@ -107,48 +106,50 @@ pub struct NewComparison {
 
 #[tracing::instrument(skip_all)]
 pub async fn create_comparison(
-    State(state): State<AppState>,
+    State(playground): State<Playground>,
     JsonBody(body): JsonBody<NewComparison>,
 ) -> Result<(StatusCode, Json<store::Comparison>), ApiError> {
-    let comparison = service::create_comparison(&state, &body.run_ids).await?;
+    let comparison = playground.create_comparison(&body.run_ids).await?;
     Ok((StatusCode::CREATED, Json(comparison)))
 }
 
-pub async fn info(State(state): State<AppState>) -> Json<Value> {
-    Json(service::info(&state))
+pub async fn info(State(playground): State<Playground>) -> Json<Info> {
+    Json(playground.info())
 }
 
 #[tracing::instrument(skip_all)]
 pub async fn load_model(
-    State(state): State<AppState>,
-    JsonBody(body): JsonBody<LoadModelBody>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    service::load_model(&state, body)?;
-    Ok((StatusCode::ACCEPTED, Json(service::info(&state))))
+    State(playground): State<Playground>,
+    JsonBody(body): JsonBody<LoadModelRequest>,
+) -> Result<(StatusCode, Json<Info>), ApiError> {
+    playground.load_model(body.into_load_request()?)?;
+    Ok((StatusCode::ACCEPTED, Json(playground.info())))
 }
 
 #[tracing::instrument(skip_all)]
 pub async fn tune(
-    State(state): State<AppState>,
-    JsonBody(body): JsonBody<service::TuneBody>,
+    State(playground): State<Playground>,
+    JsonBody(body): JsonBody<TuneRequest>,
 ) -> Result<Json<engine::tuning::TuneReport>, ApiError> {
-    Ok(Json(service::tune(&state, body).await?))
+    Ok(Json(playground.tune(body).await?))
 }
 
-pub async fn health(State(state): State<AppState>) -> Json<Value> {
-    match state.model() {
+pub async fn health(State(playground): State<Playground>) -> Json<Value> {
+    match playground.model() {
         Ok(model) => Json(json!({"status": "ok", "model": model.engine.info().name})),
         Err(err) => Json(json!({"status": "loading", "message": err.message})),
     }
 }
 
-pub async fn metrics(State(state): State<AppState>) -> Response {
+pub async fn metrics(State(state): State<ServerState>) -> Response {
     let engine_metrics = state
-        .model_slot()
+        .playground
+        .model_host()
         .current_if_loaded()
         .map(|m| m.engine.metrics())
         .unwrap_or_default();
-    let text = state.metrics().render(&engine_metrics);
+    let runs = state.playground.counters().snapshot();
+    let text = state.requests.render(&runs, &engine_metrics);
     (
         [(
             header::CONTENT_TYPE,
@@ -159,40 +160,20 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
+/// Starts a run and streams its events (the playground's [`playground::RunEvent`]s) as
+/// server-sent events. A refusal before the first event (such as a prompt longer than the
+/// context) is an error answer instead of a stream.
 #[tracing::instrument(skip_all)]
 pub async fn generate(
-    State(state): State<AppState>,
-    JsonBody(body): JsonBody<UiGenerateRequest>,
+    State(playground): State<Playground>,
+    JsonBody(body): JsonBody<PlaygroundRequest>,
 ) -> Result<Response, ApiError> {
-    let run = service::start_ui_run(&state, body).await?;
-    Ok(Sse::new(ui_events(run.handle, run.first))
+    let (_, events) = playground.start_run(body).await?;
+    let events = events.map(|event| {
+        let data = serde_json::to_string(&event).unwrap_or_default();
+        Ok::<_, Infallible>(Event::default().data(data))
+    });
+    Ok(Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response())
-}
-
-fn ui_events(
-    handle: RunHandle,
-    first: GenerationEvent,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    stream::unfold(
-        (handle, Some(first), false),
-        |(mut handle, pending, done)| async move {
-            if done {
-                return None;
-            }
-            let event = match pending {
-                Some(event) => event,
-                None => handle
-                    .next()
-                    .await
-                    .unwrap_or(GenerationEvent::Failed(engine::EngineError::EngineStopped)),
-            };
-            let terminal = service::is_terminal(&event);
-            let value = service::ui_event(handle.run_id, event);
-            Some((
-                Ok(Event::default().data(value.to_string())),
-                (handle, None, terminal),
-            ))
-        },
-    )
 }

@@ -3,9 +3,10 @@
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::StatusCode;
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
+
+use playground::{AppError, ErrorKind};
 
 use crate::error::ApiError;
 
@@ -57,11 +58,11 @@ async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
         }
     }
     if seen > limit {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+        return Err(ApiError(AppError::new(
+            ErrorKind::TooLarge,
             "body_too_large",
             format!("the request body is larger than the limit of {limit} bytes"),
-        ));
+        )));
     }
     Ok(Bytes::from(kept))
 }

@@ -1,34 +1,32 @@
-//! The HTTP server of Medusa Playground: the seed API (`/generate/*`, `/compare`), an
-//! OpenAI-compatible API (`/v1/*`), the run history (`/api/*`), health and Prometheus metrics.
-//! Every generation is recorded in the run history, whatever the client does. It also serves the
-//! web UI's files, and [`service`] offers the same operations to the desktop app.
+//! The HTTP adapter of Medusa Playground: the original simple API (`/generate/*`, `/compare`),
+//! an OpenAI-compatible API (`/v1/*`), the playground's own API (`/api/*`, what the web UI
+//! uses), health and Prometheus metrics, and the web UI's files. Every operation is the
+//! application layer's ([`playground::Playground`]); this crate maps HTTP onto it.
 
 mod api;
-mod driver;
 mod error;
 mod extract;
 mod metrics;
-pub mod model_slot;
 mod openai;
 mod sampling;
-mod seed;
-pub mod service;
-mod state;
+mod simple_api;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use axum::extract::FromRef;
 use axum::routing::{any, get, post};
 use axum::{Extension, Router};
 use extract::BodyLimit;
+use metrics::RequestCounts;
+use playground::Playground;
 use tokio::net::TcpListener;
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
-pub use driver::RunHandle;
 pub use error::{ApiError, ServerError};
-pub use state::AppState;
 
 /// Largest request body, except for imports.
 pub const BODY_LIMIT: usize = 1 << 20;
@@ -55,19 +53,36 @@ impl Default for ServerConfig {
     }
 }
 
+/// What the handlers share: the playground, and the counts of answered requests.
+#[derive(Clone)]
+pub struct ServerState {
+    playground: Playground,
+    requests: Arc<RequestCounts>,
+}
+
+impl FromRef<ServerState> for Playground {
+    fn from_ref(state: &ServerState) -> Self {
+        state.playground.clone()
+    }
+}
+
 /// The API alone.
-pub fn router(state: AppState) -> Router {
-    router_with_ui(state, None)
+pub fn router(playground: Playground) -> Router {
+    router_with_ui(playground, None)
 }
 
 /// The API, and the web UI's files from `ui_dir` for every other path (the UI routes itself, so
 /// unknown paths get its `index.html`).
-pub fn router_with_ui(state: AppState, ui_dir: Option<&Path>) -> Router {
+pub fn router_with_ui(playground: Playground, ui_dir: Option<&Path>) -> Router {
+    let state = ServerState {
+        playground,
+        requests: Arc::default(),
+    };
     let api_not_found = || async { ApiError::not_found("no such endpoint") };
     let router = Router::new()
-        .route("/generate/normal", post(seed::generate_normal))
-        .route("/generate/medusa", post(seed::generate_medusa))
-        .route("/compare", post(seed::compare))
+        .route("/generate/normal", post(simple_api::generate_normal))
+        .route("/generate/medusa", post(simple_api::generate_medusa))
+        .route("/compare", post(simple_api::compare))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/models", get(openai::models))
@@ -115,14 +130,14 @@ pub struct Server {
 }
 
 impl Server {
-    pub async fn bind(config: &ServerConfig, state: AppState) -> Result<Self, ServerError> {
+    pub async fn bind(config: &ServerConfig, playground: Playground) -> Result<Self, ServerError> {
         let address = format!("{}:{}", config.host, config.port);
         let listener = TcpListener::bind(&address)
             .await
             .map_err(|source| ServerError::Bind { address, source })?;
         Ok(Self {
             listener,
-            router: router_with_ui(state, config.ui_dir.as_deref()),
+            router: router_with_ui(playground, config.ui_dir.as_deref()),
         })
     }
 
@@ -143,8 +158,8 @@ impl Server {
 }
 
 /// Binds, prints `listening on http://HOST:PORT` to stdout and serves until Ctrl-C or SIGTERM.
-pub async fn serve(config: ServerConfig, state: AppState) -> Result<(), ServerError> {
-    let server = Server::bind(&config, state).await?;
+pub async fn serve(config: ServerConfig, playground: Playground) -> Result<(), ServerError> {
+    let server = Server::bind(&config, playground).await?;
     let address = server.local_addr()?;
     {
         use std::io::Write;

@@ -1,5 +1,7 @@
 //! OpenAI-compatible endpoints: chat completions, completions and the model list, streamed as
-//! server-sent events when asked, so that OpenAI clients work unchanged.
+//! server-sent events when asked, so that OpenAI clients work unchanged. Defaults: normal mode,
+//! the engine's sampling defaults (llama.cpp's), and no token limit but the context, as with
+//! OpenAI.
 
 use std::convert::Infallible;
 
@@ -15,11 +17,12 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::driver::{self, RunHandle};
+use playground::runs::{self, RunHandle};
+use playground::{CheckedRequest, Playground};
+
 use crate::error::ApiError;
 use crate::extract::JsonBody;
 use crate::sampling::SamplingFields;
-use crate::state::AppState;
 
 /// Sampling and stopping fields shared by both completion endpoints.
 #[derive(Debug, Default, Deserialize)]
@@ -57,7 +60,7 @@ pub struct StreamOptions {
 }
 
 impl Common {
-    fn request(&self, state: &AppState, prompt: Prompt) -> Result<GenerateRequest, ApiError> {
+    fn request(&self, playground: &Playground, prompt: Prompt) -> Result<CheckedRequest, ApiError> {
         if let Some(n) = self.n.filter(|&n| n != 1) {
             return Err(ApiError::invalid_parameter(format!(
                 "n must be 1 (one choice per request), got {n}"
@@ -77,13 +80,12 @@ impl Common {
         let max_tokens = self
             .max_completion_tokens
             .or(self.max_tokens)
-            .unwrap_or(state.model()?.engine.info().n_ctx);
+            .unwrap_or(playground.model()?.engine.info().n_ctx);
         let request = GenerateRequest::new(prompt, max_tokens)
             .with_sampling(sampling)
             .with_stop(stop)
             .with_mode(mode);
-        request.validate()?;
-        Ok(request)
+        Ok(playground.check(request)?)
     }
 
     fn streamed(&self) -> bool {
@@ -185,7 +187,7 @@ struct Envelope {
 }
 
 impl Envelope {
-    fn new(state: &AppState, flavor: Flavor, include_usage: bool) -> Self {
+    fn new(playground: &Playground, flavor: Flavor, include_usage: bool) -> Self {
         let prefix = match flavor {
             Flavor::Chat => "chatcmpl",
             Flavor::Completion => "cmpl",
@@ -194,7 +196,7 @@ impl Envelope {
             flavor,
             id: format!("{prefix}-{}", uuid::Uuid::new_v4().simple()),
             created: chrono::Utc::now().timestamp(),
-            model: state
+            model: playground
                 .model()
                 .map(|m| m.engine.info().name.clone())
                 .unwrap_or_default(),
@@ -280,18 +282,18 @@ fn usage(prompt_tokens: usize, completion_tokens: usize) -> Value {
 
 #[tracing::instrument(skip_all)]
 pub async fn chat_completions(
-    State(state): State<AppState>,
+    State(playground): State<Playground>,
     JsonBody(body): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let messages = chat_messages(&body.messages)?;
-    let request = body.common.request(&state, Prompt::Chat(messages))?;
-    let envelope = Envelope::new(&state, Flavor::Chat, body.common.include_usage());
-    complete(&state, request, envelope, body.common.streamed()).await
+    let request = body.common.request(&playground, Prompt::Chat(messages))?;
+    let envelope = Envelope::new(&playground, Flavor::Chat, body.common.include_usage());
+    complete(&playground, request, envelope, body.common.streamed()).await
 }
 
 #[tracing::instrument(skip_all)]
 pub async fn completions(
-    State(state): State<AppState>,
+    State(playground): State<Playground>,
     JsonBody(body): JsonBody<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let prompt = match body.prompt {
@@ -305,18 +307,18 @@ pub async fn completions(
             )))
         }
     };
-    let request = body.common.request(&state, Prompt::Text(prompt))?;
-    let envelope = Envelope::new(&state, Flavor::Completion, body.common.include_usage());
-    complete(&state, request, envelope, body.common.streamed()).await
+    let request = body.common.request(&playground, Prompt::Text(prompt))?;
+    let envelope = Envelope::new(&playground, Flavor::Completion, body.common.include_usage());
+    complete(&playground, request, envelope, body.common.streamed()).await
 }
 
 async fn complete(
-    state: &AppState,
-    request: GenerateRequest,
+    playground: &Playground,
+    request: CheckedRequest,
     envelope: Envelope,
     streamed: bool,
 ) -> Result<Response, ApiError> {
-    let mut handle = driver::start(state, request, None).await?;
+    let mut handle = runs::start(playground, request, None).await?;
     if !streamed {
         let run = handle.collect().await?;
         let s = &run.summary;
@@ -414,8 +416,8 @@ fn sse_events(
     .flat_map(|events| stream::iter(events.into_iter().map(Ok)))
 }
 
-pub async fn models(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let model = state.model()?;
+pub async fn models(State(playground): State<Playground>) -> Result<Json<Value>, ApiError> {
+    let model = playground.model()?;
     let info = model.engine.info();
     let created = std::fs::metadata(&info.path)
         .and_then(|m| m.modified())

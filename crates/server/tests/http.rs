@@ -6,9 +6,9 @@ use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use engine::{Engine, EngineConfig};
+use playground::{LoadRequest, ModelSource, Playground};
 use serde_json::{json, Value};
-use server::model_slot::{LoadRequest, ModelSource};
-use server::{AppState, Server, ServerConfig};
+use server::{Server, ServerConfig};
 
 /// Starts a server on a free loopback port in a thread of its own, with a fresh database.
 fn start(configure: impl FnOnce(&mut EngineConfig)) -> String {
@@ -19,7 +19,7 @@ fn start(configure: impl FnOnce(&mut EngineConfig)) -> String {
     serve(
         move |store| {
             let engine = Arc::new(Engine::load(config.clone()).expect("model loads"));
-            AppState::new(engine, store, config)
+            Playground::new(engine, store, config)
         },
         None,
     )
@@ -27,7 +27,7 @@ fn start(configure: impl FnOnce(&mut EngineConfig)) -> String {
 
 /// Serves the state `make_state` builds on a fresh database, and the UI from `ui_dir`.
 fn serve(
-    make_state: impl FnOnce(store::Store) -> AppState + Send + 'static,
+    make_state: impl FnOnce(store::Store) -> Playground + Send + 'static,
     ui_dir: Option<PathBuf>,
 ) -> String {
     let db: PathBuf = tempfile::tempdir()
@@ -732,7 +732,7 @@ fn models_load_in_the_background_and_the_ui_is_served() {
     };
     let base = serve(
         move |store| {
-            AppState::loading(
+            Playground::loading(
                 store,
                 template,
                 LoadRequest {

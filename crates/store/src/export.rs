@@ -19,7 +19,7 @@ use crate::runs::{list_runs, load_steps};
 /// Version of [`ExportDocument`]; import refuses any other.
 pub const EXPORT_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum ExportFormat {
     /// One [`ExportDocument`]: runs with their steps, and the comparisons they belong to. The

@@ -27,7 +27,7 @@ pub struct RunFilter {
 }
 
 /// The columns runs can be sorted by. A closed set, so no caller text ever reaches the SQL.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum SortKey {
     #[default]
@@ -79,7 +79,7 @@ impl FromStr for SortKey {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum SortOrder {
     Asc,

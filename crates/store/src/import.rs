@@ -13,7 +13,7 @@ use crate::records::{RunStatus, RunWithSteps};
 use crate::runs::{insert_run, insert_step};
 
 /// What an import did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 pub struct ImportReport {
     /// Runs added, with their steps.
     pub imported: usize,

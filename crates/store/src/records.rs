@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::error::StoreError;
 
 /// The model a run used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 pub struct ModelRef {
     pub name: String,
     pub path: String,
@@ -23,7 +23,7 @@ pub struct ModelRef {
 }
 
 /// The Medusa heads a run used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 pub struct HeadsRef {
     pub path: String,
     #[serde(default)]
@@ -31,8 +31,9 @@ pub struct HeadsRef {
 }
 
 /// One chat message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 pub struct MessageRecord {
+    #[ts(type = "'system' | 'user' | 'assistant'")]
     pub role: String,
     pub content: String,
 }
@@ -41,7 +42,7 @@ pub struct MessageRecord {
 ///
 /// Serialised as `{"kind":"text","content":"..."}` or
 /// `{"kind":"chat","content":[{"role":"user","content":"..."}]}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(tag = "kind", content = "content", rename_all = "snake_case")]
 pub enum PromptRecord {
     Text(String),
@@ -132,7 +133,7 @@ pub struct RunOutcome {
 }
 
 /// One decoding step of a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct StepRecord {
     pub step_index: i64,
     pub tree_size: i64,
@@ -149,7 +150,7 @@ pub struct StepRecord {
 }
 
 /// Where a run is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Running,
@@ -203,7 +204,8 @@ impl FromStr for RunStatus {
 
 /// A stored run. Outcome fields are `None` until the run finishes (and stay `None` for runs that
 /// failed or were interrupted).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(rename = "RunRecord")]
 pub struct Run {
     /// Local id: differs between databases, unlike `uid`.
     pub id: i64,
@@ -289,7 +291,7 @@ impl Run {
 }
 
 /// A run together with its steps, in step order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct RunWithSteps {
     pub run: Run,
     pub steps: Vec<StepRecord>,
@@ -302,7 +304,7 @@ pub struct RunWithSteps {
 /// finished `normal` run in creation order; without one, all figures are `None`. Every other
 /// finished run, a second `normal` one included, is measured against it; only non-`normal` runs
 /// count towards `speedup`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Comparison {
     pub id: i64,
     pub created_at: DateTime<Utc>,
@@ -325,7 +327,8 @@ impl Comparison {
 
 /// One member of a comparison. The figures are `None` for the baseline itself and for runs that
 /// cannot be compared (not finished, or no finished baseline).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(rename = "ComparisonMember")]
 pub struct ComparisonRun {
     pub run_id: i64,
     pub mode: String,

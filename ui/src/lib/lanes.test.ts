@@ -9,9 +9,9 @@ import {
   slotCells,
 } from './lanes';
 import { applyEvent, emptyRun } from './run';
-import type { FinishedEvent } from './api/types';
+import type { RunEvent } from './api/types';
 
-const finished = (stop_reason: string) => ({ type: 'finished', run_id: 1, stop_reason }) as FinishedEvent;
+const finished = (stop_reason: string) => ({ type: 'finished', run_id: 1, stop_reason }) as unknown as RunEvent;
 
 describe('lanes', () => {
   it('follows a run from queued to its end', () => {

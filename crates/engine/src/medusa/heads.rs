@@ -24,7 +24,7 @@ use crate::sampler::TokenId;
 use crate::speculative::tree::TreeSpec;
 
 /// Who the heads were made for: enough to refuse heads of another model.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 pub struct BaseIdentity {
     pub n_embd: u32,
     pub n_vocab: u32,
@@ -56,7 +56,7 @@ impl BaseIdentity {
 }
 
 /// What a heads file says about itself.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 pub struct HeadsInfo {
     pub head_count: usize,
     pub layers_per_head: usize,
@@ -75,7 +75,7 @@ pub struct HeadsInfo {
 }
 
 /// What `medusa train-heads` stores with the heads it writes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct TrainingRecord {
     pub prompts: usize,
     pub train_positions: usize,

@@ -14,7 +14,7 @@ use crate::speculative::tree_builder::{tune, AccuracyTable};
 pub const MAX_TUNED_NODES: usize = 64;
 
 /// Where Medusa mode's tree came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum TreeOrigin {
     /// Given with the model (`--tree`).
@@ -26,7 +26,7 @@ pub enum TreeOrigin {
 }
 
 /// Medusa mode's tree and the reason for it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 pub struct MedusaPlan {
     pub origin: TreeOrigin,
     /// The tree Medusa mode drafts with; `None` when it decodes plainly because no tree pays.

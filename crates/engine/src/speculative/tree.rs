@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::sampler::TokenId;
 
-/// Who proposed a token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind", content = "index")]
+/// Who proposed a token. On the wire (events, the run history) it is one name: `model`,
+/// `medusa_head_K` or `lookup`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ts_rs::TS)]
+#[ts(type = "'model' | 'lookup' | `medusa_head_${number}`")]
 pub enum TokenSource {
     /// The base model's own choice (the token every step yields).
     Base,
@@ -17,6 +18,45 @@ pub enum TokenSource {
     Head(u8),
     /// A prompt-lookup match.
     Lookup,
+}
+
+impl std::fmt::Display for TokenSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Base => f.write_str("model"),
+            Self::Head(k) => write!(f, "medusa_head_{k}"),
+            Self::Lookup => f.write_str("lookup"),
+        }
+    }
+}
+
+impl std::str::FromStr for TokenSource {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "model" => Ok(Self::Base),
+            "lookup" => Ok(Self::Lookup),
+            _ => name
+                .strip_prefix("medusa_head_")
+                .and_then(|k| k.parse().ok())
+                .map(Self::Head)
+                .ok_or_else(|| format!("unknown token source '{name}'")),
+        }
+    }
+}
+
+impl Serialize for TokenSource {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TokenSource {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// Candidate tokens hanging below a root token. Nodes are ordered so that a parent always
@@ -128,8 +168,9 @@ impl TreeLayout {
 }
 
 /// A tree shape as Medusa "choices": each path lists, per depth, the rank in that head's top-k.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(try_from = "Vec<Vec<usize>>", into = "Vec<Vec<usize>>")]
+#[ts(type = "number[][]")]
 pub struct TreeSpec {
     /// Sorted by depth, then lexicographically; every prefix of a path is also a path.
     paths: Vec<Vec<usize>>,
@@ -386,6 +427,17 @@ const MC_SIM_7B_63: &[&[usize]] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_sources_are_one_name_on_the_wire() {
+        let sources = [TokenSource::Base, TokenSource::Head(2), TokenSource::Lookup];
+        let json = serde_json::to_string(&sources).unwrap();
+        assert_eq!(json, r#"["model","medusa_head_2","lookup"]"#);
+        let back: Vec<TokenSource> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, sources);
+        assert!("medusa_head_x".parse::<TokenSource>().is_err());
+        assert!("head".parse::<TokenSource>().is_err());
+    }
 
     #[test]
     fn chain_layout() {

@@ -159,7 +159,7 @@ pub fn best_trees(accuracy: &AccuracyTable, max_nodes: usize) -> Vec<BuiltTree> 
 }
 
 /// One tree size as the tuner sees it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, ts_rs::TS)]
 pub struct TunedSize {
     pub nodes: usize,
     pub expected_tokens: f64,

@@ -8,28 +8,9 @@
 //! - Typical acceptance (opt-in): a child is accepted when its probability exceeds
 //!   min(threshold, alpha * exp(-entropy)). Faster with sampling, but not distribution-preserving.
 
-use serde::{Deserialize, Serialize};
-
 use super::tree::{DraftTree, TreeLayout};
+use crate::request::AcceptanceRule;
 use crate::sampler::{Sampler, TokenId, TokenProb};
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "rule")]
-pub enum AcceptanceRule {
-    /// Greedy matching at temperature 0, exact speculative sampling above it.
-    Lossless,
-    Typical {
-        threshold: f32,
-        alpha: f32,
-    },
-}
-
-impl AcceptanceRule {
-    pub const TYPICAL_DEFAULT: Self = Self::Typical {
-        threshold: 0.09,
-        alpha: 0.3,
-    };
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {

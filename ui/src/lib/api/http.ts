@@ -4,15 +4,18 @@ import { SseParser } from './sse';
 import { ApiError, type RunHandle, type Transport } from './transport';
 import type {
   Comparison,
+  ComparisonList,
   ExportFormat,
   GenerateRequest,
   Info,
   LoadModelRequest,
   RunEvent,
+  RunList,
   RunQuery,
   RunRecord,
   RunWithSteps,
   TuneReport,
+  TuneRequest,
 } from './types';
 
 /** `?a=1&b=x` from the defined fields of `query`. */
@@ -128,7 +131,7 @@ export class HttpTransport implements Transport {
   }
 
   async listRuns(query: RunQuery = {}): Promise<RunRecord[]> {
-    return (await this.request<{ runs: RunRecord[] }>(`/api/runs${queryString(query)}`)).runs;
+    return (await this.request<RunList>(`/api/runs${queryString(query)}`)).runs;
   }
 
   getRun(id: number): Promise<RunWithSteps> {
@@ -137,7 +140,7 @@ export class HttpTransport implements Transport {
 
   async listComparisons(limit?: number): Promise<Comparison[]> {
     const path = `/api/comparisons${queryString({ limit })}`;
-    return (await this.request<{ comparisons: Comparison[] }>(path)).comparisons;
+    return (await this.request<ComparisonList>(path)).comparisons;
   }
 
   getComparison(id: number): Promise<Comparison> {
@@ -177,7 +180,7 @@ export class HttpTransport implements Transport {
     await this.post('/api/model', request);
   }
 
-  tune(options: { max_tokens?: number; max_nodes?: number } = {}): Promise<TuneReport> {
+  tune(options: TuneRequest = {}): Promise<TuneReport> {
     return this.post('/api/tune', options);
   }
 

@@ -31,6 +31,14 @@ describe('TauriTransport', () => {
     ]);
   });
 
+  it('answers lists in the HTTP API\'s shapes', async () => {
+    invoke.mockResolvedValueOnce({ runs: [{ id: 3 }] }).mockResolvedValueOnce({ comparisons: [{ id: 4 }] });
+    const t = new TauriTransport();
+    expect(await t.listRuns()).toEqual([{ id: 3 }]);
+    expect(await t.listComparisons(5)).toEqual([{ id: 4 }]);
+    expect(invoke.mock.calls[1]).toEqual(['list_comparisons', { limit: 5 }]);
+  });
+
   it('streams events from the channel and resolves after the last', async () => {
     let channel: InstanceType<typeof FakeChannel<unknown>> | undefined;
     invoke.mockImplementation(async (_cmd: string, args: { onEvent: typeof channel }) => {

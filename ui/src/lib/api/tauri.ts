@@ -4,15 +4,18 @@ import { Channel, invoke } from '@tauri-apps/api/core';
 import { ApiError, type RunHandle, type Transport } from './transport';
 import type {
   Comparison,
+  ComparisonList,
   ExportFormat,
   GenerateRequest,
   Info,
   LoadModelRequest,
   RunEvent,
+  RunList,
   RunQuery,
   RunRecord,
   RunWithSteps,
   TuneReport,
+  TuneRequest,
 } from './types';
 
 /** A command's rejection (`{code, message}`, or a bare string from Tauri itself) as an ApiError. */
@@ -64,16 +67,16 @@ export class TauriTransport implements Transport {
     };
   }
 
-  listRuns(query: RunQuery = {}): Promise<RunRecord[]> {
-    return call('list_runs', { query });
+  async listRuns(query: RunQuery = {}): Promise<RunRecord[]> {
+    return (await call<RunList>('list_runs', { query })).runs;
   }
 
   getRun(id: number): Promise<RunWithSteps> {
     return call('get_run', { id });
   }
 
-  listComparisons(limit?: number): Promise<Comparison[]> {
-    return call('list_comparisons', { limit: limit ?? null });
+  async listComparisons(limit?: number): Promise<Comparison[]> {
+    return (await call<ComparisonList>('list_comparisons', { limit: limit ?? null })).comparisons;
   }
 
   getComparison(id: number): Promise<Comparison> {
@@ -92,7 +95,7 @@ export class TauriTransport implements Transport {
     return call('load_model', { request });
   }
 
-  tune(options: { max_tokens?: number; max_nodes?: number } = {}): Promise<TuneReport> {
+  tune(options: TuneRequest = {}): Promise<TuneReport> {
     return call('tune', { request: options });
   }
 

@@ -12,6 +12,7 @@ import type {
   RunRecord,
   RunWithSteps,
   TuneReport,
+  TuneRequest,
 } from './types';
 
 /** A generation in progress. */
@@ -45,7 +46,7 @@ export interface Transport {
   /** Starts loading another model (and heads) in the background; `info().loading` tracks it. */
   loadModel(request: LoadModelRequest): Promise<void>;
   /** Measures the loaded heads and this machine, predicting each tree size's speed (slow). */
-  tune(options?: { max_tokens?: number; max_nodes?: number }): Promise<TuneReport>;
+  tune(options?: TuneRequest): Promise<TuneReport>;
   /** Desktop only: a native file picker. The browser transport returns null (type a path). */
   pickFile(kind: 'model' | 'heads'): Promise<string | null>;
 }

@@ -9,19 +9,20 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
+use crate::clock::ms_since;
 use crate::cost_cache::{CostCache, CostKey};
-use crate::engine::RenderedPrompt;
 use crate::error::EngineError;
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::medusa::plan::{plan_tree, MedusaPlan};
 use crate::prompt;
+use crate::prompt::RenderedPrompt;
 use crate::request::Prompt;
 use crate::sampler::TokenId;
 use crate::speculative::budget::CostModel;
 use crate::speculative::tree::TreeSpec;
 
-pub(crate) struct Session<'m> {
+pub(crate) struct LlamaRuntime<'m> {
     pub(crate) model: &'m LlamaModel,
     pub(crate) ctx: LlamaContext<'m>,
     pub(crate) batch: LlamaBatch<'static>,
@@ -38,18 +39,15 @@ pub(crate) struct Session<'m> {
     pub(crate) medusa_plan: Option<MedusaPlan>,
     /// Where measured decode costs are kept for this machine, model and settings.
     pub(crate) cost_cache: Option<(CostCache, CostKey)>,
-    /// Whether the context returns hidden states (with heads, or when asked to at load).
-    pub(crate) returns_hidden_states: bool,
 }
 
-impl<'m> Session<'m> {
+impl<'m> LlamaRuntime<'m> {
     pub(crate) fn new(
         model: &'m LlamaModel,
         ctx: LlamaContext<'m>,
         n_ctx_seq: usize,
         max_seqs_per_token: usize,
         heads: Option<Arc<MedusaHeads>>,
-        returns_hidden_states: bool,
     ) -> Self {
         let n_batch = ctx.n_batch() as usize;
         Self {
@@ -63,7 +61,6 @@ impl<'m> Session<'m> {
             heads,
             medusa_plan: None,
             cost_cache: None,
-            returns_hidden_states,
         }
     }
 
@@ -71,7 +68,7 @@ impl<'m> Session<'m> {
         self.template.is_some()
     }
 
-    pub(crate) fn hidden_states(&self) -> bool {
+    pub(crate) fn has_heads(&self) -> bool {
         self.heads.is_some()
     }
 
@@ -333,10 +330,6 @@ impl<'m> Session<'m> {
 
 /// Batch sizes timed by `calibrate`; larger ones are extrapolated.
 const CALIBRATION_SIZES: &[usize] = &[1, 2, 4, 8, 16, 32];
-
-pub(crate) fn ms_since(start: Instant) -> f64 {
-    start.elapsed().as_secs_f64() * 1000.0
-}
 
 /// Largest seed chosen for a run: 2^53 - 1, so that the seed survives JSON clients that read
 /// numbers as doubles (browsers) and the run can be repeated from what they show.

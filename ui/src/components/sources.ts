@@ -1,6 +1,6 @@
 // How token sources are named and coloured in the UI.
 
-import { headOf } from '../run';
+import { headOf } from '../lib/run';
 
 /** The CSS colour variable a source is tinted with. */
 export function sourceColor(source: string): string {

@@ -1,30 +1,30 @@
 //! The one path every generation takes: a task that owns the engine's stream, records the run in
-//! the history and forwards the events to the handler. The task outlives the handler, so a client
-//! that goes away cancels the run but never loses its record.
+//! the history and forwards the events to the adapter. The task outlives the adapter's handler,
+//! so a client that goes away cancels the run but never loses its record.
 
 use chrono::Utc;
-use engine::{
-    GenerateRequest, GenerationEvent, GenerationMode, Prompt, RunSummary, StepEvent, StopReason,
-    TokenSource,
-};
+use engine::{GenerationEvent, GenerationMode, Prompt, RunSummary, StepEvent, StopReason};
+use futures_util::stream::{self, Stream};
 use store::{HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord, RunOutcome, StepRecord};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tracing::Instrument;
 
-use crate::error::ApiError;
-use crate::model_slot::LoadedModel;
-use crate::state::AppState;
+use crate::error::AppError;
+use crate::events::RunEvent;
+use crate::model_host::HostedModel;
+use crate::playground::{CheckedRequest, Playground};
+use crate::requests::PlaygroundRequest;
 
 /// Steps are written to the history in batches of this many, so that a long run costs few writes.
 const STEP_BATCH: usize = 32;
 
-/// A run in progress, seen from the handler.
+/// A run in progress, seen from the adapter.
 pub struct RunHandle {
     pub run_id: i64,
     events: UnboundedReceiver<GenerationEvent>,
 }
 
-/// A run that ended normally, with what the handlers report about it.
+/// A run that ended normally, with what the adapters report about it.
 pub struct Collected {
     pub run_id: i64,
     pub summary: RunSummary,
@@ -32,7 +32,7 @@ pub struct Collected {
 }
 
 /// Drafted tokens on the verified path and how many of them were accepted, over all steps.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DraftStats {
     pub accepted: usize,
     pub drafted: usize,
@@ -57,7 +57,7 @@ impl RunHandle {
 
     /// The first event; a failure here (such as a prompt longer than the context) becomes an
     /// error answer, since nothing has been sent to the client yet.
-    pub async fn first(&mut self) -> Result<GenerationEvent, ApiError> {
+    pub async fn first(&mut self) -> Result<GenerationEvent, AppError> {
         match self.next().await {
             Some(GenerationEvent::Failed(err)) => Err(err.into()),
             Some(event) => Ok(event),
@@ -66,7 +66,7 @@ impl RunHandle {
     }
 
     /// Waits for the end of the run.
-    pub async fn collect(mut self) -> Result<Collected, ApiError> {
+    pub async fn collect(mut self) -> Result<Collected, AppError> {
         let mut stats = DraftStats::default();
         while let Some(event) = self.next().await {
             match event {
@@ -84,52 +84,89 @@ impl RunHandle {
         }
         Err(engine::EngineError::EngineStopped.into())
     }
+
+    /// `first`, then the rest of the run's events as the UI receives them, ending with the
+    /// terminal one. Dropping the stream drops the handle, which cancels the run (it is still
+    /// recorded).
+    fn into_events(self, first: GenerationEvent) -> impl Stream<Item = RunEvent> + Send {
+        stream::unfold(
+            (self, Some(first), false),
+            |(mut handle, pending, done)| async move {
+                if done {
+                    return None;
+                }
+                let event = match pending {
+                    Some(event) => event,
+                    None => handle
+                        .next()
+                        .await
+                        .unwrap_or(GenerationEvent::Failed(engine::EngineError::EngineStopped)),
+                };
+                let event = RunEvent::new(handle.run_id, event);
+                let terminal = event.is_terminal();
+                Some((event, (handle, None, terminal)))
+            },
+        )
+    }
 }
 
-/// Queues `request` on the engine, records the run and starts its driver task. Requests the
-/// engine refuses at once (invalid, queue full) are answered with an error and not recorded.
-pub async fn start(
-    state: &AppState,
-    request: GenerateRequest,
-    comparison_id: Option<i64>,
-) -> Result<RunHandle, ApiError> {
-    request.validate()?;
-    let model = state.model()?;
-    if request.mode == GenerationMode::Medusa && !model.has_heads() {
-        return Err(engine::EngineError::NoMedusaHeads.into());
+impl Playground {
+    /// Starts a run from the UI (over HTTP or IPC alike): its id and its events, ending with
+    /// the terminal one. A refusal before the first event (such as a prompt longer than the
+    /// context) is an error here, since nothing has reached the client yet.
+    pub async fn start_run(
+        &self,
+        request: PlaygroundRequest,
+    ) -> Result<(i64, impl Stream<Item = RunEvent> + Send), AppError> {
+        let checked = self.check(request.into_request()?)?;
+        let mut handle = start(self, checked, None).await?;
+        let first = handle.first().await?;
+        Ok((handle.run_id, handle.into_events(first)))
     }
-    let new_run = new_run(&model, &request, comparison_id);
-    let mode = request.mode;
-    let stream = model.engine.generate(request)?;
+}
+
+/// Queues a checked request on its engine, records the run and starts its recording task.
+/// Requests the engine refuses at once (queue full) are answered with an error and not recorded.
+pub async fn start(
+    playground: &Playground,
+    checked: CheckedRequest,
+    comparison_id: Option<i64>,
+) -> Result<RunHandle, AppError> {
+    let CheckedRequest { model, request } = checked;
+    let new_run = new_run(&model, request.get(), comparison_id);
+    let mode = request.get().mode;
+    let stream = model.engine.submit(request)?;
     // Dropping `stream` on a store error cancels the queued request.
-    let run_id = state.store().begin_run(&new_run).await?;
-    state.register_run(run_id, stream.canceller());
+    let run_id = playground.store().begin_run(&new_run).await?;
+    playground.register_run(run_id, stream.canceller());
     let (tx, rx) = mpsc::unbounded_channel();
     let span = tracing::info_span!("run", run_id, mode = %mode);
-    tokio::spawn(drive(state.clone(), run_id, mode, stream, tx).instrument(span));
+    tokio::spawn(record(playground.clone(), run_id, mode, stream, tx).instrument(span));
     Ok(RunHandle { run_id, events: rx })
 }
 
-async fn drive(
-    state: AppState,
+/// Records the run's events and passes them on, until the run ends.
+async fn record(
+    playground: Playground,
     run_id: i64,
     mode: GenerationMode,
     mut stream: engine::GenerationStream,
     tx: UnboundedSender<GenerationEvent>,
 ) {
-    let store = state.store();
+    let store = playground.store();
+    let counters = playground.counters();
     let mut steps: Vec<StepRecord> = Vec::new();
     let mut client_gone = false;
     // Unregisters the run however this task ends.
     let _registration = RunRegistration {
-        state: &state,
+        playground: &playground,
         run_id,
     };
     loop {
         let Some(event) = stream.next().await else {
-            flush_steps(&state, run_id, &mut steps).await;
+            flush_steps(&playground, run_id, &mut steps).await;
             log_store(store.fail_run(run_id, "the engine stopped").await);
-            state.metrics().record_run("failed", 0);
+            counters.record_run("failed", 0);
             if !client_gone {
                 let _ = tx.send(GenerationEvent::Failed(engine::EngineError::EngineStopped));
             }
@@ -139,48 +176,42 @@ async fn drive(
             GenerationEvent::Step(step) => {
                 steps.push(step_record(step));
                 if steps.len() >= STEP_BATCH {
-                    flush_steps(&state, run_id, &mut steps).await;
+                    flush_steps(&playground, run_id, &mut steps).await;
                 }
                 false
             }
             GenerationEvent::Finished(summary) => {
-                flush_steps(&state, run_id, &mut steps).await;
+                flush_steps(&playground, run_id, &mut steps).await;
                 let outcome = outcome(summary);
                 if summary.stop_reason == StopReason::Cancelled {
                     log_store(store.cancel_run(run_id, Some(&outcome)).await);
-                    state
-                        .metrics()
-                        .record_run("cancelled", summary.tokens_generated);
+                    counters.record_run("cancelled", summary.tokens_generated);
                 } else {
                     log_store(store.finish_run(run_id, &outcome).await);
-                    state
-                        .metrics()
-                        .record_run("finished", summary.tokens_generated);
+                    counters.record_run("finished", summary.tokens_generated);
                     if mode != GenerationMode::Normal {
-                        state
-                            .metrics()
-                            .record_mean_accepted(mode.as_str(), summary.mean_accepted);
+                        counters.record_mean_accepted(mode.as_str(), summary.mean_accepted);
                     }
                 }
                 tracing::info!(
                     tokens = summary.tokens_generated,
-                    stop_reason = stop_reason_name(summary.stop_reason),
+                    stop_reason = summary.stop_reason.as_str(),
                     tokens_per_second = summary.tokens_per_second,
                     "run ended"
                 );
                 true
             }
             GenerationEvent::Failed(err) => {
-                flush_steps(&state, run_id, &mut steps).await;
+                flush_steps(&playground, run_id, &mut steps).await;
                 log_store(store.fail_run(run_id, &err.to_string()).await);
-                state.metrics().record_run("failed", 0);
+                counters.record_run("failed", 0);
                 tracing::info!(code = err.code(), "run failed");
                 true
             }
             GenerationEvent::Started { .. } | GenerationEvent::Text { .. } => false,
         };
         if !client_gone && tx.send(event).is_err() {
-            // The handler is gone (client disconnected): stop generating, but keep draining so
+            // The adapter is gone (client disconnected): stop generating, but keep draining so
             // the run is recorded with what it produced.
             client_gone = true;
             stream.cancel();
@@ -193,21 +224,21 @@ async fn drive(
 }
 
 struct RunRegistration<'a> {
-    state: &'a AppState,
+    playground: &'a Playground,
     run_id: i64,
 }
 
 impl Drop for RunRegistration<'_> {
     fn drop(&mut self) {
-        self.state.unregister_run(self.run_id);
+        self.playground.unregister_run(self.run_id);
     }
 }
 
-async fn flush_steps(state: &AppState, run_id: i64, steps: &mut Vec<StepRecord>) {
+async fn flush_steps(playground: &Playground, run_id: i64, steps: &mut Vec<StepRecord>) {
     if steps.is_empty() {
         return;
     }
-    log_store(state.store().append_steps(run_id, steps).await);
+    log_store(playground.store().append_steps(run_id, steps).await);
     steps.clear();
 }
 
@@ -217,8 +248,12 @@ fn log_store(result: store::Result<()>) {
     }
 }
 
-fn new_run(loaded: &LoadedModel, request: &GenerateRequest, comparison_id: Option<i64>) -> NewRun {
-    let info = loaded.engine.info();
+fn new_run(
+    hosted: &HostedModel,
+    request: &engine::GenerateRequest,
+    comparison_id: Option<i64>,
+) -> NewRun {
+    let info = hosted.engine.info();
     let model = ModelRef {
         name: info.name.clone(),
         path: info.path.display().to_string(),
@@ -236,7 +271,7 @@ fn new_run(loaded: &LoadedModel, request: &GenerateRequest, comparison_id: Optio
     run.stop = request.stop.clone();
     run.comparison_id = comparison_id;
     if request.mode == GenerationMode::Medusa {
-        run.heads = loaded.heads_path.as_ref().map(|p| HeadsRef {
+        run.heads = hosted.heads_path.as_ref().map(|p| HeadsRef {
             path: p.display().to_string(),
             identity: String::new(),
         });
@@ -248,6 +283,7 @@ fn new_run(loaded: &LoadedModel, request: &GenerateRequest, comparison_id: Optio
     run
 }
 
+/// How the history keeps a prompt.
 pub fn prompt_record(prompt: &Prompt) -> PromptRecord {
     match prompt {
         Prompt::Text(text) => PromptRecord::Text(text.clone()),
@@ -266,7 +302,7 @@ pub fn prompt_record(prompt: &Prompt) -> PromptRecord {
 fn outcome(summary: &RunSummary) -> RunOutcome {
     RunOutcome {
         output: summary.text.clone(),
-        stop_reason: stop_reason_name(summary.stop_reason).to_owned(),
+        stop_reason: summary.stop_reason.as_str().to_owned(),
         prompt_tokens: summary.prompt_tokens as i64,
         tokens_generated: summary.tokens_generated as i64,
         ttft_ms: summary.ttft_ms,
@@ -287,27 +323,9 @@ fn step_record(step: &StepEvent) -> StepRecord {
         tree_depth: step.tree_depth as i64,
         accepted_len: step.accepted_len as i64,
         tokens: step.tokens.clone(),
-        sources: step.sources.iter().map(|s| source_name(*s)).collect(),
+        sources: step.sources.iter().map(ToString::to_string).collect(),
         depth_hits: step.depth_hits.clone(),
         draft_ms: step.draft_ms,
         verify_ms: step.verify_ms,
-    }
-}
-
-pub fn source_name(source: TokenSource) -> String {
-    match source {
-        TokenSource::Base => "model".to_owned(),
-        TokenSource::Head(k) => format!("medusa_head_{k}"),
-        TokenSource::Lookup => "lookup".to_owned(),
-    }
-}
-
-pub fn stop_reason_name(reason: StopReason) -> &'static str {
-    match reason {
-        StopReason::EndOfGeneration => "end_of_generation",
-        StopReason::MaxTokens => "max_tokens",
-        StopReason::StopString => "stop_string",
-        StopReason::ContextFull => "context_full",
-        StopReason::Cancelled => "cancelled",
     }
 }

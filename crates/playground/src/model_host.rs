@@ -7,19 +7,19 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
-use axum::http::StatusCode;
 use engine::{Engine, EngineConfig, LoadProgress, TreeSpec};
 use serde::Serialize;
+use ts_rs::TS;
 
-use crate::error::ApiError;
+use crate::error::{AppError, ErrorBody, ErrorKind};
 
 /// A loaded model with the heads file it was loaded with (the engine only knows the contents).
-pub struct LoadedModel {
+pub struct HostedModel {
     pub engine: Arc<Engine>,
     pub heads_path: Option<PathBuf>,
 }
 
-impl LoadedModel {
+impl HostedModel {
     pub fn has_heads(&self) -> bool {
         self.engine.info().heads.is_some()
     }
@@ -39,22 +39,16 @@ pub struct LoadRequest {
     pub tree: Option<TreeSpec>,
 }
 
-/// A load in progress, as `/api/info` reports it.
-#[derive(Debug, Clone, Serialize)]
+/// A model being loaded (in the background) to replace the current one, if any.
+#[derive(Debug, Clone, Serialize, TS)]
 pub struct LoadingStatus {
     pub model: String,
     pub heads: Option<String>,
+    /// e.g. "fetching model", "loading model".
     pub stage: &'static str,
-    /// Share of the current stage done, when known.
+    /// Share of the current stage done (0..1), when known.
     pub progress: Option<f32>,
     pub elapsed_ms: u64,
-}
-
-/// The last load failure, as `/api/info` reports it.
-#[derive(Debug, Clone, Serialize)]
-pub struct LoadFailure {
-    pub code: &'static str,
-    pub message: String,
 }
 
 struct Loading {
@@ -68,16 +62,17 @@ struct Loading {
 
 const NO_PROGRESS: u32 = u32::MAX;
 
-pub struct ModelSlot {
-    current: RwLock<Option<Arc<LoadedModel>>>,
+/// Holds the served model and loads its replacements.
+pub struct ModelHost {
+    current: RwLock<Option<Arc<HostedModel>>>,
     loading: Mutex<Option<Loading>>,
-    last_error: Mutex<Option<LoadFailure>>,
+    last_error: Mutex<Option<AppError>>,
     /// Threads, context, slots... for every model loaded here; path, heads and tree vary.
     template: EngineConfig,
 }
 
-impl ModelSlot {
-    pub fn new(template: EngineConfig, current: Option<LoadedModel>) -> Self {
+impl ModelHost {
+    pub fn new(template: EngineConfig, current: Option<HostedModel>) -> Self {
         Self {
             current: RwLock::new(current.map(Arc::new)),
             loading: Mutex::new(None),
@@ -88,13 +83,13 @@ impl ModelSlot {
 
     /// The model to generate with; 503 while the first model is still loading or when none
     /// could be loaded.
-    pub fn current(&self) -> Result<Arc<LoadedModel>, ApiError> {
+    pub fn current(&self) -> Result<Arc<HostedModel>, AppError> {
         if let Some(model) = self.current_if_loaded() {
             return Ok(model);
         }
         if let Some(loading) = self.loading_status() {
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
+            return Err(AppError::new(
+                ErrorKind::Unavailable,
                 "model_loading",
                 format!("the model {} is still loading", loading.model),
             ));
@@ -102,14 +97,14 @@ impl ModelSlot {
         let reason = self
             .last_error()
             .map_or_else(|| "none was given".to_owned(), |e| e.message);
-        Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
+        Err(AppError::new(
+            ErrorKind::Unavailable,
             "no_model",
             format!("no model is loaded: {reason}"),
         ))
     }
 
-    pub fn current_if_loaded(&self) -> Option<Arc<LoadedModel>> {
+    pub fn current_if_loaded(&self) -> Option<Arc<HostedModel>> {
         self.current
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -130,16 +125,18 @@ impl ModelSlot {
         })
     }
 
-    pub fn last_error(&self) -> Option<LoadFailure> {
+    /// The last load failure, until a load succeeds.
+    pub fn last_error(&self) -> Option<ErrorBody> {
         self.last_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .as_ref()
+            .map(AppError::body)
     }
 
     /// Starts loading `request` on its own thread. Refused while another load runs, and at once
     /// for a model or heads path that is not a file, so the caller hears about typos directly.
-    pub fn begin_load(self: &Arc<Self>, request: LoadRequest) -> Result<(), ApiError> {
+    pub fn begin_load(self: &Arc<Self>, request: LoadRequest) -> Result<(), AppError> {
         if let ModelSource::Path(path) = &request.model {
             require_file(path, "model")?;
         }
@@ -154,8 +151,8 @@ impl ModelSlot {
         {
             let mut loading = self.loading.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(other) = loading.as_ref() {
-                return Err(ApiError::new(
-                    StatusCode::CONFLICT,
+                return Err(AppError::new(
+                    ErrorKind::Conflict,
                     "model_loading",
                     format!("{} is loading; wait for it to finish", other.model),
                 ));
@@ -171,15 +168,15 @@ impl ModelSlot {
                 started: Instant::now(),
             });
         }
-        let slot = self.clone();
+        let host = self.clone();
         let spawned = std::thread::Builder::new()
             .name("medusa-model-load".into())
-            .spawn(move || slot.load(request, progress));
+            .spawn(move || host.load(request, progress));
         if let Err(err) = spawned {
-            self.finish_load(Err(LoadFailure {
-                code: "load_failed",
-                message: format!("cannot start the loading thread: {err}"),
-            }));
+            self.finish_load(Err(AppError::internal(
+                "load_failed",
+                format!("cannot start the loading thread: {err}"),
+            )));
         }
         Ok(())
     }
@@ -195,10 +192,7 @@ impl ModelSlot {
                     path
                 }
                 Err(message) => {
-                    return self.finish_load(Err(LoadFailure {
-                        code: "model_fetch_failed",
-                        message,
-                    }))
+                    return self.finish_load(Err(AppError::internal("model_fetch_failed", message)))
                 }
             },
         };
@@ -211,23 +205,20 @@ impl ModelSlot {
         }));
         tracing::info!(model = %config.model_path.display(), "loading");
         let result = Engine::load(config)
-            .map(|engine| LoadedModel {
+            .map(|engine| HostedModel {
                 engine: Arc::new(engine),
                 heads_path: request.heads,
             })
-            .map_err(|err| LoadFailure {
-                code: err.code(),
-                message: err.to_string(),
-            });
+            .map_err(AppError::from);
         self.finish_load(result);
     }
 
     /// Keeps a failure that happened before any load could start.
-    pub fn record_failure(&self, code: &'static str, message: String) {
+    pub fn record_failure(&self, failure: AppError) {
         *self
             .last_error
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(LoadFailure { code, message });
+            .unwrap_or_else(PoisonError::into_inner) = Some(failure);
     }
 
     fn set_stage(&self, model: &str, stage: &'static str) {
@@ -238,7 +229,7 @@ impl ModelSlot {
         }
     }
 
-    fn finish_load(&self, result: Result<LoadedModel, LoadFailure>) {
+    fn finish_load(&self, result: Result<HostedModel, AppError>) {
         let mut last_error = self
             .last_error
             .lock()
@@ -260,11 +251,12 @@ impl ModelSlot {
     }
 }
 
-fn require_file(path: &std::path::Path, what: &str) -> Result<(), ApiError> {
+fn require_file(path: &std::path::Path, what: &str) -> Result<(), AppError> {
     if path.is_file() {
         Ok(())
     } else {
-        Err(ApiError::bad_request(
+        Err(AppError::new(
+            ErrorKind::Invalid,
             "file_not_found",
             format!("the {what} file {} does not exist", path.display()),
         ))

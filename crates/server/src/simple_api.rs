@@ -1,26 +1,26 @@
-//! The original playground API: `/generate/normal`, `/generate/medusa` and `/compare`, raw text
-//! continuation, greedy unless asked otherwise so that modes are comparable.
+//! The original, simple API: `/generate/normal`, `/generate/medusa` and `/compare`, raw text
+//! continuation. Defaults: 128 tokens (`max_length`), greedy decoding (so that modes are
+//! comparable) with the engine's other sampling defaults.
 
 use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::Json;
 use engine::{GenerateRequest, GenerationMode, Prompt, SamplingParams};
+use playground::runs::{self, prompt_record, Collected};
+use playground::{CheckedRequest, Playground};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use store::{PromptRecord, RunFilter, RunStatus};
 
-use crate::driver::{self, Collected};
 use crate::error::ApiError;
 use crate::extract::JsonBody;
 use crate::sampling::SamplingFields;
-use crate::state::AppState;
 
 /// Tokens generated when the request gives no `max_length`.
 pub const DEFAULT_MAX_LENGTH: u32 = 128;
 
 #[derive(Debug, Deserialize)]
-pub struct SeedRequest {
+pub struct SimpleRequest {
     #[serde(default)]
     prompt: Option<String>,
     #[serde(default)]
@@ -32,7 +32,7 @@ pub struct SeedRequest {
     modes: Option<Vec<String>>,
 }
 
-impl SeedRequest {
+impl SimpleRequest {
     fn to_request(&self, mode: GenerationMode) -> GenerateRequest {
         let sampling = self.sampling.over(SamplingParams::greedy());
         GenerateRequest::new(
@@ -45,7 +45,7 @@ impl SeedRequest {
 }
 
 #[derive(Debug, Serialize)]
-pub struct SeedResponse {
+pub struct SimpleResponse {
     text: String,
     /// Seconds from submission to the end.
     generation_time: f64,
@@ -57,59 +57,54 @@ pub struct SeedResponse {
 }
 
 pub async fn generate_normal(
-    State(state): State<AppState>,
-    JsonBody(body): JsonBody<SeedRequest>,
-) -> Result<Json<SeedResponse>, ApiError> {
-    generate(&state, &body, GenerationMode::Normal).await
+    State(playground): State<Playground>,
+    JsonBody(body): JsonBody<SimpleRequest>,
+) -> Result<Json<SimpleResponse>, ApiError> {
+    generate(&playground, &body, GenerationMode::Normal).await
 }
 
 pub async fn generate_medusa(
-    State(state): State<AppState>,
-    JsonBody(body): JsonBody<SeedRequest>,
-) -> Result<Json<SeedResponse>, ApiError> {
-    generate(&state, &body, GenerationMode::Medusa).await
+    State(playground): State<Playground>,
+    JsonBody(body): JsonBody<SimpleRequest>,
+) -> Result<Json<SimpleResponse>, ApiError> {
+    generate(&playground, &body, GenerationMode::Medusa).await
 }
 
 #[tracing::instrument(skip_all, fields(mode = %mode))]
 async fn generate(
-    state: &AppState,
-    body: &SeedRequest,
+    playground: &Playground,
+    body: &SimpleRequest,
     mode: GenerationMode,
-) -> Result<Json<SeedResponse>, ApiError> {
-    let request = body.to_request(mode);
-    request.validate()?;
-    let prompt = driver::prompt_record(&request.prompt);
-    let collected = run_one(state, request, None).await?;
-    Ok(Json(response(state, &collected, &prompt).await?))
+) -> Result<Json<SimpleResponse>, ApiError> {
+    let checked = playground.check(body.to_request(mode))?;
+    let prompt = prompt_record(&checked.request().prompt);
+    let collected = run_one(playground, checked).await?;
+    Ok(Json(response(playground, &collected, &prompt).await?))
 }
 
-async fn run_one(
-    state: &AppState,
-    request: GenerateRequest,
-    comparison_id: Option<i64>,
-) -> Result<Collected, ApiError> {
-    driver::start(state, request, comparison_id)
+async fn run_one(playground: &Playground, checked: CheckedRequest) -> Result<Collected, ApiError> {
+    Ok(runs::start(playground, checked, None)
         .await?
         .collect()
-        .await
+        .await?)
 }
 
 async fn response(
-    state: &AppState,
+    playground: &Playground,
     run: &Collected,
     prompt: &PromptRecord,
-) -> Result<SeedResponse, ApiError> {
+) -> Result<SimpleResponse, ApiError> {
     let summary = &run.summary;
     let normal = summary.mode == GenerationMode::Normal;
     let speedup_factor = if normal {
         Some(1.0)
     } else {
-        latest_normal_speed(state, prompt)
+        latest_normal_speed(playground, prompt)
             .await?
             .filter(|&baseline| baseline > 0.0)
             .map(|baseline| summary.tokens_per_second / baseline)
     };
-    Ok(SeedResponse {
+    Ok(SimpleResponse {
         text: summary.text.clone(),
         generation_time: summary.total_ms / 1000.0,
         tokens_generated: summary.tokens_generated,
@@ -126,7 +121,7 @@ async fn response(
 
 /// Tokens per second of the most recent finished normal run of `prompt`, if any.
 async fn latest_normal_speed(
-    state: &AppState,
+    playground: &Playground,
     prompt: &PromptRecord,
 ) -> Result<Option<f64>, ApiError> {
     const PAGE: i64 = 200;
@@ -138,7 +133,7 @@ async fn latest_normal_speed(
         ..RunFilter::default()
     };
     loop {
-        let runs = state.store().list_runs(&filter).await?;
+        let runs = playground.store().list_runs(&filter).await?;
         if let Some(run) = runs.iter().find(|r| &r.prompt == prompt) {
             return Ok(run.tokens_per_second);
         }
@@ -151,52 +146,58 @@ async fn latest_normal_speed(
 
 /// Runs the prompt in each mode, one after another so that their timings do not interfere, and
 /// links the runs as a comparison.
+/// `/compare`'s answer: each mode's result under its name, and the comparison's figures.
+#[derive(Debug, Serialize)]
+pub struct CompareResponse {
+    #[serde(flatten)]
+    modes: BTreeMap<&'static str, SimpleResponse>,
+    speedup: Option<f64>,
+    outputs_identical: Option<bool>,
+    first_difference: Option<i64>,
+    comparison_id: i64,
+}
+
+/// Runs the prompt in each mode, one after another so that their timings do not interfere, and
+/// links the runs as a comparison.
 #[tracing::instrument(skip_all)]
 pub async fn compare(
-    State(state): State<AppState>,
-    JsonBody(body): JsonBody<SeedRequest>,
-) -> Result<Json<Value>, ApiError> {
-    let has_heads = state.model()?.has_heads();
+    State(playground): State<Playground>,
+    JsonBody(body): JsonBody<SimpleRequest>,
+) -> Result<Json<CompareResponse>, ApiError> {
     let modes = match &body.modes {
         Some(names) => parse_modes(names)?,
-        None if has_heads => vec![GenerationMode::Normal, GenerationMode::Medusa],
+        None if playground.model()?.has_heads() => {
+            vec![GenerationMode::Normal, GenerationMode::Medusa]
+        }
         None => vec![GenerationMode::Normal, GenerationMode::Lookup],
     };
     // Refuse bad input before anything runs.
-    for &mode in &modes {
-        let request = body.to_request(mode);
-        request.validate()?;
-        if mode == GenerationMode::Medusa && !has_heads {
-            return Err(engine::EngineError::NoMedusaHeads.into());
-        }
-    }
-    let mut results: BTreeMap<&'static str, SeedResponse> = BTreeMap::new();
+    let checked = modes
+        .iter()
+        .map(|&mode| playground.check(body.to_request(mode)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let prompt = prompt_record(&checked[0].request().prompt);
+    let mut results = BTreeMap::new();
     let mut run_ids = Vec::new();
-    let prompt = driver::prompt_record(&body.to_request(GenerationMode::Normal).prompt);
-    for &mode in &modes {
-        let collected = run_one(&state, body.to_request(mode), None).await?;
+    for (mode, checked) in modes.into_iter().zip(checked) {
+        let collected = run_one(&playground, checked).await?;
         run_ids.push(collected.run_id);
-        results.insert(mode.as_str(), response(&state, &collected, &prompt).await?);
-    }
-    let comparison = state.store().create_comparison(&prompt, &run_ids).await?;
-    let mut answer = serde_json::Map::new();
-    for (mode, result) in results {
-        answer.insert(
-            mode.to_owned(),
-            serde_json::to_value(result).unwrap_or(Value::Null),
+        results.insert(
+            mode.as_str(),
+            response(&playground, &collected, &prompt).await?,
         );
     }
-    answer.insert("speedup".into(), comparison.speedup.into());
-    answer.insert(
-        "outputs_identical".into(),
-        comparison.outputs_identical.into(),
-    );
-    answer.insert(
-        "first_difference".into(),
-        comparison.first_difference.into(),
-    );
-    answer.insert("comparison_id".into(), comparison.id.into());
-    Ok(Json(Value::Object(answer)))
+    let comparison = playground
+        .store()
+        .create_comparison(&prompt, &run_ids)
+        .await?;
+    Ok(Json(CompareResponse {
+        modes: results,
+        speedup: comparison.speedup,
+        outputs_identical: comparison.outputs_identical,
+        first_difference: comparison.first_difference,
+        comparison_id: comparison.id,
+    }))
 }
 
 fn parse_modes(names: &[String]) -> Result<Vec<GenerationMode>, ApiError> {

@@ -1,0 +1,92 @@
+//! The wire contract: every type the UI sends or receives, over HTTP and IPC alike, rendered as
+//! the TypeScript the UI compiles against (`ui/src/lib/api/contract.ts`). The Rust types are the
+//! single source; the test `contract` fails when the checked-in file is stale, and rewrites it
+//! with `UPDATE_CONTRACT=1`.
+
+use ts_rs::{Config, TS};
+
+/// Where the generated file lives, from the workspace root.
+pub const CONTRACT_PATH: &str = "ui/src/lib/api/contract.ts";
+
+macro_rules! declarations {
+    ($config:expr, $($ty:ty),+ $(,)?) => {
+        vec![$(declaration::<$ty>($config)),+]
+    };
+}
+
+fn declaration<T: TS>(config: &Config) -> String {
+    format!(
+        "{}export {}",
+        T::docs().unwrap_or_default(),
+        T::decl(config)
+    )
+}
+
+/// The contract as TypeScript.
+pub fn typescript() -> String {
+    // JSON numbers: ids and counts stay far below 2^53.
+    let config = Config::new().with_large_int("number");
+    let config = &config;
+    let blocks = declarations!(
+        config,
+        // Generation
+        engine::GenerationMode,
+        engine::ChatMessage,
+        engine::SamplingParams,
+        crate::PlaygroundRequest,
+        engine::TokenSource,
+        crate::RunEvent,
+        engine::StepEvent,
+        crate::FinishedEvent,
+        engine::RunSummary,
+        engine::StopReason,
+        crate::ErrorBody,
+        // The backend
+        crate::Info,
+        engine::ModelInfo,
+        engine::medusa::heads::HeadsInfo,
+        engine::medusa::heads::BaseIdentity,
+        engine::medusa::heads::TrainingRecord,
+        engine::TreeSpec,
+        engine::medusa::plan::MedusaPlan,
+        engine::medusa::plan::TreeOrigin,
+        engine::EngineMetrics,
+        crate::model_host::LoadingStatus,
+        crate::LoadModelRequest,
+        crate::tuning::TuneRequest,
+        engine::tuning::TuneReport,
+        engine::speculative::tree_builder::TunedSize,
+        engine::tuning::ChosenTree,
+        engine::tuning::ReferenceTree,
+        // The run history
+        crate::history::RunsQuery,
+        crate::history::RunList,
+        store::Run,
+        store::RunStatus,
+        store::ModelRef,
+        store::HeadsRef,
+        store::PromptRecord,
+        store::MessageRecord,
+        store::RunWithSteps,
+        store::StepRecord,
+        store::SortKey,
+        store::SortOrder,
+        store::ExportFormat,
+        store::ImportReport,
+        crate::history::ComparisonList,
+        store::Comparison,
+        store::ComparisonRun,
+        serde_json::Value,
+    );
+    let mut out = String::from(
+        "// The backend's wire contract, generated from its Rust types (crates/playground/src/contract.rs).\n\
+         // Do not edit: `UPDATE_CONTRACT=1 cargo test -p playground --test contract` rewrites it.\n\n",
+    );
+    for block in blocks {
+        out.push_str(&block);
+        out.push_str("\n\n");
+    }
+    out.truncate(out.trim_end().len());
+    out.push('\n');
+    out
+}

@@ -1,0 +1,149 @@
+//! Errors of the application layer: a stable code, a message, and the kind of failure, which
+//! each adapter maps onto its protocol (an HTTP status, a rejected command).
+
+use engine::EngineError;
+use serde::Serialize;
+use store::StoreError;
+use ts_rs::TS;
+
+/// What went wrong, in the terms an adapter answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The caller sent something wrong.
+    Invalid,
+    NotFound,
+    /// The request conflicts with the current state (no heads, a load or tuning in progress).
+    Conflict,
+    /// Not now: no model yet, or the queue is full.
+    Unavailable,
+    TooLarge,
+    /// The playground failed.
+    Internal,
+}
+
+/// An error with a stable `code` the UI and clients can tell apart without parsing messages.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct AppError {
+    pub kind: ErrorKind,
+    pub code: &'static str,
+    pub message: String,
+    /// Seconds after which retrying makes sense (a full queue).
+    pub retry_after_s: Option<u64>,
+}
+
+/// How every error reaches the UI: the body of HTTP errors (`{"error": ...}`) and of rejected
+/// desktop commands.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[ts(rename = "ApiErrorBody")]
+pub struct ErrorBody {
+    pub code: String,
+    pub message: String,
+}
+
+impl AppError {
+    pub fn new(kind: ErrorKind, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            code,
+            message: message.into(),
+            retry_after_s: None,
+        }
+    }
+
+    pub fn invalid_parameter(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Invalid, "invalid_parameter", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, "not_found", message)
+    }
+
+    pub fn internal(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, code, message)
+    }
+
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            code: self.code.to_owned(),
+            message: self.message.clone(),
+        }
+    }
+}
+
+impl Serialize for AppError {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.body().serialize(serializer)
+    }
+}
+
+impl From<EngineError> for AppError {
+    fn from(err: EngineError) -> Self {
+        let kind = match &err {
+            EngineError::NoMedusaHeads => ErrorKind::Conflict,
+            EngineError::QueueFull { .. } => ErrorKind::Unavailable,
+            e if e.is_client_error() => ErrorKind::Invalid,
+            _ => ErrorKind::Internal,
+        };
+        let retry_after_s = match &err {
+            // Whole seconds, rounded up: `Retry-After` has no finer unit.
+            EngineError::QueueFull { retry_after_ms, .. } => Some(retry_after_ms.div_ceil(1000)),
+            _ => None,
+        };
+        Self {
+            kind,
+            code: err.code(),
+            message: err.to_string(),
+            retry_after_s,
+        }
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(err: StoreError) -> Self {
+        let kind = match &err {
+            StoreError::NotFound { .. } => ErrorKind::NotFound,
+            StoreError::InvalidInput(_) | StoreError::Json(_) => ErrorKind::Invalid,
+            _ => ErrorKind::Internal,
+        };
+        Self::new(kind, err.code(), err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_errors_keep_their_code_and_kind() {
+        let full = AppError::from(EngineError::QueueFull {
+            capacity: 4,
+            retry_after_ms: 1500,
+        });
+        assert_eq!(
+            (full.kind, full.code, full.retry_after_s),
+            (ErrorKind::Unavailable, "queue_full", Some(2))
+        );
+        let heads = AppError::from(EngineError::NoMedusaHeads);
+        assert_eq!(
+            (heads.kind, heads.code),
+            (ErrorKind::Conflict, "no_medusa_heads")
+        );
+        let empty = AppError::from(EngineError::EmptyPrompt);
+        assert_eq!(
+            (empty.kind, empty.code),
+            (ErrorKind::Invalid, "empty_prompt")
+        );
+        let stopped = AppError::from(EngineError::EngineStopped);
+        assert_eq!(stopped.kind, ErrorKind::Internal);
+    }
+
+    #[test]
+    fn serializes_as_code_and_message() {
+        let err = AppError::not_found("run 7 not found");
+        assert_eq!(
+            serde_json::to_value(&err).unwrap(),
+            serde_json::json!({"code": "not_found", "message": "run 7 not found"})
+        );
+    }
+}

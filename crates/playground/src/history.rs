@@ -1,0 +1,240 @@
+//! The run history and comparisons as the playground answers them.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use store::{
+    Comparison, ExportDocument, ExportFormat, ImportReport, Run, RunFilter, RunStatus,
+    RunWithSteps, SortKey, SortOrder,
+};
+use ts_rs::TS;
+
+use crate::error::AppError;
+use crate::playground::Playground;
+
+/// Filters, order and paging of the run history (listing and export).
+#[derive(Debug, Default, Clone, Deserialize, TS)]
+#[ts(rename = "RunQuery", optional_fields)]
+pub struct RunsQuery {
+    #[ts(as = "Option<engine::GenerationMode>")]
+    pub mode: Option<String>,
+    pub model: Option<String>,
+    #[ts(as = "Option<RunStatus>")]
+    pub status: Option<String>,
+    /// RFC 3339.
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub limit: Option<i64>,
+    pub offset: Option<i64>,
+    #[ts(as = "Option<SortKey>")]
+    pub sort: Option<String>,
+    #[ts(as = "Option<SortOrder>")]
+    pub order: Option<String>,
+    /// Export only: json, jsonl or csv.
+    #[ts(as = "Option<ExportFormat>")]
+    pub format: Option<String>,
+}
+
+/// A page of runs, newest first unless asked otherwise.
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct RunList {
+    pub runs: Vec<Run>,
+}
+
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct ComparisonList {
+    pub comparisons: Vec<Comparison>,
+}
+
+/// An export: its format, a file name for it and its bytes.
+pub struct Export {
+    pub format: ExportFormat,
+    pub filename: String,
+    pub body: Vec<u8>,
+}
+
+impl RunsQuery {
+    pub fn filter(&self) -> Result<RunFilter, AppError> {
+        if self.limit.is_some_and(|l| l < 0) || self.offset.is_some_and(|o| o < 0) {
+            return Err(AppError::invalid_parameter(
+                "limit and offset must not be negative",
+            ));
+        }
+        Ok(RunFilter {
+            since: parse_time("since", self.since.as_deref())?,
+            until: parse_time("until", self.until.as_deref())?,
+            mode: self.mode.clone(),
+            model: self.model.clone(),
+            status: parse_opt(self.status.as_deref())?,
+            limit: self.limit,
+            offset: self.offset,
+            sort: parse_opt(self.sort.as_deref())?.unwrap_or_default(),
+            order: parse_opt(self.order.as_deref())?.unwrap_or_default(),
+        })
+    }
+
+    pub fn export_format(&self) -> Result<ExportFormat, AppError> {
+        self.format
+            .as_deref()
+            .unwrap_or("json")
+            .parse()
+            .map_err(|e: store::StoreError| AppError::invalid_parameter(e.to_string()))
+    }
+}
+
+fn parse_time(name: &str, value: Option<&str>) -> Result<Option<DateTime<Utc>>, AppError> {
+    value
+        .map(|v| {
+            DateTime::parse_from_rfc3339(v)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|e| {
+                    AppError::invalid_parameter(format!(
+                        "{name} must be an RFC 3339 time such as 2025-01-31T12:00:00Z: {e}"
+                    ))
+                })
+        })
+        .transpose()
+}
+
+/// One of the store's closed sets of names (status, sort key, order, format).
+fn parse_opt<T>(value: Option<&str>) -> Result<Option<T>, AppError>
+where
+    T: std::str::FromStr<Err = store::StoreError>,
+{
+    value
+        .map(str::parse)
+        .transpose()
+        .map_err(|e: store::StoreError| AppError::invalid_parameter(e.to_string()))
+}
+
+impl Playground {
+    pub async fn list_runs(&self, query: &RunsQuery) -> Result<RunList, AppError> {
+        let runs = self.store().list_runs(&query.filter()?).await?;
+        Ok(RunList { runs })
+    }
+
+    pub async fn get_run(&self, id: i64) -> Result<RunWithSteps, AppError> {
+        Ok(self.store().get_run(id).await?)
+    }
+
+    /// The runs matching `query` in its format.
+    pub async fn export_runs(&self, query: &RunsQuery) -> Result<Export, AppError> {
+        let format = query.export_format()?;
+        let filter = query.filter()?;
+        let mut body = Vec::new();
+        self.store().export(&filter, format, &mut body).await?;
+        Ok(Export {
+            format,
+            filename: export_filename(format),
+            body,
+        })
+    }
+
+    pub async fn import_runs(&self, document: &ExportDocument) -> Result<ImportReport, AppError> {
+        Ok(self.store().import_document(document).await?)
+    }
+
+    pub async fn list_comparisons(&self, limit: Option<i64>) -> Result<ComparisonList, AppError> {
+        let comparisons = self.store().list_comparisons(limit).await?;
+        Ok(ComparisonList { comparisons })
+    }
+
+    pub async fn get_comparison(&self, id: i64) -> Result<Comparison, AppError> {
+        Ok(self.store().get_comparison(id).await?)
+    }
+
+    /// Links finished runs of one prompt as a comparison; a `normal` run among them is the
+    /// baseline.
+    pub async fn create_comparison(&self, run_ids: &[i64]) -> Result<Comparison, AppError> {
+        if run_ids.len() < 2 {
+            return Err(AppError::invalid_parameter(
+                "a comparison needs at least two runs",
+            ));
+        }
+        let mut prompt = None;
+        for &id in run_ids {
+            let run = self.store().get_run(id).await?.run;
+            match &prompt {
+                None => prompt = Some(run.prompt),
+                Some(first) if *first != run.prompt => {
+                    return Err(AppError::invalid_parameter(format!(
+                        "run {id} has another prompt than run {}; only runs of one prompt compare",
+                        run_ids[0]
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        let prompt = prompt.expect("at least two runs were read");
+        Ok(self.store().create_comparison(&prompt, run_ids).await?)
+    }
+}
+
+/// A file name for an export made now.
+pub fn export_filename(format: ExportFormat) -> String {
+    format!(
+        "medusa-runs-{}.{}",
+        Utc::now().format("%Y%m%d-%H%M%S"),
+        format.as_str()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_becomes_a_filter() {
+        let query = RunsQuery {
+            mode: Some("lookup".into()),
+            status: Some("finished".into()),
+            since: Some("2025-01-31T12:00:00Z".into()),
+            sort: Some("tokens_per_second".into()),
+            order: Some("asc".into()),
+            limit: Some(10),
+            ..RunsQuery::default()
+        };
+        let filter = query.filter().unwrap();
+        assert_eq!(filter.mode.as_deref(), Some("lookup"));
+        assert_eq!(filter.status, Some(RunStatus::Finished));
+        assert_eq!(filter.sort, SortKey::TokensPerSecond);
+        assert_eq!(filter.order, SortOrder::Asc);
+        assert_eq!(
+            filter.since.unwrap().to_rfc3339(),
+            "2025-01-31T12:00:00+00:00"
+        );
+        assert_eq!(query.export_format().unwrap(), ExportFormat::Json);
+    }
+
+    #[test]
+    fn bad_queries_are_invalid_parameters() {
+        for query in [
+            RunsQuery {
+                since: Some("yesterday".into()),
+                ..RunsQuery::default()
+            },
+            RunsQuery {
+                limit: Some(-1),
+                ..RunsQuery::default()
+            },
+            RunsQuery {
+                sort: Some("prompt".into()),
+                ..RunsQuery::default()
+            },
+            RunsQuery {
+                status: Some("done".into()),
+                ..RunsQuery::default()
+            },
+        ] {
+            assert_eq!(
+                query.filter().unwrap_err().code,
+                "invalid_parameter",
+                "{query:?}"
+            );
+        }
+        let csv = RunsQuery {
+            format: Some("xml".into()),
+            ..RunsQuery::default()
+        };
+        assert_eq!(csv.export_format().unwrap_err().code, "invalid_parameter");
+    }
+}

@@ -1,0 +1,31 @@
+//! Medusa Playground's application layer: what the playground does, whatever carries it. It
+//! hosts the served model (and loads replacements), checks requests once, starts runs and records
+//! each in the history, answers history and comparison queries, and tunes the heads. It knows no
+//! transport: the HTTP server (`server`) and the desktop app (`src-tauri`) are thin adapters over
+//! [`Playground`], and both answer the types of [`contract`], from which the UI's TypeScript
+//! types are generated.
+//!
+//! Flow of a run: an adapter's request shape -> [`GenerateRequest`](engine::GenerateRequest)
+//! -> [`Playground::check`] (the one validation) -> [`runs::start`] (queued on the engine, recorded
+//! in the store) -> [`RunEvent`]s back to the adapter.
+
+pub mod contract;
+mod error;
+mod events;
+pub mod history;
+mod info;
+pub mod model_host;
+mod playground;
+mod requests;
+mod run_counters;
+pub mod runs;
+pub mod tuning;
+
+pub use error::{AppError, ErrorBody, ErrorKind};
+pub use events::{FinishedEvent, RunEvent};
+pub use info::Info;
+pub use model_host::{HostedModel, LoadRequest, ModelHost, ModelSource};
+pub use playground::{CheckedRequest, Playground};
+pub use requests::{LoadModelRequest, PlaygroundRequest, PLAYGROUND_MAX_TOKENS};
+pub use run_counters::{RunCounters, RunCountsSnapshot};
+pub use runs::RunHandle;

@@ -1,0 +1,166 @@
+//! The application: the model host, the run history, the runs in progress and their counters.
+//! Cheap to clone; every adapter holds one.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use engine::{Canceller, Engine, EngineConfig, GenerateRequest, ValidRequest};
+use store::Store;
+
+use crate::error::{AppError, ErrorKind};
+use crate::model_host::{HostedModel, LoadRequest, ModelHost};
+use crate::run_counters::RunCounters;
+
+#[derive(Clone)]
+pub struct Playground {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    host: Arc<ModelHost>,
+    store: Store,
+    counters: RunCounters,
+    running: Mutex<HashMap<i64, Canceller>>,
+    tuning: AtomicBool,
+}
+
+/// A request checked against the model that will run it (see [`Playground::check`]).
+pub struct CheckedRequest {
+    pub(crate) model: Arc<HostedModel>,
+    pub(crate) request: ValidRequest,
+}
+
+impl CheckedRequest {
+    pub fn request(&self) -> &GenerateRequest {
+        self.request.get()
+    }
+}
+
+/// Marks a tuning in progress until dropped.
+pub(crate) struct TuningGuard<'a>(&'a AtomicBool);
+
+impl Drop for TuningGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+impl Playground {
+    /// A playground serving `engine`, loaded from `config` (kept to load other models the same
+    /// way).
+    pub fn new(engine: Arc<Engine>, store: Store, config: EngineConfig) -> Self {
+        let hosted = HostedModel {
+            engine,
+            heads_path: config.heads_path.clone(),
+        };
+        Self::with_host(ModelHost::new(config, Some(hosted)), store)
+    }
+
+    /// A playground with no model yet: `request` loads in the background (see
+    /// [`Playground::model`]). A request refused at once (a missing file) is kept as the load
+    /// error for the UI to show.
+    pub fn loading(store: Store, template: EngineConfig, request: LoadRequest) -> Self {
+        let playground = Self::with_host(ModelHost::new(template, None), store);
+        if let Err(err) = playground.load_model(request) {
+            playground.inner.host.record_failure(err);
+        }
+        playground
+    }
+
+    fn with_host(host: ModelHost, store: Store) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                host: Arc::new(host),
+                store,
+                counters: RunCounters::default(),
+                running: Mutex::new(HashMap::new()),
+                tuning: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The model to generate with (unavailable while none is loaded).
+    pub fn model(&self) -> Result<Arc<HostedModel>, AppError> {
+        self.inner.host.current()
+    }
+
+    pub fn model_host(&self) -> &ModelHost {
+        &self.inner.host
+    }
+
+    /// Starts loading another model; the current one serves until it is ready.
+    pub fn load_model(&self, request: LoadRequest) -> Result<(), AppError> {
+        self.inner.host.begin_load(request)
+    }
+
+    /// The one validation of a generation, whichever API it came through: its fields, and what
+    /// it asks of the model now served (heads for Medusa mode).
+    pub fn check(&self, request: GenerateRequest) -> Result<CheckedRequest, AppError> {
+        let model = self.model()?;
+        let request = model.engine.validate(request)?;
+        Ok(CheckedRequest { model, request })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn counters(&self) -> &RunCounters {
+        &self.inner.counters
+    }
+
+    pub(crate) fn register_run(&self, run_id: i64, canceller: Canceller) {
+        self.running().insert(run_id, canceller);
+    }
+
+    pub(crate) fn unregister_run(&self, run_id: i64) {
+        self.running().remove(&run_id);
+    }
+
+    /// Cancels a run in progress; it is recorded as `cancelled` with what it produced.
+    pub fn cancel_run(&self, run_id: i64) -> Result<(), AppError> {
+        match self.running().get(&run_id) {
+            Some(canceller) => {
+                canceller.cancel();
+                Ok(())
+            }
+            None => Err(AppError::new(
+                ErrorKind::Conflict,
+                "not_running",
+                format!("run {run_id} is not in progress"),
+            )),
+        }
+    }
+
+    /// Cancels every run in progress (the desktop app does this when its window closes).
+    pub fn cancel_all(&self) -> usize {
+        let running = self.running();
+        running.values().for_each(Canceller::cancel);
+        running.len()
+    }
+
+    /// Claims the tuner; a conflict while another tuning runs.
+    pub(crate) fn begin_tuning(&self) -> Result<TuningGuard<'_>, AppError> {
+        if self.inner.tuning.swap(true, Ordering::AcqRel) {
+            return Err(AppError::new(
+                ErrorKind::Conflict,
+                "tuning_in_progress",
+                "the heads are being tuned already; wait for that result",
+            ));
+        }
+        Ok(TuningGuard(&self.inner.tuning))
+    }
+
+    /// Runs in progress.
+    pub fn running_count(&self) -> usize {
+        self.running().len()
+    }
+
+    fn running(&self) -> MutexGuard<'_, HashMap<i64, Canceller>> {
+        self.inner
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,141 @@
+//! The playground's own request shapes (the UI's, over HTTP and IPC) and their defaults.
+
+use std::path::PathBuf;
+
+use engine::{ChatMessage, GenerateRequest, GenerationMode, Prompt, SamplingParams, TreeSpec};
+use serde::Deserialize;
+use ts_rs::TS;
+
+use crate::error::AppError;
+use crate::model_host::{LoadRequest, ModelSource};
+
+/// Tokens generated when a playground request gives no `max_tokens`.
+pub const PLAYGROUND_MAX_TOKENS: u32 = 256;
+
+/// Body of a generation from the UI (`/api/generate`, the desktop app's `generate`): a raw
+/// `prompt` to continue or chat `messages` for the model's template, not both. Defaults: 256
+/// tokens, normal mode, the engine's sampling defaults (llama.cpp's), no stop strings.
+#[derive(Debug, Default, Clone, Deserialize, TS)]
+#[ts(rename = "GenerateRequest", optional_fields)]
+pub struct PlaygroundRequest {
+    #[serde(default)]
+    pub prompt: Option<String>,
+    #[serde(default)]
+    pub messages: Option<Vec<ChatMessage>>,
+    /// `normal`, `medusa` or `lookup` (any case).
+    #[serde(default)]
+    #[ts(as = "Option<GenerationMode>")]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    #[ts(as = "Option<Vec<String>>")]
+    pub stop: Vec<String>,
+    /// Any subset of the sampling settings; the rest take their defaults.
+    #[serde(default)]
+    #[ts(optional, type = "Partial<SamplingParams>")]
+    pub sampling: Option<SamplingParams>,
+    /// Cap on drafted tokens per step (speculative modes).
+    #[serde(default)]
+    pub max_draft_tokens: Option<usize>,
+}
+
+impl PlaygroundRequest {
+    /// The engine request this asks for; checked by [`crate::Playground::check`].
+    pub fn into_request(self) -> Result<GenerateRequest, AppError> {
+        let prompt = match (self.prompt, self.messages) {
+            (Some(_), Some(_)) => {
+                return Err(AppError::invalid_parameter(
+                    "send either prompt or messages, not both",
+                ))
+            }
+            (None, Some(messages)) => Prompt::Chat(messages),
+            (prompt, None) => Prompt::Text(prompt.unwrap_or_default()),
+        };
+        let mode = match &self.mode {
+            Some(name) => name.parse()?,
+            None => GenerationMode::Normal,
+        };
+        let mut request =
+            GenerateRequest::new(prompt, self.max_tokens.unwrap_or(PLAYGROUND_MAX_TOKENS))
+                .with_sampling(self.sampling.unwrap_or_default())
+                .with_stop(self.stop)
+                .with_mode(mode);
+        request.max_draft_tokens = self.max_draft_tokens;
+        Ok(request)
+    }
+}
+
+/// Another model (and heads, tree) to load.
+#[derive(Debug, Clone, Deserialize, TS)]
+pub struct LoadModelRequest {
+    /// A GGUF path on the machine running the backend.
+    #[ts(type = "string")]
+    pub model: PathBuf,
+    /// A `*.medusa.gguf` heads file; null for none.
+    #[serde(default)]
+    #[ts(optional, type = "string | null")]
+    pub heads: Option<PathBuf>,
+    /// Tree name (`mc_sim_7b_63`, `chain-N`) or a JSON file; null for the heads' default.
+    #[serde(default)]
+    #[ts(optional = nullable)]
+    pub tree: Option<String>,
+}
+
+impl LoadModelRequest {
+    /// What to load; a tree that names no known tree and no readable file is refused here.
+    pub fn into_load_request(self) -> Result<LoadRequest, AppError> {
+        let tree = self
+            .tree
+            .as_deref()
+            .filter(|t| !t.trim().is_empty())
+            .map(TreeSpec::from_name_or_file)
+            .transpose()
+            .map_err(|e| AppError::invalid_parameter(format!("tree: {e}")))?;
+        Ok(LoadRequest {
+            model: ModelSource::Path(self.model),
+            heads: self.heads,
+            tree,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_what_the_request_leaves_out() {
+        let request: PlaygroundRequest = serde_json::from_str(r#"{"prompt": "Hi"}"#).unwrap();
+        let request = request.into_request().unwrap();
+        assert_eq!(request.prompt, Prompt::Text("Hi".into()));
+        assert_eq!(request.max_tokens, PLAYGROUND_MAX_TOKENS);
+        assert_eq!(request.mode, GenerationMode::Normal);
+        assert_eq!(request.sampling, SamplingParams::default());
+    }
+
+    #[test]
+    fn partial_sampling_keeps_the_other_defaults() {
+        let request: PlaygroundRequest = serde_json::from_str(
+            r#"{"messages": [{"role": "user", "content": "Hi"}], "mode": "lookup",
+                "sampling": {"temperature": 0}}"#,
+        )
+        .unwrap();
+        let request = request.into_request().unwrap();
+        assert_eq!(request.mode, GenerationMode::Lookup);
+        assert_eq!(request.sampling.temperature, 0.0);
+        assert_eq!(request.sampling.top_k, SamplingParams::default().top_k);
+    }
+
+    #[test]
+    fn prompt_and_messages_together_are_refused() {
+        let request: PlaygroundRequest = serde_json::from_str(
+            r#"{"prompt": "a", "messages": [{"role": "user", "content": "b"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            request.into_request().unwrap_err().code,
+            "invalid_parameter"
+        );
+    }
+}

@@ -1,0 +1,49 @@
+//! Tuning the loaded heads for this machine, one tuning at a time.
+
+use engine::tuning::{TuneOptions, TuneReport};
+use serde::Deserialize;
+use ts_rs::TS;
+
+use crate::error::AppError;
+use crate::playground::Playground;
+
+/// How long an answer each tuning prompt gets and the largest tree considered; the engine's
+/// tuning defaults for what is left out.
+#[derive(Debug, Default, Clone, Deserialize, TS)]
+#[ts(optional_fields)]
+pub struct TuneRequest {
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub max_nodes: Option<usize>,
+}
+
+impl Playground {
+    /// Measures the loaded heads and this machine's decode costs and predicts each tree size's
+    /// speed (see `engine::tuning`). Takes about a minute on a small model.
+    pub async fn tune(&self, request: TuneRequest) -> Result<TuneReport, AppError> {
+        let model = self.model()?;
+        let mut options = TuneOptions::default();
+        if let Some(max_tokens) = request.max_tokens {
+            if !(8..=1024).contains(&max_tokens) {
+                return Err(AppError::invalid_parameter(
+                    "max_tokens must be between 8 and 1024",
+                ));
+            }
+            options.max_tokens = max_tokens;
+        }
+        if let Some(max_nodes) = request.max_nodes {
+            options.max_nodes = max_nodes;
+        }
+        let _guard = self.begin_tuning()?;
+        let engine = model.engine.clone();
+        tokio::task::spawn_blocking(move || {
+            engine::tuning::tune_engine(&engine, &options, |done, total| {
+                tracing::info!(done, total, "tuning: prompt measured");
+            })
+        })
+        .await
+        .map_err(|e| AppError::internal("tune_failed", e.to_string()))?
+        .map_err(AppError::from)
+    }
+}

@@ -1,0 +1,597 @@
+// The backend's wire contract, generated from its Rust types (crates/playground/src/contract.rs).
+// Do not edit: `UPDATE_CONTRACT=1 cargo test -p playground --test contract` rewrites it.
+
+/**
+ * How tokens are produced.
+ */
+export type Mode = "normal" | "medusa" | "lookup";
+
+export type ChatMessage = { role: 'system' | 'user' | 'assistant', content: string, };
+
+/**
+ * Sampling settings. Defaults are llama.cpp's.
+ */
+export type SamplingParams = { 
+/**
+ * 0 means greedy.
+ */
+temperature: number, 
+/**
+ * 0 disables top-k.
+ */
+top_k: number, 
+/**
+ * 1 disables top-p.
+ */
+top_p: number, 
+/**
+ * 0 disables min-p.
+ */
+min_p: number, 
+/**
+ * 1 disables the repetition penalty.
+ */
+repeat_penalty: number, 
+/**
+ * How many recent tokens the penalty looks at.
+ */
+repeat_last_n: number, 
+/**
+ * Fixes the random draws; without it a seed is picked and reported with the run.
+ */
+seed: number | null, };
+
+/**
+ * Body of a generation from the UI (`/api/generate`, the desktop app's `generate`): a raw
+ * `prompt` to continue or chat `messages` for the model's template, not both. Defaults: 256
+ * tokens, normal mode, the engine's sampling defaults (llama.cpp's), no stop strings.
+ */
+export type GenerateRequest = { prompt?: string, messages?: Array<ChatMessage>, 
+/**
+ * `normal`, `medusa` or `lookup` (any case).
+ */
+mode?: Mode, max_tokens?: number, stop?: Array<string>, 
+/**
+ * Any subset of the sampling settings; the rest take their defaults.
+ */
+sampling?: Partial<SamplingParams>, 
+/**
+ * Cap on drafted tokens per step (speculative modes).
+ */
+max_draft_tokens?: number, };
+
+/**
+ * Who proposed a token. On the wire (events, the run history) it is one name: `model`,
+ * `medusa_head_K` or `lookup`.
+ */
+export type TokenSource = 'model' | 'lookup' | `medusa_head_${number}`;
+
+/**
+ * One event of a run, `{"type": ..., ...}`. A run sends `started`, then `text` and (in the
+ * speculative modes) `step` events, and ends with `finished` or `failed`.
+ */
+export type RunEvent = { "type": "started", run_id: number, prompt_tokens: number, } | { "type": "text", text: string, token_ids: Array<number>, sources: Array<TokenSource>, } | { "type": "step" } & StepEvent | { "type": "finished" } & FinishedEvent | { "type": "failed", run_id: number, code: string, message: string, };
+
+/**
+ * One speculative step: what was drafted and what the base model kept.
+ */
+export type StepEvent = { index: number, 
+/**
+ * Drafted nodes (the root not counted).
+ */
+tree_size: number, tree_depth: number, 
+/**
+ * Tokens this step emits, the base model's own included.
+ */
+accepted_len: number, tokens: Array<number>, sources: Array<TokenSource>, 
+/**
+ * Per depth of the drafted tree: whether its token was accepted.
+ */
+depth_hits: Array<boolean>, draft_ms: number, verify_ms: number, };
+
+/**
+ * The run's summary, with its id.
+ */
+export type FinishedEvent = { run_id: number, text: string, prompt_tokens: number, tokens_generated: number, 
+/**
+ * Waiting for a free slot.
+ */
+queue_ms: number, 
+/**
+ * From submission to the first generated token (queue, tokenization and prefill included).
+ */
+ttft_ms: number, 
+/**
+ * From submission to the end.
+ */
+total_ms: number, 
+/**
+ * Generated tokens over the time the run held a slot.
+ */
+tokens_per_second: number, 
+/**
+ * Tokens after the first over the time after the first: the decode speed alone.
+ */
+decode_tokens_per_second: number, stop_reason: StopReason, 
+/**
+ * The seed the sampler used, so a sampled run can be repeated.
+ */
+seed: number, 
+/**
+ * The generated token ids, in order.
+ */
+token_ids: Array<number>, mode: Mode, 
+/**
+ * Decode steps after the prompt (each yields at least the base model's own token).
+ */
+steps: number, 
+/**
+ * Tokens emitted per step, the base model's own token included: plain decoding is 1.0.
+ */
+mean_accepted: number, 
+/**
+ * For each tree depth d (1-based, index d-1), the share of steps whose tree reached depth d
+ * in which the drafted token at that depth was accepted. Empty in normal mode.
+ */
+acceptance_by_head: Array<number>, 
+/**
+ * Time spent drafting and verifying (speculative modes).
+ */
+draft_ms: number, verify_ms: number, };
+
+/**
+ * Statistics of one finished run.
+ */
+export type RunSummary = { text: string, prompt_tokens: number, tokens_generated: number, 
+/**
+ * Waiting for a free slot.
+ */
+queue_ms: number, 
+/**
+ * From submission to the first generated token (queue, tokenization and prefill included).
+ */
+ttft_ms: number, 
+/**
+ * From submission to the end.
+ */
+total_ms: number, 
+/**
+ * Generated tokens over the time the run held a slot.
+ */
+tokens_per_second: number, 
+/**
+ * Tokens after the first over the time after the first: the decode speed alone.
+ */
+decode_tokens_per_second: number, stop_reason: StopReason, 
+/**
+ * The seed the sampler used, so a sampled run can be repeated.
+ */
+seed: number, 
+/**
+ * The generated token ids, in order.
+ */
+token_ids: Array<number>, mode: Mode, 
+/**
+ * Decode steps after the prompt (each yields at least the base model's own token).
+ */
+steps: number, 
+/**
+ * Tokens emitted per step, the base model's own token included: plain decoding is 1.0.
+ */
+mean_accepted: number, 
+/**
+ * For each tree depth d (1-based, index d-1), the share of steps whose tree reached depth d
+ * in which the drafted token at that depth was accepted. Empty in normal mode.
+ */
+acceptance_by_head: Array<number>, 
+/**
+ * Time spent drafting and verifying (speculative modes).
+ */
+draft_ms: number, verify_ms: number, };
+
+export type StopReason = "end_of_generation" | "max_tokens" | "stop_string" | "context_full" | "cancelled";
+
+/**
+ * How every error reaches the UI: the body of HTTP errors (`{"error": ...}`) and of rejected
+ * desktop commands.
+ */
+export type ApiErrorBody = { code: string, message: string, };
+
+/**
+ * The model (or the load in progress), heads, tree, modes, engine metrics and the database.
+ * `model` is null until a first model has loaded; while another loads, the current one keeps
+ * serving and `loading` says what is coming. `error` is the last load failure (the previous
+ * model, if any, stays in use).
+ */
+export type Info = { model: ModelInfo | null, heads: HeadsInfo | null, heads_path: string | null, 
+/**
+ * The Medusa tree in use (paths of ranks), null without heads.
+ */
+tree: TreeSpec | null, modes: Array<Mode>, metrics: EngineMetrics | null, database: string, loading: LoadingStatus | null, error: ApiErrorBody | null, };
+
+/**
+ * What a loaded model is, for display and for recording next to every run.
+ */
+export type ModelInfo = { path: string, name: string, architecture: string, 
+/**
+ * Weight format, e.g. "Q4_1".
+ */
+file_type: string, file_size_bytes: number, n_params: number, n_layer: number, n_embd: number, n_vocab: number, n_ctx_train: number, 
+/**
+ * Context cells each request may use (prompt, output and draft tree).
+ */
+n_ctx: number, 
+/**
+ * Requests decoded together.
+ */
+parallel: number, n_batch: number, threads: number, has_chat_template: boolean, 
+/**
+ * The Medusa heads loaded with the model, if any.
+ */
+heads: HeadsInfo | null, 
+/**
+ * The token tree Medusa mode uses; `None` with heads when it decodes plainly.
+ */
+medusa_tree: TreeSpec | null, 
+/**
+ * How Medusa mode's tree was settled on this machine, and the decision in words.
+ */
+medusa_plan: MedusaPlan | null, };
+
+/**
+ * What a heads file says about itself.
+ */
+export type HeadsInfo = { head_count: number, layers_per_head: number, 
+/**
+ * True when the heads reuse the base model's output projection.
+ */
+shared_projection: boolean, 
+/**
+ * True when the heads also read the root token's embedding.
+ */
+root_token_input: boolean, default_tree: TreeSpec, base: BaseIdentity, projection_type: string, 
+/**
+ * Tokens the heads can propose when their vocabulary is restricted to the most frequent
+ * ones (FR-Spec); `None` for the whole vocabulary.
+ */
+vocab_subset: number | null, 
+/**
+ * How the heads were trained and how well they did on held-out text, when trained here.
+ */
+training: TrainingRecord | null, };
+
+/**
+ * Who the heads were made for: enough to refuse heads of another model.
+ */
+export type BaseIdentity = { n_embd: number, n_vocab: number, 
+/**
+ * SHA-256 over every token's text, in id order.
+ */
+tokenizer_sha256: string, };
+
+/**
+ * What `medusa train-heads` stores with the heads it writes.
+ */
+export type TrainingRecord = { prompts: number, train_positions: number, heldout_positions: number, epochs: number, 
+/**
+ * Per head, the share of held-out positions where its best guess was right.
+ */
+heldout_top1: Array<number>, 
+/**
+ * Per head, the share where the right token was among its five best guesses.
+ */
+heldout_top5: Array<number>, 
+/**
+ * Per head, the share of held-out positions where its rank-r guess was right (r = 0..10):
+ * what Medusa mode sizes its tree from. Empty in files written before it was recorded.
+ */
+heldout_by_rank?: Array<Array<number>>, heldout_loss: number, 
+/**
+ * The command line that trained them, to reproduce them.
+ */
+command: string, };
+
+/**
+ * A tree shape as Medusa "choices": each path lists, per depth, the rank in that head's top-k.
+ */
+export type TreeSpec = number[][];
+
+/**
+ * Medusa mode's tree and the reason for it.
+ */
+export type MedusaPlan = { origin: TreeOrigin, 
+/**
+ * The tree Medusa mode drafts with; `None` when it decodes plainly because no tree pays.
+ */
+tree: TreeSpec | null, 
+/**
+ * For a tuned plan: expected tokens per step with its tree (1 when plain).
+ */
+expected_tokens_per_step: number | null, 
+/**
+ * For a tuned plan: predicted speed-up over plain decoding (1 when plain).
+ */
+predicted_speedup: number | null, 
+/**
+ * The decision in words.
+ */
+decision: string, };
+
+/**
+ * Where Medusa mode's tree came from.
+ */
+export type TreeOrigin = "given" | "stored" | "tuned";
+
+/**
+ * Engine-wide counters, for the UI and the server's metrics.
+ */
+export type EngineMetrics = { 
+/**
+ * Most requests decoding at once.
+ */
+slots: number, 
+/**
+ * Requests decoding now.
+ */
+active: number, 
+/**
+ * Requests waiting for a slot.
+ */
+queued: number, steps: number, 
+/**
+ * Tokens in all decodes so far (prompt chunks, roots and draft trees).
+ */
+batch_tokens: number, 
+/**
+ * Tokens emitted to requests so far.
+ */
+tokens_emitted: number, 
+/**
+ * Tokens in the last decode.
+ */
+last_batch_tokens: number, 
+/**
+ * Requests in the last decode over the slots.
+ */
+last_occupancy: number, requests_finished: number, requests_failed: number, 
+/**
+ * Sequences holding KV cells, counted when the engine last went idle (0 when nothing leaked).
+ */
+idle_sequences_in_kv: number, };
+
+/**
+ * A model being loaded (in the background) to replace the current one, if any.
+ */
+export type LoadingStatus = { model: string, heads: string | null, 
+/**
+ * e.g. "fetching model", "loading model".
+ */
+stage: string, 
+/**
+ * Share of the current stage done (0..1), when known.
+ */
+progress: number | null, elapsed_ms: number, };
+
+/**
+ * Another model (and heads, tree) to load.
+ */
+export type LoadModelRequest = { 
+/**
+ * A GGUF path on the machine running the backend.
+ */
+model: string, 
+/**
+ * A `*.medusa.gguf` heads file; null for none.
+ */
+heads?: string | null, 
+/**
+ * Tree name (`mc_sim_7b_63`, `chain-N`) or a JSON file; null for the heads' default.
+ */
+tree?: string | null, };
+
+/**
+ * How long an answer each tuning prompt gets and the largest tree considered; the engine's
+ * tuning defaults for what is left out.
+ */
+export type TuneRequest = { max_tokens?: number, max_nodes?: number, };
+
+/**
+ * What tuning measured and decided.
+ */
+export type TuneReport = { decode_ms_by_tokens: Array<[number, number]>, ms_per_head: number, positions: Array<number>, head_top1_accuracy: Array<number>, head_accuracy_by_rank: Array<Array<number>>, plain_tokens_per_second: number, budgets: Array<TunedSize>, 
+/**
+ * Per budget, the tokens per step its tree really would have yielded on these prompts
+ * (the budgets' `expected_tokens` assume heads are right independently of each other).
+ */
+measured_tokens_per_step: Array<number>, 
+/**
+ * The Medusa paper's `mc_sim_7b_63` tree on these prompts, for heads deep enough for it.
+ */
+reference_tree: ReferenceTree | null, 
+/**
+ * The fastest tree, when one beats plain decoding.
+ */
+chosen: ChosenTree | null, decision: string, };
+
+/**
+ * One tree size as the tuner sees it.
+ */
+export type TunedSize = { nodes: number, expected_tokens: number, 
+/**
+ * Deepest head the tree uses (heads run one per depth).
+ */
+depth: number, 
+/**
+ * Drafting (the heads up to `depth`) plus one decode of the root and the tree.
+ */
+step_ms: number, tokens_per_second: number, 
+/**
+ * Over plain decoding (one token per decode of one token).
+ */
+predicted_speedup: number, };
+
+export type ChosenTree = { nodes: number, expected_tokens_per_step: number, predicted_speedup: number, 
+/**
+ * Medusa choices: per path, the rank at each depth.
+ */
+tree: Array<Array<number>>, };
+
+export type ReferenceTree = { name: string, nodes: number, measured_tokens_per_step: number, };
+
+/**
+ * Filters, order and paging of the run history (listing and export).
+ */
+export type RunQuery = { mode?: Mode, model?: string, status?: RunStatus, 
+/**
+ * RFC 3339.
+ */
+since?: string, until?: string, limit?: number, offset?: number, sort?: SortKey, order?: SortOrder, 
+/**
+ * Export only: json, jsonl or csv.
+ */
+format?: ExportFormat, };
+
+/**
+ * A page of runs, newest first unless asked otherwise.
+ */
+export type RunList = { runs: Array<RunRecord>, };
+
+/**
+ * A stored run. Outcome fields are `None` until the run finishes (and stay `None` for runs that
+ * failed or were interrupted).
+ */
+export type RunRecord = { 
+/**
+ * Local id: differs between databases, unlike `uid`.
+ */
+id: number, uid: string, status: RunStatus, created_at: string, mode: string, model: ModelRef, heads: HeadsRef | null, tree: JsonValue | null, prompt: PromptRecord, sampling: JsonValue, max_tokens: number, stop: Array<string>, comparison_id: number | null, queue_ms: number | null, output: string | null, stop_reason: string | null, prompt_tokens: number | null, tokens_generated: number | null, ttft_ms: number | null, total_ms: number | null, tokens_per_second: number | null, steps: number | null, mean_accepted: number | null, acceptance_by_head: Array<number> | null, seed: number | null, error: string | null, finished_at: string | null, };
+
+/**
+ * Where a run is in its life.
+ */
+export type RunStatus = "running" | "finished" | "failed" | "cancelled" | "interrupted";
+
+/**
+ * The model a run used.
+ */
+export type ModelRef = { name: string, path: string, 
+/**
+ * Weight format, e.g. `Q4_1`.
+ */
+file_type: string, 
+/**
+ * A fingerprint of the file (hash or similar); empty when unknown.
+ */
+identity: string, };
+
+/**
+ * The Medusa heads a run used.
+ */
+export type HeadsRef = { path: string, identity: string, };
+
+/**
+ * The prompt of a run: raw text to continue, or chat messages for the model's template.
+ *
+ * Serialised as `{"kind":"text","content":"..."}` or
+ * `{"kind":"chat","content":[{"role":"user","content":"..."}]}`.
+ */
+export type PromptRecord = { "kind": "text", "content": string } | { "kind": "chat", "content": Array<MessageRecord> };
+
+/**
+ * One chat message.
+ */
+export type MessageRecord = { role: 'system' | 'user' | 'assistant', content: string, };
+
+/**
+ * A run together with its steps, in step order.
+ */
+export type RunWithSteps = { run: RunRecord, steps: Array<StepRecord>, };
+
+/**
+ * One decoding step of a run.
+ */
+export type StepRecord = { step_index: number, tree_size: number, tree_depth: number, accepted_len: number, 
+/**
+ * Tokens emitted by this step.
+ */
+tokens: Array<number>, 
+/**
+ * Who produced each emitted token (`model`, `medusa`, `lookup`, ...).
+ */
+sources: Array<string>, 
+/**
+ * Whether the draft was accepted at each tree depth.
+ */
+depth_hits: Array<boolean>, draft_ms: number, verify_ms: number, };
+
+/**
+ * The columns runs can be sorted by. A closed set, so no caller text ever reaches the SQL.
+ */
+export type SortKey = "created_at" | "tokens_per_second" | "total_ms" | "ttft_ms" | "tokens_generated" | "mean_accepted";
+
+export type SortOrder = "asc" | "desc";
+
+export type ExportFormat = "json" | "jsonl" | "csv";
+
+/**
+ * What an import did.
+ */
+export type ImportReport = { 
+/**
+ * Runs added, with their steps.
+ */
+imported: number, 
+/**
+ * Runs whose uid was already stored; left as they were.
+ */
+skipped_duplicates: number, comparisons_imported: number, 
+/**
+ * Comparisons not re-created: a run of theirs is missing from the file, or already belongs
+ * to a comparison here (typically the same one, imported before).
+ */
+comparisons_skipped: number, };
+
+export type ComparisonList = { comparisons: Array<Comparison>, };
+
+/**
+ * Runs of one prompt in different modes, measured against the `normal` run among them.
+ *
+ * The store computes every figure from the stored runs, using only runs with status `finished`
+ * (a partial or failed output says nothing about speed or equality). The baseline is the first
+ * finished `normal` run in creation order; without one, all figures are `None`. Every other
+ * finished run, a second `normal` one included, is measured against it; only non-`normal` runs
+ * count towards `speedup`.
+ */
+export type Comparison = { id: number, created_at: string, prompt: PromptRecord, 
+/**
+ * Member runs in creation order, each with its figures against the baseline.
+ */
+runs: Array<ComparisonMember>, 
+/**
+ * Tokens per second of the fastest non-`normal` run over the baseline's.
+ */
+speedup: number | null, 
+/**
+ * Whether every other run's output equals the baseline's.
+ */
+outputs_identical: boolean | null, 
+/**
+ * The earliest character index at which any other run's output departs from the baseline's.
+ */
+first_difference: number | null, };
+
+/**
+ * One member of a comparison. The figures are `None` for the baseline itself and for runs that
+ * cannot be compared (not finished, or no finished baseline).
+ */
+export type ComparisonMember = { run_id: number, mode: string, status: RunStatus, tokens_per_second: number | null, 
+/**
+ * This run's tokens per second over the baseline's.
+ */
+speedup: number | null, output_identical: boolean | null, 
+/**
+ * Character index of the first difference from the baseline's output; `None` when equal.
+ */
+first_difference: number | null, };
+
+export type JsonValue = number | string | boolean | Array<JsonValue> | { [key in string]: JsonValue } | null;
