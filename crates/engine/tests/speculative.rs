@@ -129,11 +129,12 @@ fn seeded_speculative_sampling_repeats() {
 
 #[test]
 fn medusa_without_heads_says_what_is_missing() {
-    let outcome = engine()
+    // Refused before it is queued: `Engine::validate` is the one check.
+    let err = engine()
         .generate(greedy(chat("hi"), 8, GenerationMode::Medusa))
-        .unwrap()
-        .wait();
-    assert_eq!(outcome.unwrap_err(), EngineError::NoMedusaHeads);
+        .err()
+        .expect("medusa without heads is refused");
+    assert_eq!(err, EngineError::NoMedusaHeads);
 }
 
 #[test]
