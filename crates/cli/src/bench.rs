@@ -67,12 +67,12 @@ impl Totals {
     fn add_run(&mut self, run: &RunSummary) {
         self.add(run.tokens_generated, run.total_ms, run.ttft_ms);
         self.steps += run.steps;
-        if self.depth_counts.len() < run.acceptance_by_head.len() {
+        if self.depth_counts.len() < run.acceptance_by_depth.len() {
             self.depth_counts
-                .resize(run.acceptance_by_head.len(), (0.0, 0.0));
+                .resize(run.acceptance_by_depth.len(), (0.0, 0.0));
         }
         // Weight each run's per-depth rate by its step count.
-        for (d, rate) in run.acceptance_by_head.iter().enumerate() {
+        for (d, rate) in run.acceptance_by_depth.iter().enumerate() {
             self.depth_counts[d].0 += rate * run.steps as f64;
             self.depth_counts[d].1 += run.steps as f64;
         }
@@ -103,7 +103,7 @@ struct ModeResult {
     /// Tokens per decode step, the base model's own included (normal = 1.0).
     mean_accepted: f64,
     /// Per drafted depth, the share of steps whose token there was accepted.
-    acceptance_by_head: Vec<f64>,
+    acceptance_by_depth: Vec<f64>,
     /// This mode's tokens/s over normal mode's, measured in the same run.
     speedup_vs_normal: f64,
     /// Runs whose tokens equal normal mode's exactly (greedy; near-ties may differ).
@@ -237,7 +237,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             total_ms: t.ms,
             runs: t.runs,
             mean_accepted: t.tokens as f64 / t.steps.max(1) as f64,
-            acceptance_by_head: t
+            acceptance_by_depth: t
                 .depth_counts
                 .iter()
                 .map(|&(accepted, reached)| accepted / reached.max(1.0))
@@ -419,7 +419,7 @@ fn bench_concurrency(
             total_ms: t.wall_ms,
             runs: t.runs,
             mean_accepted: t.tokens as f64 / t.steps.max(1) as f64,
-            acceptance_by_head: Vec::new(),
+            acceptance_by_depth: Vec::new(),
             speedup_vs_normal: t.tokens_per_second() / normal_tps.max(1e-9),
             outputs_identical_to_normal: t.identical_to_normal,
             sequential_tokens_per_second: Some(seq.tokens_per_second()),

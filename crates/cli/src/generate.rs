@@ -155,7 +155,7 @@ fn summary_json(
         "mode": s.mode,
         "medusa_plan": (s.mode == GenerationMode::Medusa).then_some(&model.medusa_plan),
         "mean_accepted": s.mean_accepted,
-        "acceptance_by_head": s.acceptance_by_head,
+        "acceptance_by_depth": s.acceptance_by_depth,
         "steps": s.steps,
         "step_events": steps,
         "text": s.text,

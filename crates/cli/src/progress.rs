@@ -74,7 +74,7 @@ pub fn stats_line(s: &RunSummary) -> String {
     );
     if s.mode != engine::GenerationMode::Normal {
         let by_head: Vec<String> = s
-            .acceptance_by_head
+            .acceptance_by_depth
             .iter()
             .map(|a| format!("{:.0}%", a * 100.0))
             .collect();

@@ -111,7 +111,7 @@ fn bench_json_compares_with_the_raw_loop() {
     assert_eq!(lookup["mode"], "lookup");
     assert!(lookup["mean_accepted"].as_f64().unwrap() >= 1.0);
     assert!(lookup["speedup_vs_normal"].as_f64().unwrap() > 0.0);
-    assert!(lookup["acceptance_by_head"].is_array());
+    assert!(lookup["acceptance_by_depth"].is_array());
     let costs = out["decode_cost_ms"]
         .as_array()
         .expect("measured for speculative modes");

@@ -14,21 +14,21 @@ use llama_cpp_2::model::LlamaModel;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 use crate::backend::{backend, clear_recent_errors, take_recent_errors};
-use crate::baseline::BaselineRun;
 use crate::config::{EngineConfig, DEFAULT_CTX_SIZE};
 use crate::cost_cache::{CostCache, CostKey};
+use crate::diagnostics::Diagnostic;
+use crate::drafters::{Drafters, MedusaSetup};
 use crate::error::EngineError;
 use crate::events::{GenerationEvent, RunSummary};
 use crate::info::ModelInfo;
-use crate::llama_runtime::LlamaRuntime;
-use crate::medusa::accuracy::HeadAccuracy;
+use crate::llama_runtime::{LlamaRuntime, RuntimeSettings};
 use crate::medusa::heads::MedusaHeads;
+use crate::medusa::plan::plan_tree;
 use crate::model_file;
 use crate::prompt::RenderedPrompt;
 use crate::quantize::file_type_name;
 use crate::request::MAX_DRAFT_TOKENS;
 use crate::request::{GenerateRequest, GenerationMode, Prompt, ValidRequest};
-use crate::sampler::TokenId;
 use crate::scheduler::{Command, EngineMetrics, Scheduler, Shared};
 
 /// A loaded model, ready to generate. Dropping it stops its thread.
@@ -54,7 +54,7 @@ impl Engine {
             metrics: Mutex::new(EngineMetrics::default()),
         });
         let max_queued = config.max_queued;
-        let returns_hidden_states = config.hidden_states || config.heads_path.is_some();
+        let hidden_states_asked = config.hidden_states;
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("medusa-engine".into())
@@ -63,10 +63,11 @@ impl Engine {
         match ready_rx.recv() {
             Ok(Ok(info)) => Ok(Self {
                 commands,
+                // The context keeps hidden states when asked to, or for the heads it loaded.
+                returns_hidden_states: hidden_states_asked || info.heads.is_some(),
                 info,
                 shared,
                 max_queued,
-                returns_hidden_states,
                 thread: Some(thread),
             }),
             Ok(Err(err)) => {
@@ -149,78 +150,14 @@ impl Engine {
         answer.recv().map_err(|_| EngineError::EngineStopped)?
     }
 
-    /// The `top` most likely next tokens and their logits after `prompt` followed by
-    /// `continuation`, decoded plainly in one pass (blocking). For inspecting near-ties.
-    pub fn next_token_logits(
+    /// Sends a diagnostic to the engine thread and waits for its answer.
+    pub(crate) fn diagnose<T>(
         &self,
-        prompt: Prompt,
-        continuation: Vec<TokenId>,
-        top: usize,
-    ) -> Result<Vec<(TokenId, f32)>, EngineError> {
+        diagnostic: impl FnOnce(std_mpsc::Sender<Result<T, EngineError>>) -> Diagnostic,
+    ) -> Result<T, EngineError> {
         let (reply, answer) = std_mpsc::channel();
         self.commands
-            .send(Command::NextTokenLogits {
-                prompt,
-                continuation,
-                top,
-                reply,
-            })
-            .map_err(|_| EngineError::EngineStopped)?;
-        answer.recv().map_err(|_| EngineError::EngineStopped)?
-    }
-
-    /// Decode time in milliseconds by number of tokens in a batch, as known to the draft budget
-    /// (from the cache, or measured now if no speculative request has run yet; blocking).
-    pub fn decode_costs(&self) -> Result<Vec<(usize, f64)>, EngineError> {
-        self.request_decode_costs(false)
-    }
-
-    /// The same, measured now whatever is known, and kept in the cache for later loads.
-    pub fn measure_decode_costs(&self) -> Result<Vec<(usize, f64)>, EngineError> {
-        self.request_decode_costs(true)
-    }
-
-    fn request_decode_costs(&self, fresh: bool) -> Result<Vec<(usize, f64)>, EngineError> {
-        let (reply, answer) = std_mpsc::channel();
-        self.commands
-            .send(Command::DecodeCosts { fresh, reply })
-            .map_err(|_| EngineError::EngineStopped)?;
-        answer.recv().map_err(|_| EngineError::EngineStopped)?
-    }
-
-    /// How often the Medusa heads' top-`top_k` guesses are right along `continuation`, text the
-    /// model wrote after `prompt` (blocking; runs when no request is decoding).
-    pub fn measure_heads(
-        &self,
-        prompt: Prompt,
-        continuation: Vec<TokenId>,
-        top_k: usize,
-    ) -> Result<HeadAccuracy, EngineError> {
-        let (reply, answer) = std_mpsc::channel();
-        self.commands
-            .send(Command::MeasureHeads {
-                prompt,
-                continuation,
-                top_k,
-                reply,
-            })
-            .map_err(|_| EngineError::EngineStopped)?;
-        answer.recv().map_err(|_| EngineError::EngineStopped)?
-    }
-
-    /// Runs the bare llama-cpp-2 greedy loop on this engine's context (blocking).
-    pub fn raw_baseline(
-        &self,
-        prompt: Prompt,
-        max_tokens: usize,
-    ) -> Result<BaselineRun, EngineError> {
-        let (reply, answer) = std_mpsc::channel();
-        self.commands
-            .send(Command::Baseline {
-                prompt,
-                max_tokens,
-                reply,
-            })
+            .send(Command::Diagnostic(diagnostic(reply)))
             .map_err(|_| EngineError::EngineStopped)?;
         answer.recv().map_err(|_| EngineError::EngineStopped)?
     }
@@ -357,8 +294,7 @@ fn engine_thread(
     };
     // llama.cpp may round the context up; share out what it really holds.
     let n_ctx_seq = ctx.n_ctx() / parallel as u32;
-    let mut runtime = LlamaRuntime::new(&model, ctx, n_ctx_seq as usize, n_seq_max, heads.clone());
-    runtime.cost_cache = config.decode_costs_dir.as_ref().map(|dir| {
+    let cost_cache = config.decode_costs_dir.as_ref().map(|dir| {
         let key = CostKey::new(
             &config.model_path,
             threads,
@@ -368,10 +304,24 @@ fn engine_thread(
         );
         (CostCache::new(dir), key)
     });
-    if let Err(err) = runtime.plan_medusa(config.tree.clone()) {
-        let _ = ready.send(Err(err));
-        return;
-    }
+    let mut runtime = LlamaRuntime::new(
+        &model,
+        ctx,
+        RuntimeSettings {
+            n_ctx_seq: n_ctx_seq as usize,
+            max_seqs_per_token: n_seq_max,
+            returns_hidden_states: heads.is_some() || config.hidden_states,
+            cost_cache,
+        },
+    );
+    let medusa = match heads.map(|heads| plan_medusa(&mut runtime, heads, config.tree.clone())) {
+        None => None,
+        Some(Ok(setup)) => Some(setup),
+        Some(Err(err)) => {
+            let _ = ready.send(Err(err));
+            return;
+        }
+    };
     let mut info = model_info(
         &config,
         &header,
@@ -382,17 +332,32 @@ fn engine_thread(
         runtime.has_chat_template(),
     );
     info.parallel = parallel;
-    if let (Some(heads), Some(plan)) = (&heads, &runtime.medusa_plan) {
-        info.heads = Some(heads.info().clone());
-        info.medusa_tree = plan.tree.clone();
-        info.medusa_plan = Some(plan.clone());
+    if let Some(medusa) = &medusa {
+        info.heads = Some(medusa.heads.info().clone());
+        info.medusa_tree = medusa.plan.tree.clone();
+        info.medusa_plan = Some(medusa.plan.clone());
     }
     tracing::info!(model = %info.name, file_type = %info.file_type, threads, n_ctx_seq, parallel, "model loaded");
     if ready.send(Ok(info)).is_err() {
         return;
     }
 
-    Scheduler::new(runtime, parallel, n_seq_max, shared).run(&mut commands);
+    Scheduler::new(runtime, Drafters::new(medusa), parallel, n_seq_max, shared).run(&mut commands);
+}
+
+/// Settles Medusa mode's tree once the heads are loaded, from the heads' record and this
+/// machine's decode costs (measuring them if need be, which clears the KV cache).
+fn plan_medusa(
+    runtime: &mut LlamaRuntime<'_>,
+    heads: Arc<MedusaHeads>,
+    given: Option<crate::speculative::tree::TreeSpec>,
+) -> Result<MedusaSetup, EngineError> {
+    let plan = plan_tree(heads.info(), given, || {
+        let costs = runtime.ensure_cost_model()?.clone();
+        Ok::<_, EngineError>((costs, heads.draft_ms_per_head()))
+    })?;
+    tracing::info!(decision = %plan.decision, "medusa plan");
+    Ok(MedusaSetup { heads, plan })
 }
 
 /// Loads the configured heads and checks that a given tree fits them.

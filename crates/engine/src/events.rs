@@ -72,7 +72,7 @@ pub struct RunSummary {
     pub mean_accepted: f64,
     /// For each tree depth d (1-based, index d-1), the share of steps whose tree reached depth d
     /// in which the drafted token at that depth was accepted. Empty in normal mode.
-    pub acceptance_by_head: Vec<f64>,
+    pub acceptance_by_depth: Vec<f64>,
     /// Time spent drafting and verifying (speculative modes).
     pub draft_ms: f64,
     pub verify_ms: f64,

@@ -2,10 +2,11 @@
 //! streamed generation on a dedicated thread. Knows nothing of HTTP, SQL or UI.
 
 mod backend;
-mod baseline;
 mod clock;
 mod config;
 pub mod cost_cache;
+mod diagnostics;
+mod drafters;
 mod engine;
 mod error;
 mod events;
@@ -26,11 +27,11 @@ mod stop;
 pub mod tuning;
 mod utf8;
 
-pub use baseline::BaselineRun;
 pub use config::{
     default_threads, EngineConfig, LoadProgress, DEFAULT_BATCH_SIZE, DEFAULT_CTX_SIZE,
     DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL,
 };
+pub use diagnostics::BaselineRun;
 pub use engine::{Canceller, Engine, GenerationStream};
 pub use error::EngineError;
 pub use events::{GenerationEvent, RunSummary, StepEvent, StopReason};

@@ -1,7 +1,7 @@
-//! What the engine thread owns: the model, its llama.cpp context and batch, the chat template,
-//! the measured decode costs and the Medusa heads. Requests are driven by the scheduler.
+//! What the engine thread owns: the model, its llama.cpp context and batch, the chat template
+//! and the measured decode costs. The scheduler drives requests through it; it knows nothing
+//! of drafters or requests.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use llama_cpp_2::context::LlamaContext;
@@ -12,32 +12,35 @@ use llama_cpp_2::token::LlamaToken;
 use crate::clock::ms_since;
 use crate::cost_cache::{CostCache, CostKey};
 use crate::error::EngineError;
-use crate::medusa::accuracy::HeadAccuracy;
-use crate::medusa::heads::MedusaHeads;
-use crate::medusa::plan::{plan_tree, MedusaPlan};
 use crate::prompt;
 use crate::prompt::RenderedPrompt;
 use crate::request::Prompt;
-use crate::sampler::TokenId;
 use crate::speculative::budget::CostModel;
-use crate::speculative::tree::TreeSpec;
 
 pub(crate) struct LlamaRuntime<'m> {
-    pub(crate) model: &'m LlamaModel,
-    pub(crate) ctx: LlamaContext<'m>,
-    pub(crate) batch: LlamaBatch<'static>,
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    batch: LlamaBatch<'static>,
     template: Option<LlamaChatTemplate>,
     /// Context cells one request may use (prompt, output and its draft tree).
-    pub(crate) n_ctx_seq: usize,
-    pub(crate) n_batch: usize,
+    n_ctx_seq: usize,
+    n_batch: usize,
+    /// Whether decodes keep each position's final hidden state (Medusa heads read it).
+    returns_hidden_states: bool,
     /// Decode cost by batch size, measured when the engine is first idle with a speculative
     /// request to serve.
-    pub(crate) cost_model: Option<CostModel>,
-    /// Medusa heads, when loaded; the context then returns hidden states.
-    pub(crate) heads: Option<Arc<MedusaHeads>>,
-    /// Medusa mode's tree and why, settled by `plan_medusa` once the heads are loaded.
-    pub(crate) medusa_plan: Option<MedusaPlan>,
+    cost_model: Option<CostModel>,
     /// Where measured decode costs are kept for this machine, model and settings.
+    cost_cache: Option<(CostCache, CostKey)>,
+}
+
+/// How the engine thread set up the context a runtime wraps.
+pub(crate) struct RuntimeSettings {
+    /// Context cells one request may use.
+    pub(crate) n_ctx_seq: usize,
+    /// Most sequences one token of a batch may belong to (a tree's root and shared nodes).
+    pub(crate) max_seqs_per_token: usize,
+    pub(crate) returns_hidden_states: bool,
     pub(crate) cost_cache: Option<(CostCache, CostKey)>,
 }
 
@@ -45,22 +48,19 @@ impl<'m> LlamaRuntime<'m> {
     pub(crate) fn new(
         model: &'m LlamaModel,
         ctx: LlamaContext<'m>,
-        n_ctx_seq: usize,
-        max_seqs_per_token: usize,
-        heads: Option<Arc<MedusaHeads>>,
+        settings: RuntimeSettings,
     ) -> Self {
         let n_batch = ctx.n_batch() as usize;
         Self {
             model,
             ctx,
-            batch: LlamaBatch::new(n_batch, max_seqs_per_token as i32),
+            batch: LlamaBatch::new(n_batch, settings.max_seqs_per_token as i32),
             template: model.chat_template(None).ok(),
-            n_ctx_seq,
+            n_ctx_seq: settings.n_ctx_seq,
             n_batch,
+            returns_hidden_states: settings.returns_hidden_states,
             cost_model: None,
-            heads,
-            medusa_plan: None,
-            cost_cache: None,
+            cost_cache: settings.cost_cache,
         }
     }
 
@@ -68,8 +68,20 @@ impl<'m> LlamaRuntime<'m> {
         self.template.is_some()
     }
 
-    pub(crate) fn has_heads(&self) -> bool {
-        self.heads.is_some()
+    pub(crate) fn returns_hidden_states(&self) -> bool {
+        self.returns_hidden_states
+    }
+
+    pub(crate) fn n_ctx_seq(&self) -> usize {
+        self.n_ctx_seq
+    }
+
+    pub(crate) fn n_batch(&self) -> usize {
+        self.n_batch
+    }
+
+    pub(crate) fn model(&self) -> &'m LlamaModel {
+        self.model
     }
 
     pub(crate) fn render_prompt(&self, prompt: &Prompt) -> Result<RenderedPrompt, EngineError> {
@@ -95,14 +107,13 @@ impl<'m> LlamaRuntime<'m> {
         Ok(tokens)
     }
 
-    pub(crate) fn decode(&mut self) -> Result<(), EngineError> {
-        self.ctx
-            .decode(&mut self.batch)
-            .map_err(|e| EngineError::Decode(e.to_string()))?;
-        // GPU backends return before the work is done; the decode timings that size draft
-        // trees must include it.
-        self.ctx.synchronize();
-        Ok(())
+    pub(crate) fn clear_batch(&mut self) {
+        self.batch.clear();
+    }
+
+    /// Tokens in the batch being built.
+    pub(crate) fn batch_len(&self) -> usize {
+        self.batch.n_tokens() as usize
     }
 
     pub(crate) fn add(
@@ -117,137 +128,72 @@ impl<'m> LlamaRuntime<'m> {
             .map_err(|e| EngineError::Decode(e.to_string()))
     }
 
-    /// Decodes `tokens` from position 0 of sequence `seq`, in chunks; the last token's logits
-    /// are at batch index `self.batch.n_tokens() - 1` afterwards. Needs the engine to be idle.
-    pub(crate) fn prefill_alone(
-        &mut self,
-        seq: i32,
-        tokens: &[LlamaToken],
-    ) -> Result<(), EngineError> {
-        self.ctx.clear_kv_cache();
-        let last = tokens.len() - 1;
-        for (chunk_index, chunk) in tokens.chunks(self.n_batch).enumerate() {
-            self.batch.clear();
-            for (i, &token) in chunk.iter().enumerate() {
-                let pos = chunk_index * self.n_batch + i;
-                self.add(token, pos, &[seq], pos == last)?;
-            }
-            self.decode()?;
-        }
+    pub(crate) fn decode(&mut self) -> Result<(), EngineError> {
+        self.ctx
+            .decode(&mut self.batch)
+            .map_err(|e| EngineError::Decode(e.to_string()))?;
+        // GPU backends return before the work is done; the decode timings that size draft
+        // trees must include it.
+        self.ctx.synchronize();
         Ok(())
     }
 
-    /// The `top` most likely next tokens after `prompt` + `continuation`. Needs the engine idle.
-    pub(crate) fn next_token_logits(
-        &mut self,
-        prompt: &Prompt,
-        continuation: &[TokenId],
-        top: usize,
-    ) -> Result<Vec<(TokenId, f32)>, EngineError> {
-        let mut tokens = self.prompt_tokens(prompt)?;
-        tokens.extend(continuation.iter().map(|&t| LlamaToken(t)));
-        if tokens.len() >= self.n_ctx_seq {
-            return Err(EngineError::PromptTooLong {
-                tokens: tokens.len(),
-                limit: self.n_ctx_seq - 1,
-            });
-        }
-        self.prefill_alone(0, &tokens)?;
-        let last = self.batch.n_tokens() - 1;
-        let mut ranked: Vec<(TokenId, f32)> = self
-            .ctx
-            .get_logits_ith(last)
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| (i as TokenId, l))
-            .collect();
+    /// Logits of the last decode at batch index `index`.
+    pub(crate) fn logits(&self, index: i32) -> &[f32] {
+        self.ctx.get_logits_ith(index)
+    }
+
+    /// Final hidden state of the last decode at batch index `index` (llama.cpp looks them up
+    /// like logits); only when the runtime returns hidden states.
+    pub(crate) fn hidden_state(&self, index: i32) -> Result<&[f32], EngineError> {
+        self.ctx
+            .embeddings_ith(index)
+            .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))
+    }
+
+    pub(crate) fn clear_kv(&mut self) {
         self.ctx.clear_kv_cache();
-        ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
-        ranked.truncate(top);
-        Ok(ranked)
     }
 
-    /// How often the heads guess right along `continuation` (text the model wrote after
-    /// `prompt`): at each position from the prompt's last token on, head `d`'s `top_k` guesses
-    /// from the hidden state are checked against the token `d + 2` ahead. Needs the engine idle.
-    pub(crate) fn measure_heads(
+    /// Makes sequence `to` share `from`'s cells at positions `first..end` (all when `None`).
+    pub(crate) fn share_cells(
         &mut self,
-        prompt: &Prompt,
-        continuation: &[TokenId],
-        top_k: usize,
-    ) -> Result<HeadAccuracy, EngineError> {
-        let Some(heads) = self.heads.clone() else {
-            return Err(EngineError::NoMedusaHeads);
-        };
-        let mut tally = HeadAccuracy::new(heads.head_count(), top_k);
-        self.decode_along(prompt, continuation, |tokens, pos, hidden| {
-            if pos + 2 >= tokens.len() {
-                return;
-            }
-            let start = Instant::now();
-            let mut ranks = Vec::with_capacity(heads.head_count());
-            let root_input = heads.root_input(tokens[pos + 1]);
-            for head in 0..heads.head_count() {
-                let Some(&actual) = tokens.get(pos + 2 + head) else {
-                    break;
-                };
-                let guesses = heads.top_k(head, hidden, root_input.as_deref(), top_k);
-                ranks.push(tally.record(head, &guesses, actual));
-            }
-            tally.record_position(ranks);
-            tally.heads_ms += ms_since(start);
-            tally.heads_runs += 1;
-        })?;
-        Ok(tally)
-    }
-
-    /// Decodes `prompt` + `continuation` from an empty cache and hands `visit` the tokens, a
-    /// position and its final hidden state, for every position from the prompt's last token
-    /// on.
-    fn decode_along(
-        &mut self,
-        prompt: &Prompt,
-        continuation: &[TokenId],
-        mut visit: impl FnMut(&[TokenId], usize, &[f32]),
+        from: i32,
+        to: i32,
+        first: Option<u32>,
+        end: Option<u32>,
     ) -> Result<(), EngineError> {
-        let mut tokens: Vec<TokenId> = self.prompt_tokens(prompt)?.iter().map(|t| t.0).collect();
-        let first = tokens.len() - 1;
-        tokens.extend_from_slice(continuation);
-        if tokens.len() > self.n_ctx_seq {
-            return Err(EngineError::PromptTooLong {
-                tokens: tokens.len(),
-                limit: self.n_ctx_seq,
-            });
-        }
-        self.ctx.clear_kv_cache();
-        let result = self.visit_hidden_states(&tokens, first, &mut visit);
-        self.ctx.clear_kv_cache();
-        result
+        self.ctx
+            .kv_cache_seq_cp(from, to, first, end)
+            .map_err(|e| EngineError::Decode(e.to_string()))
     }
 
-    fn visit_hidden_states(
-        &mut self,
-        tokens: &[TokenId],
-        first: usize,
-        visit: &mut impl FnMut(&[TokenId], usize, &[f32]),
-    ) -> Result<(), EngineError> {
-        for (chunk_index, chunk) in tokens.chunks(self.n_batch).enumerate() {
-            let offset = chunk_index * self.n_batch;
-            self.batch.clear();
-            for (i, &token) in chunk.iter().enumerate() {
-                self.add(LlamaToken(token), offset + i, &[0], offset + i >= first)?;
-            }
-            self.decode()?;
-            // llama.cpp looks hidden states up by batch index, like logits.
-            for pos in (offset..offset + chunk.len()).filter(|&p| p >= first) {
-                let hidden = self
-                    .ctx
-                    .embeddings_ith((pos - offset) as i32)
-                    .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))?;
-                visit(tokens, pos, hidden);
-            }
+    /// Frees every cell of sequence `seq`.
+    pub(crate) fn forget(&mut self, seq: i32) -> Result<(), EngineError> {
+        self.ctx
+            .kv_cache_seq_rm(seq, None, None)
+            .map(|_| ())
+            .map_err(|e| EngineError::Decode(e.to_string()))
+    }
+
+    pub(crate) fn holds_cells(&self, seq: i32) -> bool {
+        self.ctx.kv_cache_seq_pos_max(seq) >= 0
+    }
+
+    /// The model and its context, for the bare yardstick loop that bypasses the runtime.
+    pub(crate) fn model_and_context(&mut self) -> (&'m LlamaModel, &mut LlamaContext<'m>) {
+        (self.model, &mut self.ctx)
+    }
+
+    pub(crate) fn cost_model(&self) -> Option<&CostModel> {
+        self.cost_model.as_ref()
+    }
+
+    /// Teaches the cost model what a decode of `tokens` draft-able tokens took.
+    pub(crate) fn observe_decode(&mut self, tokens: usize, ms: f64) {
+        if let Some(cost) = self.cost_model.as_mut() {
+            cost.observe(tokens, ms);
         }
-        Ok(())
     }
 
     /// The decode cost model: read from the cache when this machine measured it before for
@@ -271,21 +217,6 @@ impl<'m> LlamaRuntime<'m> {
         Ok(self
             .cost_model
             .get_or_insert_with(|| CostModel::new(vec![])))
-    }
-
-    /// Settles Medusa mode's tree once the heads are loaded, from the heads' record and this
-    /// machine's decode costs. Needs the engine idle (measuring clears the KV cache).
-    pub(crate) fn plan_medusa(&mut self, given: Option<TreeSpec>) -> Result<(), EngineError> {
-        let Some(heads) = self.heads.clone() else {
-            return Ok(());
-        };
-        let plan = plan_tree(heads.info(), given, || {
-            let costs = self.ensure_cost_model()?.clone();
-            Ok::<_, EngineError>((costs, heads.draft_ms_per_head()))
-        })?;
-        tracing::info!(decision = %plan.decision, "medusa plan");
-        self.medusa_plan = Some(plan);
-        Ok(())
     }
 
     /// Measures decode costs now, keeps them in the cache and uses them from here on.

@@ -12,20 +12,16 @@ use serde::Serialize;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use crate::baseline::{raw_greedy_decode, BaselineRun};
+use crate::clock::ms_since;
+use crate::diagnostics::Diagnostic;
+use crate::drafters::Drafters;
 use crate::error::EngineError;
 use crate::events::GenerationEvent;
 use crate::llama_runtime::{random_seed, LlamaRuntime};
-use crate::medusa::accuracy::HeadAccuracy;
-use crate::medusa::drafter::MedusaDrafter;
 use crate::output::OutputSink;
 use crate::prompt::RenderedPrompt;
-use crate::request::{GenerationMode, Prompt, ValidRequest, MAX_DRAFT_TOKENS};
-use crate::sampler::TokenId;
+use crate::request::{Prompt, ValidRequest};
 use crate::sequence::{NewSequence, Sequence, StepPlan};
-use crate::speculative::budget::AcceptanceStats;
-use crate::speculative::drafter::Drafter;
-use crate::speculative::lookup::LookupDrafter;
 use crate::speculative::tree::DraftTree;
 
 pub(crate) enum Command {
@@ -35,32 +31,12 @@ pub(crate) enum Command {
         cancel: Arc<AtomicBool>,
         queued_at: Instant,
     },
-    Baseline {
-        prompt: Prompt,
-        max_tokens: usize,
-        reply: std_mpsc::Sender<Result<BaselineRun, EngineError>>,
-    },
-    NextTokenLogits {
-        prompt: Prompt,
-        continuation: Vec<TokenId>,
-        top: usize,
-        reply: std_mpsc::Sender<Result<Vec<(TokenId, f32)>, EngineError>>,
-    },
-    DecodeCosts {
-        /// Measure again (and keep the result) rather than answer what is known.
-        fresh: bool,
-        reply: std_mpsc::Sender<Result<Vec<(usize, f64)>, EngineError>>,
-    },
-    MeasureHeads {
-        prompt: Prompt,
-        continuation: Vec<TokenId>,
-        top_k: usize,
-        reply: std_mpsc::Sender<Result<HeadAccuracy, EngineError>>,
-    },
     RenderPrompt {
         prompt: Prompt,
         reply: std_mpsc::Sender<Result<RenderedPrompt, EngineError>>,
     },
+    /// Waits until nothing is decoding.
+    Diagnostic(Diagnostic),
     Shutdown,
 }
 
@@ -102,21 +78,19 @@ pub(crate) struct Scheduler<'m> {
     runtime: LlamaRuntime<'m>,
     slots: Vec<Option<Sequence<'m>>>,
     waiting: VecDeque<Command>,
-    /// Commands that need the whole context (they clear the KV cache): run when idle.
-    exclusive: VecDeque<Command>,
+    /// Diagnostics need the whole context (they clear the KV cache): run when idle.
+    diagnostics: VecDeque<Diagnostic>,
     /// Free sequence ids for tree leaves.
     leaf_pool: Vec<i32>,
     n_seq_max: usize,
-    /// What finished Medusa requests learnt about the heads: how good they are is a property of
-    /// the heads, so a new request need not find it out again. (Lookup's success depends on the
-    /// text, so each lookup request learns for itself.)
-    medusa_acceptance: AcceptanceStats,
+    drafters: Drafters,
     shared: Arc<Shared>,
 }
 
 impl<'m> Scheduler<'m> {
     pub(crate) fn new(
         runtime: LlamaRuntime<'m>,
+        drafters: Drafters,
         slots: usize,
         n_seq_max: usize,
         shared: Arc<Shared>,
@@ -128,10 +102,10 @@ impl<'m> Scheduler<'m> {
             runtime,
             slots: (0..slots).map(|_| None).collect(),
             waiting: VecDeque::new(),
-            exclusive: VecDeque::new(),
+            diagnostics: VecDeque::new(),
             leaf_pool: (slots..n_seq_max).map(|s| s as i32).rev().collect(),
             n_seq_max,
-            medusa_acceptance: AcceptanceStats::default(),
+            drafters,
             shared,
         }
     }
@@ -147,13 +121,13 @@ impl<'m> Scheduler<'m> {
     pub(crate) fn run(mut self, commands: &mut UnboundedReceiver<Command>) {
         loop {
             if self.idle() {
-                while let Some(command) = self.exclusive.pop_front() {
-                    self.run_exclusive(command);
+                while let Some(diagnostic) = self.diagnostics.pop_front() {
+                    diagnostic.run(&mut self.runtime, self.drafters.heads());
                 }
                 self.count_idle_kv();
                 // Nothing holds cells now: start the next requests at the front of the cache,
                 // where attention scans the fewest cells.
-                self.runtime.ctx.clear_kv_cache();
+                self.runtime.clear_kv();
                 match commands.blocking_recv() {
                     None | Some(Command::Shutdown) => break,
                     Some(command) => self.accept(command),
@@ -172,7 +146,7 @@ impl<'m> Scheduler<'m> {
             self.admit();
             if self.active() > 0 {
                 self.step();
-            } else if !self.exclusive.is_empty() {
+            } else if !self.diagnostics.is_empty() {
                 continue;
             }
         }
@@ -185,56 +159,10 @@ impl<'m> Scheduler<'m> {
             Command::RenderPrompt { prompt, reply } => {
                 let _ = reply.send(self.runtime.render_prompt(&prompt));
             }
-            other if self.idle() => self.run_exclusive(other),
-            other => self.exclusive.push_back(other),
-        }
-    }
-
-    fn run_exclusive(&mut self, command: Command) {
-        match command {
-            Command::Baseline {
-                prompt,
-                max_tokens,
-                reply,
-            } => {
-                let run = self.runtime.prompt_tokens(&prompt).and_then(|tokens| {
-                    let runtime = &mut self.runtime;
-                    let outcome =
-                        raw_greedy_decode(runtime.model, &mut runtime.ctx, &tokens, max_tokens);
-                    runtime.ctx.clear_kv_cache();
-                    outcome
-                });
-                let _ = reply.send(run);
+            Command::Diagnostic(diagnostic) if self.idle() => {
+                diagnostic.run(&mut self.runtime, self.drafters.heads());
             }
-            Command::NextTokenLogits {
-                prompt,
-                continuation,
-                top,
-                reply,
-            } => {
-                let _ = reply.send(self.runtime.next_token_logits(&prompt, &continuation, top));
-            }
-            Command::MeasureHeads {
-                prompt,
-                continuation,
-                top_k,
-                reply,
-            } => {
-                let _ = reply.send(self.runtime.measure_heads(&prompt, &continuation, top_k));
-            }
-            Command::DecodeCosts { fresh, reply } => {
-                let costs = if fresh {
-                    self.runtime.measure_costs()
-                } else {
-                    self.runtime.ensure_cost_model()
-                }
-                .map(|m| m.points().to_vec());
-                let _ = reply.send(costs);
-            }
-            Command::RenderPrompt { prompt, reply } => {
-                let _ = reply.send(self.runtime.render_prompt(&prompt));
-            }
-            Command::Generate { .. } => self.waiting.push_back(command),
+            Command::Diagnostic(diagnostic) => self.diagnostics.push_back(diagnostic),
             Command::Shutdown => {}
         }
     }
@@ -277,46 +205,20 @@ impl<'m> Scheduler<'m> {
         queued_at: Instant,
     ) -> Result<Sequence<'m>, EngineError> {
         let request = request.into_inner();
-        let drafter: Option<Box<dyn Drafter>> = match request.mode {
-            GenerationMode::Normal => None,
-            GenerationMode::Lookup => Some(Box::new(LookupDrafter::default())),
-            GenerationMode::Medusa => match (&self.runtime.heads, &self.runtime.medusa_plan) {
-                // Without a tree (none pays on this machine) Medusa mode decodes plainly.
-                (Some(heads), Some(plan)) => plan.tree.as_ref().map(|tree| {
-                    Box::new(MedusaDrafter::new(heads.clone(), tree.clone())) as Box<dyn Drafter>
-                }),
-                // `Engine::validate` refuses Medusa mode without heads.
-                _ => None,
-            },
-        };
+        let draft = self.drafters.for_request(&request);
         let prompt = self.runtime.prompt_tokens(&request.prompt)?;
         // Measuring decode costs clears the KV cache, so it only happens with nothing running.
-        if drafter.is_some() && self.runtime.cost_model.is_none() && self.active() == 0 {
+        if draft.drafter.is_some() && self.runtime.cost_model().is_none() && self.active() == 0 {
             self.runtime.ensure_cost_model()?;
         }
         let out = OutputSink::new(
-            self.runtime.model,
+            self.runtime.model(),
             events,
             &prompt,
             request.max_tokens as usize,
             &request.stop,
         );
-        let default_max_draft = match (&request.mode, &self.runtime.medusa_plan) {
-            (GenerationMode::Medusa, Some(plan)) => {
-                plan.default_max_draft(DEFAULT_MAX_DRAFT_TOKENS)
-            }
-            _ => DEFAULT_MAX_DRAFT_TOKENS,
-        };
-        let max_draft = request
-            .max_draft_tokens
-            .unwrap_or(default_max_draft)
-            .min(MAX_DRAFT_TOKENS);
         let seed = request.sampling.seed.unwrap_or_else(random_seed);
-        let acceptance = if request.mode == GenerationMode::Medusa {
-            self.medusa_acceptance.as_prior(PRIOR_WEIGHT)
-        } else {
-            AcceptanceStats::default()
-        };
         Ok(Sequence::new(NewSequence {
             id: slot as i32,
             request,
@@ -324,10 +226,8 @@ impl<'m> Scheduler<'m> {
             cancel,
             prompt,
             seed,
-            drafter,
-            max_draft,
+            draft,
             queued_at,
-            acceptance,
         }))
     }
 
@@ -337,13 +237,12 @@ impl<'m> Scheduler<'m> {
         for sequence in self.slots.iter_mut().flatten() {
             sequence.check_cancelled();
         }
-        self.runtime.batch.clear();
+        self.runtime.clear_batch();
         let mut plans: Vec<(usize, StepPlan)> = Vec::new();
         let mut prefills: Vec<(usize, Option<i32>)> = Vec::new();
         let mut batch_tokens = 0usize;
-        let n_batch = self.runtime.n_batch;
-        let n_ctx_seq = self.runtime.n_ctx_seq;
-        let hidden_states = self.runtime.has_heads();
+        let n_batch = self.runtime.n_batch();
+        let n_ctx_seq = self.runtime.n_ctx_seq();
         let decoding: Vec<usize> = (0..self.slots.len())
             .filter(|&s| {
                 self.slots[s]
@@ -353,7 +252,7 @@ impl<'m> Scheduler<'m> {
             .collect();
 
         // Running requests first: each gets its root, and a tree where it pays.
-        let cost = self.runtime.cost_model.clone();
+        let cost = self.runtime.cost_model().cloned();
         for (k, &slot) in decoding.iter().enumerate() {
             let reserved_for_others = decoding.len() - k - 1;
             let Some(sequence) = self.slots[slot].as_mut() else {
@@ -437,11 +336,9 @@ impl<'m> Scheduler<'m> {
             let decoded = self.runtime.decode();
             // Prompt tokens skip the output layer, so only decodes without them teach the
             // model what draft tokens cost.
-            if let (Some(cost), 0) = (self.runtime.cost_model.as_mut(), prefill_tokens) {
-                cost.observe(
-                    batch_tokens,
-                    decode_started.elapsed().as_secs_f64() * 1000.0,
-                );
+            if prefill_tokens == 0 {
+                self.runtime
+                    .observe_decode(batch_tokens, ms_since(decode_started));
             }
             if let Err(err) = decoded {
                 // The decode failed as a whole: every request in it fails, the others go on.
@@ -471,7 +368,7 @@ impl<'m> Scheduler<'m> {
             let Some(sequence) = self.slots[slot].as_mut() else {
                 continue;
             };
-            match sequence.first_token(&self.runtime.ctx, index, hidden_states) {
+            match sequence.first_token(&self.runtime, index) {
                 Ok(()) => emitted += 1,
                 Err(err) => self.fail_slot(slot, err),
             }
@@ -482,40 +379,30 @@ impl<'m> Scheduler<'m> {
 
     /// Verifies one request's tree, keeps its accepted path in the KV cache and emits tokens.
     fn route_step(&mut self, slot: usize, plan: &StepPlan) -> Result<u64, EngineError> {
-        let hidden_states = self.runtime.has_heads();
         let Some(sequence) = self.slots[slot].as_mut() else {
             return Ok(0);
         };
-        let verdict = sequence.verify(&self.runtime.ctx, plan);
-        let kv_err = |e: llama_cpp_2::context::kv_cache::KvCacheConversionError| {
-            EngineError::Decode(e.to_string())
-        };
+        let verdict = sequence.verify(&self.runtime, plan);
         if let Some(&last) = verdict.accepted.last() {
             let first = sequence.pos as u32 + 1;
             let leaf = plan.leaf_seqs[plan.layout.leaf_below(last)];
-            self.runtime
-                .ctx
-                .kv_cache_seq_cp(
-                    leaf,
-                    sequence.id,
-                    Some(first),
-                    Some(first + verdict.accepted.len() as u32),
-                )
-                .map_err(kv_err)?;
+            self.runtime.share_cells(
+                leaf,
+                sequence.id,
+                Some(first),
+                Some(first + verdict.accepted.len() as u32),
+            )?;
         }
         for &leaf in &plan.leaf_seqs {
-            self.runtime
-                .ctx
-                .kv_cache_seq_rm(leaf, None, None)
-                .map_err(kv_err)?;
+            self.runtime.forget(leaf)?;
         }
-        sequence.finish_step(&self.runtime.ctx, plan, &verdict, hidden_states)?;
+        sequence.finish_step(&self.runtime, plan, &verdict)?;
         Ok(1 + verdict.accepted.len() as u64)
     }
 
     fn fail_slot(&mut self, slot: usize, err: EngineError) {
         if let Some(sequence) = self.slots[slot].take() {
-            let _ = self.runtime.ctx.kv_cache_seq_rm(sequence.id, None, None);
+            let _ = self.runtime.forget(sequence.id);
             sequence.fail(err);
             self.count_failed();
         }
@@ -529,9 +416,9 @@ impl<'m> Scheduler<'m> {
                 .is_some_and(|s| s.ending.is_some())
             {
                 if let Some(sequence) = self.slots[slot].take() {
-                    let _ = self.runtime.ctx.kv_cache_seq_rm(sequence.id, None, None);
-                    if sequence.request.mode == GenerationMode::Medusa {
-                        self.medusa_acceptance.absorb(&sequence.learnt());
+                    let _ = self.runtime.forget(sequence.id);
+                    if let Some((drafter, learnt)) = sequence.learnt() {
+                        self.drafters.absorb(drafter, &learnt);
                     }
                     sequence.finish();
                     if let Ok(mut m) = self.shared.metrics.lock() {
@@ -556,7 +443,7 @@ impl<'m> Scheduler<'m> {
 
     fn count_idle_kv(&self) {
         let in_use = (0..self.slots.len() + self.leaf_pool_capacity())
-            .filter(|&seq| self.runtime.ctx.kv_cache_seq_pos_max(seq as i32) >= 0)
+            .filter(|&seq| self.runtime.holds_cells(seq as i32))
             .count();
         if let Ok(mut m) = self.shared.metrics.lock() {
             m.idle_sequences_in_kv = in_use;
@@ -600,10 +487,7 @@ fn add_tree(
 ) -> Result<(), EngineError> {
     let p = sequence.pos;
     for &leaf in &plan.leaf_seqs {
-        runtime
-            .ctx
-            .kv_cache_seq_cp(sequence.id, leaf, None, Some(p as u32))
-            .map_err(|e| EngineError::Decode(e.to_string()))?;
+        runtime.share_cells(sequence.id, leaf, None, Some(p as u32))?;
     }
     let root_seqs: Vec<i32> = std::iter::once(sequence.id)
         .chain(plan.leaf_seqs.iter().copied())
@@ -626,10 +510,3 @@ fn fit_leaves(mut tree: DraftTree, free_ids: usize) -> DraftTree {
     }
     tree
 }
-
-/// How many tries the heads' past acceptance counts as when a new request starts.
-const PRIOR_WEIGHT: u32 = 32;
-
-/// Most drafted tokens per step when the request does not say; the draft budget (measured
-/// decode costs, acceptance learnt during the run) usually drafts fewer.
-const DEFAULT_MAX_DRAFT_TOKENS: usize = 16;

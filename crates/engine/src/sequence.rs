@@ -5,12 +5,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::clock::ms_since;
+use crate::drafters::DraftSetup;
 use crate::error::EngineError;
 use crate::events::{tokens_per_second, GenerationEvent, RunSummary, StepEvent, StopReason};
+use crate::llama_runtime::LlamaRuntime;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
 use crate::sampler::{Sampler, TokenId};
@@ -68,11 +69,8 @@ pub(crate) struct NewSequence<'m> {
     pub(crate) cancel: Arc<AtomicBool>,
     pub(crate) prompt: Vec<LlamaToken>,
     pub(crate) seed: u64,
-    pub(crate) drafter: Option<Box<dyn Drafter>>,
-    pub(crate) max_draft: usize,
+    pub(crate) draft: DraftSetup,
     pub(crate) queued_at: Instant,
-    /// Where the draft budget starts: what earlier requests of the same mode learnt.
-    pub(crate) acceptance: AcceptanceStats,
 }
 
 impl<'m> Sequence<'m> {
@@ -91,11 +89,11 @@ impl<'m> Sequence<'m> {
             pos: 0,
             seed: new.seed,
             out: new.out,
-            drafter: new.drafter,
-            acceptance_start: new.acceptance.clone(),
-            acceptance: new.acceptance,
+            drafter: new.draft.drafter,
+            acceptance_start: new.draft.prior.clone(),
+            acceptance: new.draft.prior,
             stats: StepStats::default(),
-            max_draft: new.max_draft,
+            max_draft: new.draft.max_draft,
             hidden: Vec::new(),
             recorded: Vec::new(),
             recorded_width: 0,
@@ -124,18 +122,17 @@ impl<'m> Sequence<'m> {
     /// The first token, from the logits of the last prompt token at batch index `index`.
     pub(crate) fn first_token(
         &mut self,
-        ctx: &LlamaContext,
+        runtime: &LlamaRuntime,
         index: i32,
-        hidden_states: bool,
     ) -> Result<(), EngineError> {
         let token = self
             .sampler
-            .sample(ctx.get_logits_ith(index), &self.out.history);
+            .sample(runtime.logits(index), &self.out.history);
         self.ttft_ms = Some(ms_since(self.queued_at));
-        if hidden_states {
-            self.keep_hidden(ctx, index)?;
+        if runtime.returns_hidden_states() {
+            self.keep_hidden(runtime, index)?;
         }
-        self.record_hidden(ctx, [index])?;
+        self.record_hidden(runtime, [index])?;
         self.stats.record(1, &[], 0.0, 0.0);
         self.pos = self.prompt.len();
         self.ending = self.out.push(token, TokenSource::Base);
@@ -181,9 +178,10 @@ impl<'m> Sequence<'m> {
         (tree, draft_ms)
     }
 
-    /// What this run learnt about its drafter, beyond what it started from.
-    pub(crate) fn learnt(&self) -> AcceptanceStats {
-        self.acceptance.since(&self.acceptance_start)
+    /// Its drafter, and what this run learnt about it beyond what it started from.
+    pub(crate) fn learnt(&self) -> Option<(&dyn Drafter, AcceptanceStats)> {
+        let drafter = self.drafter.as_deref()?;
+        Some((drafter, self.acceptance.since(&self.acceptance_start)))
     }
 
     /// The last emitted token: the root of this step's tree.
@@ -192,12 +190,12 @@ impl<'m> Sequence<'m> {
     }
 
     /// Verifies the decoded tree, returns the verdict; the scheduler then commits the KV.
-    pub(crate) fn verify(&mut self, ctx: &LlamaContext, plan: &StepPlan) -> Verdict {
+    pub(crate) fn verify(&mut self, runtime: &LlamaRuntime, plan: &StepPlan) -> Verdict {
         let root = plan.root_index;
         verify(
             &plan.tree,
             &plan.layout,
-            |node| ctx.get_logits_ith(root + node.map_or(0, |i| i as i32 + 1)),
+            |node| runtime.logits(root + node.map_or(0, |i| i as i32 + 1)),
             &mut self.sampler,
             &mut self.out.history,
             self.request.acceptance,
@@ -207,16 +205,15 @@ impl<'m> Sequence<'m> {
     /// Emits the step's tokens and reports it.
     pub(crate) fn finish_step(
         &mut self,
-        ctx: &LlamaContext,
+        runtime: &LlamaRuntime,
         plan: &StepPlan,
         verdict: &Verdict,
-        hidden_states: bool,
     ) -> Result<(), EngineError> {
         self.pos += 1 + verdict.accepted.len();
-        if hidden_states {
+        if runtime.returns_hidden_states() {
             // The next root came from the last accepted node's logits: its hidden state feeds the heads.
             let index = plan.root_index + verdict.accepted.last().map_or(0, |&n| n as i32 + 1);
-            self.keep_hidden(ctx, index)?;
+            self.keep_hidden(runtime, index)?;
         }
         // The root's state produced the first emitted token, each accepted node's the next.
         let emitted_from = std::iter::once(plan.root_index).chain(
@@ -225,7 +222,7 @@ impl<'m> Sequence<'m> {
                 .iter()
                 .map(|&n| plan.root_index + n as i32 + 1),
         );
-        self.record_hidden(ctx, emitted_from)?;
+        self.record_hidden(runtime, emitted_from)?;
         let tree = &plan.tree;
         let mut tokens: Vec<TokenId> = verdict.accepted.iter().map(|&n| tree.tokens[n]).collect();
         let mut sources: Vec<TokenSource> =
@@ -261,10 +258,8 @@ impl<'m> Sequence<'m> {
         Ok(())
     }
 
-    fn keep_hidden(&mut self, ctx: &LlamaContext, index: i32) -> Result<(), EngineError> {
-        let hidden = ctx
-            .embeddings_ith(index)
-            .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))?;
+    fn keep_hidden(&mut self, runtime: &LlamaRuntime, index: i32) -> Result<(), EngineError> {
+        let hidden = runtime.hidden_state(index)?;
         self.hidden.clear();
         self.hidden.extend_from_slice(hidden);
         Ok(())
@@ -273,16 +268,14 @@ impl<'m> Sequence<'m> {
     /// Appends the hidden states at batch `indices` when the request records them.
     fn record_hidden(
         &mut self,
-        ctx: &LlamaContext,
+        runtime: &LlamaRuntime,
         indices: impl IntoIterator<Item = i32>,
     ) -> Result<(), EngineError> {
         if !self.request.record_hidden_states {
             return Ok(());
         }
         for index in indices {
-            let hidden = ctx
-                .embeddings_ith(index)
-                .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))?;
+            let hidden = runtime.hidden_state(index)?;
             self.recorded.extend_from_slice(hidden);
             self.recorded_width = hidden.len();
         }
@@ -317,7 +310,7 @@ impl<'m> Sequence<'m> {
             mode: self.request.mode,
             steps: self.stats.steps,
             mean_accepted: self.stats.mean_accepted(),
-            acceptance_by_head: self.stats.acceptance_by_depth(),
+            acceptance_by_depth: self.stats.acceptance_by_depth(),
             draft_ms: self.stats.draft_ms,
             verify_ms: self.stats.verify_ms,
             hidden_states: std::mem::take(&mut self.recorded),

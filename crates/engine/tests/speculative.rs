@@ -40,7 +40,7 @@ fn lookup_accepts_long_runs_on_repetitive_text() {
         "mean accepted {}",
         summary.mean_accepted
     );
-    assert!(!summary.acceptance_by_head.is_empty());
+    assert!(!summary.acceptance_by_depth.is_empty());
     assert!(summary.steps < summary.tokens_generated);
 }
 

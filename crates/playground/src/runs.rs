@@ -310,7 +310,7 @@ fn outcome(summary: &RunSummary) -> RunOutcome {
         tokens_per_second: summary.tokens_per_second,
         steps: summary.steps as i64,
         mean_accepted: summary.mean_accepted,
-        acceptance_by_head: summary.acceptance_by_head.clone(),
+        acceptance_by_depth: summary.acceptance_by_depth.clone(),
         seed: summary.seed,
         finished_at: Utc::now(),
     }

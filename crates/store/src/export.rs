@@ -101,7 +101,7 @@ struct CsvRow<'a> {
     tokens_per_second: Option<f64>,
     mean_accepted: Option<f64>,
     /// JSON array text.
-    acceptance_by_head: String,
+    acceptance_by_depth: String,
     steps: Option<i64>,
     seed: Option<u64>,
     comparison_id: Option<i64>,
@@ -127,8 +127,8 @@ impl<'a> CsvRow<'a> {
             total_ms: run.total_ms,
             tokens_per_second: run.tokens_per_second,
             mean_accepted: run.mean_accepted,
-            acceptance_by_head: run
-                .acceptance_by_head
+            acceptance_by_depth: run
+                .acceptance_by_depth
                 .as_ref()
                 .map(to_json)
                 .transpose()?

@@ -127,7 +127,7 @@ pub struct RunOutcome {
     /// Tokens emitted per step, the model's own included (1.0 in normal mode).
     pub mean_accepted: f64,
     /// Acceptance rate per tree depth.
-    pub acceptance_by_head: Vec<f64>,
+    pub acceptance_by_depth: Vec<f64>,
     pub seed: u64,
     pub finished_at: DateTime<Utc>,
 }
@@ -231,7 +231,9 @@ pub struct Run {
     pub tokens_per_second: Option<f64>,
     pub steps: Option<i64>,
     pub mean_accepted: Option<f64>,
-    pub acceptance_by_head: Option<Vec<f64>>,
+    // Exports made before the rename call it `acceptance_by_head`.
+    #[serde(alias = "acceptance_by_head")]
+    pub acceptance_by_depth: Option<Vec<f64>>,
     pub seed: Option<u64>,
     pub error: Option<String>,
     pub finished_at: Option<DateTime<Utc>>,
@@ -264,7 +266,7 @@ impl Run {
             tokens_per_second: None,
             steps: None,
             mean_accepted: None,
-            acceptance_by_head: None,
+            acceptance_by_depth: None,
             seed: None,
             error: None,
             finished_at: None,
@@ -283,7 +285,7 @@ impl Run {
             tokens_per_second: self.tokens_per_second?,
             steps: self.steps?,
             mean_accepted: self.mean_accepted?,
-            acceptance_by_head: self.acceptance_by_head.clone()?,
+            acceptance_by_depth: self.acceptance_by_depth.clone()?,
             seed: self.seed?,
             finished_at: self.finished_at?,
         })

@@ -20,7 +20,7 @@ const RUN_COLUMNS: &str = "id, uid, created_at, status, mode, model_name, model_
      model_file_type, model_identity, heads_path, heads_identity, tree, prompt, prompt_text, \
      sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
      tokens_generated, ttft_ms, total_ms, tokens_per_second, steps, mean_accepted, \
-     acceptance_by_head, seed, error, finished_at";
+     acceptance_by_depth, seed, error, finished_at";
 
 const STEP_COLUMNS: &str = "step_index, tree_size, tree_depth, accepted_len, tokens, sources, \
      depth_hits, draft_ms, verify_ms";
@@ -106,14 +106,14 @@ impl Store {
     async fn end_run(&self, run_id: i64, end: Ending<'_>) -> Result<()> {
         let finished_at = end.outcome.map_or_else(Utc::now, |o| o.finished_at);
         let o = end.outcome;
-        let acceptance = o.map(|o| to_json(&o.acceptance_by_head)).transpose()?;
+        let acceptance = o.map(|o| to_json(&o.acceptance_by_depth)).transpose()?;
         let mut tx = self.begin_write().await?;
         // Only a running run can end: a finished run is never overwritten, and a run marked
         // interrupted stays so even if its process turns out to be alive.
         let updated = sqlx::query(
             "UPDATE runs SET status = ?, output = ?, stop_reason = ?, prompt_tokens = ?, \
              tokens_generated = ?, ttft_ms = ?, total_ms = ?, tokens_per_second = ?, steps = ?, \
-             mean_accepted = ?, acceptance_by_head = ?, seed = ?, error = ?, finished_at = ? \
+             mean_accepted = ?, acceptance_by_depth = ?, seed = ?, error = ?, finished_at = ? \
              WHERE id = ? AND status = 'running'",
         )
         .bind(end.status.as_str())
@@ -188,8 +188,8 @@ fn check_outcome(outcome: &RunOutcome) -> Result<()> {
     check_finite("total_ms", outcome.total_ms)?;
     check_finite("tokens_per_second", outcome.tokens_per_second)?;
     check_finite("mean_accepted", outcome.mean_accepted)?;
-    for &rate in &outcome.acceptance_by_head {
-        check_finite("acceptance_by_head", rate)?;
+    for &rate in &outcome.acceptance_by_depth {
+        check_finite("acceptance_by_depth", rate)?;
     }
     Ok(())
 }
@@ -215,7 +215,7 @@ pub(crate) async fn insert_run(conn: &mut SqliteConnection, run: &Run) -> Result
          model_file_type, model_identity, heads_path, heads_identity, tree, prompt, prompt_text, \
          sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
          tokens_generated, ttft_ms, total_ms, tokens_per_second, steps, mean_accepted, \
-         acceptance_by_head, seed, error, finished_at) \
+         acceptance_by_depth, seed, error, finished_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
          ?, ?, ?, ?)",
     )
@@ -246,7 +246,7 @@ pub(crate) async fn insert_run(conn: &mut SqliteConnection, run: &Run) -> Result
     .bind(run.tokens_per_second)
     .bind(run.steps)
     .bind(run.mean_accepted)
-    .bind(run.acceptance_by_head.as_ref().map(to_json).transpose()?)
+    .bind(run.acceptance_by_depth.as_ref().map(to_json).transpose()?)
     .bind(run.seed.map(|s| s.to_string()))
     .bind(run.error.as_deref())
     .bind(run.finished_at.as_ref().map(encode_time))
@@ -353,7 +353,7 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
     let sampling: String = row.try_get("sampling")?;
     let max_tokens: i64 = row.try_get("max_tokens")?;
     let stop: String = row.try_get("stop")?;
-    let acceptance: Option<String> = row.try_get("acceptance_by_head")?;
+    let acceptance: Option<String> = row.try_get("acceptance_by_depth")?;
     let seed: Option<String> = row.try_get("seed")?;
     let finished_at: Option<String> = row.try_get("finished_at")?;
     Ok(Run {
@@ -388,8 +388,8 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
         tokens_per_second: row.try_get("tokens_per_second")?,
         steps: row.try_get("steps")?,
         mean_accepted: row.try_get("mean_accepted")?,
-        acceptance_by_head: acceptance
-            .map(|a| from_json("acceptance_by_head", &a))
+        acceptance_by_depth: acceptance
+            .map(|a| from_json("acceptance_by_depth", &a))
             .transpose()?,
         seed: seed
             .map(|s| s.parse::<u64>().map_err(|e| decode_error("seed", e)))

@@ -285,7 +285,7 @@ async fn csv_parses_back_with_header_rows_and_quoted_values() {
             "total_ms",
             "tokens_per_second",
             "mean_accepted",
-            "acceptance_by_head",
+            "acceptance_by_depth",
             "steps",
             "seed",
             "comparison_id",
@@ -337,7 +337,7 @@ async fn csv_parses_back_with_header_rows_and_quoted_values() {
         stored.total_ms.unwrap()
     );
     assert_eq!(&medusa[column("mean_accepted")], "1.6");
-    assert_eq!(&medusa[column("acceptance_by_head")], "[0.5,0.25,0.125]");
+    assert_eq!(&medusa[column("acceptance_by_depth")], "[0.5,0.25,0.125]");
     assert_eq!(&medusa[column("steps")], "40");
     assert_eq!(&medusa[column("seed")], u64::MAX.to_string());
     assert_eq!(

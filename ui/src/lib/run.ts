@@ -105,7 +105,7 @@ export function meanAccepted(steps: StepEvent[]): number {
 
 /**
  * Per tree depth, the share of steps that drafted that deep whose guess was accepted: the same
- * definition as the summary's `acceptance_by_head`, computed live from the steps.
+ * definition as the summary's `acceptance_by_depth`, computed live from the steps.
  */
 export function acceptanceByDepth(steps: Pick<StepEvent, 'depth_hits'>[]): number[] {
   const hits: number[] = [];

@@ -26,6 +26,10 @@ impl Drafter for MedusaDrafter {
         "medusa"
     }
 
+    fn acceptance_carries_over(&self) -> bool {
+        true
+    }
+
     fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
         let Some(hidden) = input.hidden_state else {
             return DraftTree::default();

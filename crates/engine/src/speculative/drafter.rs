@@ -14,6 +14,13 @@ pub struct DraftInput<'a> {
 pub trait Drafter: Send {
     fn name(&self) -> &'static str;
 
+    /// Whether how often this drafter's guesses are accepted is its own property (Medusa
+    /// heads), so that later requests may start from what earlier ones learnt, rather than a
+    /// property of each text (lookup).
+    fn acceptance_carries_over(&self) -> bool {
+        false
+    }
+
     /// Candidate tokens after the root, at most `max_nodes` of them.
     fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree;
 }

@@ -82,7 +82,7 @@ pub fn outcome(output: &str, tokens_per_second: f64, minutes: i64) -> RunOutcome
         tokens_per_second,
         steps: 40,
         mean_accepted: 1.6,
-        acceptance_by_head: vec![0.5, 0.25, 0.125],
+        acceptance_by_depth: vec![0.5, 0.25, 0.125],
         seed: u64::MAX,
         finished_at: at(minutes) + Duration::seconds(3),
     }
@@ -132,7 +132,7 @@ pub fn expected_finished(id: i64, new: &NewRun, outcome: &RunOutcome) -> Run {
         tokens_per_second: Some(outcome.tokens_per_second),
         steps: Some(outcome.steps),
         mean_accepted: Some(outcome.mean_accepted),
-        acceptance_by_head: Some(outcome.acceptance_by_head.clone()),
+        acceptance_by_depth: Some(outcome.acceptance_by_depth.clone()),
         seed: Some(outcome.seed),
         error: None,
         finished_at: Some(outcome.finished_at),

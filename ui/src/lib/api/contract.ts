@@ -133,7 +133,7 @@ mean_accepted: number,
  * For each tree depth d (1-based, index d-1), the share of steps whose tree reached depth d
  * in which the drafted token at that depth was accepted. Empty in normal mode.
  */
-acceptance_by_head: Array<number>, 
+acceptance_by_depth: Array<number>, 
 /**
  * Time spent drafting and verifying (speculative modes).
  */
@@ -183,7 +183,7 @@ mean_accepted: number,
  * For each tree depth d (1-based, index d-1), the share of steps whose tree reached depth d
  * in which the drafted token at that depth was accepted. Empty in normal mode.
  */
-acceptance_by_head: Array<number>, 
+acceptance_by_depth: Array<number>, 
 /**
  * Time spent drafting and verifying (speculative modes).
  */
@@ -464,7 +464,7 @@ export type RunRecord = {
 /**
  * Local id: differs between databases, unlike `uid`.
  */
-id: number, uid: string, status: RunStatus, created_at: string, mode: string, model: ModelRef, heads: HeadsRef | null, tree: JsonValue | null, prompt: PromptRecord, sampling: JsonValue, max_tokens: number, stop: Array<string>, comparison_id: number | null, queue_ms: number | null, output: string | null, stop_reason: string | null, prompt_tokens: number | null, tokens_generated: number | null, ttft_ms: number | null, total_ms: number | null, tokens_per_second: number | null, steps: number | null, mean_accepted: number | null, acceptance_by_head: Array<number> | null, seed: number | null, error: string | null, finished_at: string | null, };
+id: number, uid: string, status: RunStatus, created_at: string, mode: string, model: ModelRef, heads: HeadsRef | null, tree: JsonValue | null, prompt: PromptRecord, sampling: JsonValue, max_tokens: number, stop: Array<string>, comparison_id: number | null, queue_ms: number | null, output: string | null, stop_reason: string | null, prompt_tokens: number | null, tokens_generated: number | null, ttft_ms: number | null, total_ms: number | null, tokens_per_second: number | null, steps: number | null, mean_accepted: number | null, acceptance_by_depth: Array<number> | null, seed: number | null, error: string | null, finished_at: string | null, };
 
 /**
  * Where a run is in its life.

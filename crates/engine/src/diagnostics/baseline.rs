@@ -23,7 +23,7 @@ pub struct BaselineRun {
     pub token_ids: Vec<i32>,
 }
 
-pub(crate) fn raw_greedy_decode(
+pub(super) fn raw_greedy_decode(
     model: &LlamaModel,
     ctx: &mut LlamaContext,
     prompt: &[LlamaToken],

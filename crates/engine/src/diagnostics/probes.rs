@@ -1,0 +1,128 @@
+//! Probes that decode one text alone from an empty cache: the next-token logits after it, and
+//! how often the Medusa heads guess right along it.
+
+use std::time::Instant;
+
+use llama_cpp_2::token::LlamaToken;
+
+use crate::clock::ms_since;
+use crate::error::EngineError;
+use crate::llama_runtime::LlamaRuntime;
+use crate::medusa::accuracy::HeadAccuracy;
+use crate::medusa::heads::MedusaHeads;
+use crate::request::Prompt;
+use crate::sampler::TokenId;
+
+/// The `top` most likely next tokens after `prompt` + `continuation`.
+pub(super) fn next_token_logits(
+    runtime: &mut LlamaRuntime<'_>,
+    prompt: &Prompt,
+    continuation: &[TokenId],
+    top: usize,
+) -> Result<Vec<(TokenId, f32)>, EngineError> {
+    let mut tokens = runtime.prompt_tokens(prompt)?;
+    tokens.extend(continuation.iter().map(|&t| LlamaToken(t)));
+    if tokens.len() >= runtime.n_ctx_seq() {
+        return Err(EngineError::PromptTooLong {
+            tokens: tokens.len(),
+            limit: runtime.n_ctx_seq() - 1,
+        });
+    }
+    runtime.clear_kv();
+    let last = tokens.len() - 1;
+    let n_batch = runtime.n_batch();
+    for (chunk_index, chunk) in tokens.chunks(n_batch).enumerate() {
+        runtime.clear_batch();
+        for (i, &token) in chunk.iter().enumerate() {
+            let pos = chunk_index * n_batch + i;
+            runtime.add(token, pos, &[0], pos == last)?;
+        }
+        runtime.decode()?;
+    }
+    let mut ranked: Vec<(TokenId, f32)> = runtime
+        .logits(runtime.batch_len() as i32 - 1)
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (i as TokenId, l))
+        .collect();
+    runtime.clear_kv();
+    ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
+    ranked.truncate(top);
+    Ok(ranked)
+}
+
+/// How often the heads guess right along `continuation` (text the model wrote after `prompt`):
+/// at each position from the prompt's last token on, head `d`'s `top_k` guesses from the hidden
+/// state are checked against the token `d + 2` ahead.
+pub(super) fn measure_heads(
+    runtime: &mut LlamaRuntime<'_>,
+    heads: &MedusaHeads,
+    prompt: &Prompt,
+    continuation: &[TokenId],
+    top_k: usize,
+) -> Result<HeadAccuracy, EngineError> {
+    let mut tally = HeadAccuracy::new(heads.head_count(), top_k);
+    decode_along(runtime, prompt, continuation, |tokens, pos, hidden| {
+        if pos + 2 >= tokens.len() {
+            return;
+        }
+        let start = Instant::now();
+        let mut ranks = Vec::with_capacity(heads.head_count());
+        let root_input = heads.root_input(tokens[pos + 1]);
+        for head in 0..heads.head_count() {
+            let Some(&actual) = tokens.get(pos + 2 + head) else {
+                break;
+            };
+            let guesses = heads.top_k(head, hidden, root_input.as_deref(), top_k);
+            ranks.push(tally.record(head, &guesses, actual));
+        }
+        tally.record_position(ranks);
+        tally.heads_ms += ms_since(start);
+        tally.heads_runs += 1;
+    })?;
+    Ok(tally)
+}
+
+/// Decodes `prompt` + `continuation` from an empty cache and hands `visit` the tokens, a
+/// position and its final hidden state, for every position from the prompt's last token on.
+fn decode_along(
+    runtime: &mut LlamaRuntime<'_>,
+    prompt: &Prompt,
+    continuation: &[TokenId],
+    mut visit: impl FnMut(&[TokenId], usize, &[f32]),
+) -> Result<(), EngineError> {
+    let mut tokens: Vec<TokenId> = runtime.prompt_tokens(prompt)?.iter().map(|t| t.0).collect();
+    let first = tokens.len() - 1;
+    tokens.extend_from_slice(continuation);
+    if tokens.len() > runtime.n_ctx_seq() {
+        return Err(EngineError::PromptTooLong {
+            tokens: tokens.len(),
+            limit: runtime.n_ctx_seq(),
+        });
+    }
+    runtime.clear_kv();
+    let result = visit_hidden_states(runtime, &tokens, first, &mut visit);
+    runtime.clear_kv();
+    result
+}
+
+fn visit_hidden_states(
+    runtime: &mut LlamaRuntime<'_>,
+    tokens: &[TokenId],
+    first: usize,
+    visit: &mut impl FnMut(&[TokenId], usize, &[f32]),
+) -> Result<(), EngineError> {
+    let n_batch = runtime.n_batch();
+    for (chunk_index, chunk) in tokens.chunks(n_batch).enumerate() {
+        let offset = chunk_index * n_batch;
+        runtime.clear_batch();
+        for (i, &token) in chunk.iter().enumerate() {
+            runtime.add(LlamaToken(token), offset + i, &[0], offset + i >= first)?;
+        }
+        runtime.decode()?;
+        for pos in (offset..offset + chunk.len()).filter(|&p| p >= first) {
+            visit(tokens, pos, runtime.hidden_state((pos - offset) as i32)?);
+        }
+    }
+    Ok(())
+}
