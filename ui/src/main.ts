@@ -1,3 +1,4 @@
+import { invoke } from '@tauri-apps/api/core';
 import { mount } from 'svelte';
 import './theme.css';
 import App from './App.svelte';
@@ -5,9 +6,7 @@ import App from './App.svelte';
 // In the desktop app there is no console to read: script errors go to the app's log.
 if ('__TAURI_INTERNALS__' in window) {
   const report = (message: string) =>
-    void import('@tauri-apps/api/core').then(({ invoke }) =>
-      invoke('report_ui_error', { message }).catch(() => {}),
-    );
+    void invoke('report_ui_error', { message }).catch(() => {});
   window.addEventListener('error', (e) => report(`${e.message} at ${e.filename}:${e.lineno}`));
   window.addEventListener('unhandledrejection', (e) => report(String(e.reason?.stack ?? e.reason)));
 }

@@ -58,7 +58,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// The UI directory: the one asked for (which must hold a built UI), else the first built one of
-/// `ui/dist` in the source tree this program was built from and in the working directory.
+/// `../share/medusa-playground/ui` beside this program (where the packages install it), `ui/dist`
+/// in the source tree this program was built from, and `ui/dist` in the working directory.
 fn ui_dir(requested: Option<PathBuf>) -> anyhow::Result<Option<PathBuf>> {
     let built = |dir: &std::path::Path| dir.join("index.html").is_file();
     if let Some(dir) = requested {
@@ -69,9 +70,13 @@ fn ui_dir(requested: Option<PathBuf>) -> anyhow::Result<Option<PathBuf>> {
         );
         return Ok(Some(dir));
     }
+    let installed = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("../share/medusa-playground/ui")));
     let source_tree = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ui/dist");
-    let found = [source_tree, PathBuf::from("ui/dist")]
+    let found = installed
         .into_iter()
+        .chain([source_tree, PathBuf::from("ui/dist")])
         .find(|dir| built(dir));
     if found.is_none() {
         tracing::warn!("no built web UI found; serving the API only (see `medusa serve --help`)");
