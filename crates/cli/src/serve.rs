@@ -28,6 +28,14 @@ pub struct ServeArgs {
     /// Serve the API only, without the web UI.
     #[arg(long, conflicts_with = "ui")]
     pub no_ui: bool,
+    /// Also accept requests addressed to this host name (repeatable); requests naming any host
+    /// but localhost and loopback addresses are refused, which stops DNS rebinding.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
+    /// Also accept state-changing requests from pages of this origin, e.g.
+    /// `http://localhost:5173` (repeatable); pages of other sites are refused.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -36,6 +44,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => store::Store::default_path().context("locating the run history database")?,
     };
     let ui_dir = if args.no_ui { None } else { ui_dir(args.ui)? };
+    let loopback = args.host == "localhost"
+        || args
+            .host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if !loopback {
+        eprintln!(
+            "warning: serving on {} without authentication: anyone who can reach it can use the \
+             model and read the run history (see Security in the README)",
+            args.host
+        );
+    }
     let config = args.model.config()?;
     let engine = Arc::new(engine::Engine::load(config.clone())?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -51,6 +71,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             host: args.host,
             port: args.port,
             ui_dir,
+            access: server::AccessPolicy {
+                allowed_hosts: args.allowed_hosts,
+                allowed_origins: args.allowed_origins,
+            },
+            limits: server::ConnectionLimits::default(),
         };
         server::serve(config, playground).await?;
         anyhow::Ok(())

@@ -263,13 +263,32 @@ impl GenerateRequest {
         if self.prompt.is_blank() {
             return Err(EngineError::EmptyPrompt);
         }
-        if let Prompt::Chat(messages) = &self.prompt {
-            if let Some(m) = messages.iter().find(|m| m.role.trim().is_empty()) {
+        match &self.prompt {
+            Prompt::Chat(messages) => {
+                if let Some(m) = messages.iter().find(|m| m.role.trim().is_empty()) {
+                    return Err(invalid(
+                        "messages",
+                        format!("message with content {:?} has an empty role", m.content),
+                    ));
+                }
+                // Tokenizers and chat templates work on C strings: a NUL would cut the text.
+                if messages
+                    .iter()
+                    .any(|m| m.role.contains('\0') || m.content.contains('\0'))
+                {
+                    return Err(invalid(
+                        "messages",
+                        "a message contains a NUL character".into(),
+                    ));
+                }
+            }
+            Prompt::Text(text) if text.contains('\0') => {
                 return Err(invalid(
-                    "messages",
-                    format!("message with content {:?} has an empty role", m.content),
+                    "prompt",
+                    "the prompt contains a NUL character".into(),
                 ));
             }
+            Prompt::Text(_) => {}
         }
         if self.max_tokens == 0 || self.max_tokens > MAX_TOKENS_LIMIT {
             return Err(invalid(
@@ -347,6 +366,24 @@ mod tests {
         assert_eq!(r.validate(), Err(EngineError::EmptyPrompt));
         r.prompt = Prompt::Chat(vec![]);
         assert_eq!(r.validate(), Err(EngineError::EmptyPrompt));
+    }
+
+    #[test]
+    fn nul_characters_are_refused() {
+        let mut r = request();
+        r.prompt = Prompt::Text("a\0b".into());
+        assert!(matches!(
+            r.validate(),
+            Err(EngineError::InvalidParameter { name: "prompt", .. })
+        ));
+        r.prompt = Prompt::Chat(vec![ChatMessage::new("user", "hi\0")]);
+        assert!(matches!(
+            r.validate(),
+            Err(EngineError::InvalidParameter {
+                name: "messages",
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -12,6 +12,10 @@ pub enum ErrorKind {
     /// The caller sent something wrong.
     Invalid,
     NotFound,
+    /// The caller may not do this (a host, origin or path the server refuses).
+    Forbidden,
+    /// The body is not in a format the endpoint takes.
+    UnsupportedMediaType,
     /// The request conflicts with the current state (no heads, a load or tuning in progress).
     Conflict,
     /// Not now: no model yet, or the queue is full.

@@ -42,6 +42,8 @@ impl ApiError {
         match self.0.kind {
             ErrorKind::Invalid => StatusCode::BAD_REQUEST,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+            ErrorKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorKind::Conflict => StatusCode::CONFLICT,
             ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,

@@ -19,8 +19,10 @@ pub struct BodyLimit(pub usize);
 /// see a broken pipe instead of the 413.
 const DRAIN_LIMIT: usize = 16 << 20;
 
-/// A JSON body. Malformed JSON answers 400 `invalid_json`, a well-formed body of the wrong shape
-/// 400 `invalid_parameter`, and a body over the route's [`BodyLimit`] 413 `body_too_large`.
+/// A JSON body. A content type other than `application/json` answers 415
+/// `unsupported_media_type` (so that a web page cannot send one without a CORS preflight),
+/// malformed JSON 400 `invalid_json`, a well-formed body of the wrong shape 400
+/// `invalid_parameter`, and a body over the route's [`BodyLimit`] 413 `body_too_large`.
 pub struct JsonBody<T>(pub T);
 
 impl<S, T> FromRequest<S> for JsonBody<T>
@@ -31,6 +33,7 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        check_json_content_type(req.headers())?;
         let limit = req
             .extensions()
             .get::<BodyLimit>()
@@ -38,6 +41,22 @@ where
         let bytes = read_limited(req.into_body(), limit).await?;
         parse_json(&bytes).map(JsonBody)
     }
+}
+
+fn check_json_content_type(headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    if essence.eq_ignore_ascii_case("application/json") {
+        return Ok(());
+    }
+    Err(ApiError(AppError::new(
+        ErrorKind::UnsupportedMediaType,
+        "unsupported_media_type",
+        format!("the body must be sent as Content-Type: application/json, not {content_type:?}"),
+    )))
 }
 
 /// The whole body if it is at most `limit` bytes. A longer one is read on, up to [`DRAIN_LIMIT`]

@@ -6,6 +6,9 @@
 mod api;
 mod error;
 mod extract;
+mod guard;
+mod headers;
+mod listener;
 mod metrics;
 mod openai;
 mod sampling;
@@ -24,9 +27,12 @@ use metrics::RequestCounts;
 use playground::Playground;
 use tokio::net::TcpListener;
 use tower_http::services::{ServeDir, ServeFile};
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::{ApiError, ServerError};
+pub use guard::AccessPolicy;
+pub use listener::ConnectionLimits;
 
 /// Largest request body, except for imports.
 pub const BODY_LIMIT: usize = 1 << 20;
@@ -41,6 +47,9 @@ pub struct ServerConfig {
     pub port: u16,
     /// The built web UI (`ui/dist`), served at `/` when given.
     pub ui_dir: Option<PathBuf>,
+    /// Hosts and origins accepted beyond this machine's own.
+    pub access: AccessPolicy,
+    pub limits: ConnectionLimits,
 }
 
 impl Default for ServerConfig {
@@ -49,6 +58,8 @@ impl Default for ServerConfig {
             host: "127.0.0.1".into(),
             port: 8080,
             ui_dir: None,
+            access: AccessPolicy::default(),
+            limits: ConnectionLimits::default(),
         }
     }
 }
@@ -66,14 +77,18 @@ impl FromRef<ServerState> for Playground {
     }
 }
 
-/// The API alone.
+/// The API alone, for this machine's own clients.
 pub fn router(playground: Playground) -> Router {
-    router_with_ui(playground, None)
+    router_with_ui(playground, None, AccessPolicy::default())
 }
 
 /// The API, and the web UI's files from `ui_dir` for every other path (the UI routes itself, so
-/// unknown paths get its `index.html`).
-pub fn router_with_ui(playground: Playground, ui_dir: Option<&Path>) -> Router {
+/// unknown paths get its `index.html`); every request first passes `access`.
+pub fn router_with_ui(
+    playground: Playground,
+    ui_dir: Option<&Path>,
+    access: AccessPolicy,
+) -> Router {
     let state = ServerState {
         playground,
         requests: Arc::default(),
@@ -119,6 +134,13 @@ pub fn router_with_ui(playground: Playground, ui_dir: Option<&Path>) -> Router {
             state.clone(),
             metrics::count_requests,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(access),
+            guard::guard,
+        ))
+        .layer(axum::middleware::map_response(
+            headers::add_security_headers,
+        ))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
@@ -127,6 +149,7 @@ pub fn router_with_ui(playground: Playground, ui_dir: Option<&Path>) -> Router {
 pub struct Server {
     listener: TcpListener,
     router: Router,
+    limits: ConnectionLimits,
 }
 
 impl Server {
@@ -135,9 +158,12 @@ impl Server {
         let listener = TcpListener::bind(&address)
             .await
             .map_err(|source| ServerError::Bind { address, source })?;
+        let router = router_with_ui(playground, config.ui_dir.as_deref(), config.access.clone())
+            .layer(RequestBodyTimeoutLayer::new(config.limits.body_timeout));
         Ok(Self {
             listener,
-            router: router_with_ui(playground, config.ui_dir.as_deref()),
+            router,
+            limits: config.limits,
         })
     }
 
@@ -150,9 +176,7 @@ impl Server {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await?;
+        listener::serve(self.listener, self.router, self.limits, shutdown).await;
         Ok(())
     }
 }

@@ -44,6 +44,8 @@ fn serve(
                 host: "127.0.0.1".into(),
                 port: 0,
                 ui_dir,
+                access: server::AccessPolicy::default(),
+                limits: server::ConnectionLimits::default(),
             };
             let server = Server::bind(&config, state).await.expect("binds");
             tx.send(server.local_addr().expect("address"))
@@ -806,4 +808,122 @@ fn models_load_in_the_background_and_the_ui_is_served() {
         r#"{"prompt": "Hello", "max_length": 2}"#,
     );
     assert_eq!(status, 200);
+}
+
+/// Sends `request` as written (head and body) and returns the status and the whole answer.
+fn raw_http(base: &str, request: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let address = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).expect("connects");
+    stream.write_all(request.as_bytes()).expect("sends");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("reads");
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"));
+    (status, answer)
+}
+
+fn run_count() -> usize {
+    let (status, runs) = get("/api/runs?limit=1000");
+    assert_eq!(status, 200);
+    runs["runs"].as_array().expect("runs").len()
+}
+
+#[test]
+fn foreign_hosts_and_other_sites_pages_are_refused() {
+    let base = base();
+    let own = base.trim_start_matches("http://");
+    // DNS rebinding: the right address under another name. Reads are refused too.
+    for path in ["/api/runs/export?format=json", "/api/info", "/", "/health"] {
+        let (status, answer) = raw_http(
+            base,
+            &format!("GET {path} HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n"),
+        );
+        assert_eq!(status, 403, "{path}: {answer}");
+        assert!(answer.contains("forbidden_host"), "{answer}");
+    }
+
+    // A page of another site posting what a form or a no-cors fetch may send.
+    let before = run_count();
+    let body = r#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}"#;
+    for (path, content_type) in [
+        ("/v1/chat/completions", "text/plain"),
+        ("/v1/chat/completions", "application/json"),
+        ("/api/model", "text/plain"),
+        ("/api/runs/import", "application/x-www-form-urlencoded"),
+        ("/api/runs/1/cancel", "text/plain"),
+    ] {
+        let (status, answer) = raw_http(
+            base,
+            &format!(
+                "POST {path} HTTP/1.1\r\nHost: {own}\r\nOrigin: https://evil.example\r\n\
+                 Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        );
+        assert_eq!(status, 403, "{path}: {answer}");
+        assert!(answer.contains("forbidden_origin"), "{answer}");
+    }
+    assert_eq!(run_count(), before, "a refused request was run");
+
+    // Without an Origin (not a page), a JSON endpoint still takes JSON only.
+    let (status, answer) = raw_http(
+        base,
+        &format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: {own}\r\nContent-Type: text/plain\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert_eq!(status, 415, "{answer}");
+    assert!(answer.contains("unsupported_media_type"), "{answer}");
+    assert_eq!(run_count(), before);
+
+    // The server's own pages may post, under any loopback name.
+    let (status, answer) = raw_http(
+        base,
+        &format!(
+            "POST /api/comparisons HTTP/1.1\r\nHost: {own}\r\nOrigin: {base}\r\n\
+             Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        ),
+    );
+    assert_eq!(status, 400, "{answer}");
+    let port = own.rsplit(':').next().unwrap();
+    let (status, _) = raw_http(
+        base,
+        &format!("GET /health HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn answers_carry_headers_that_stop_framing_and_sniffing() {
+    let (status, response) = send(agent().get(&format!("{}/health", base())), None);
+    assert_eq!(status, 200);
+    let csp = response.header("content-security-policy").expect("CSP");
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert!(csp.contains("default-src 'self'"), "{csp}");
+    assert_eq!(response.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(response.header("referrer-policy"), Some("no-referrer"));
+    assert_eq!(response.header("x-frame-options"), Some("DENY"));
+}
+
+#[test]
+fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    use std::io::{Read, Write};
+    let address = base().trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).expect("connects");
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        .expect("sends");
+    // The server's header timeout is 10 s; a server without one would keep waiting past this.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let mut rest = Vec::new();
+    let closed = stream.read_to_end(&mut rest);
+    assert!(closed.is_ok(), "the connection stayed open: {closed:?}");
 }

@@ -1,5 +1,6 @@
 //! Export of runs as one JSON document, JSON lines, or CSV.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::io::Write;
@@ -87,12 +88,12 @@ struct CsvRow<'a> {
     uid: String,
     created_at: String,
     status: &'static str,
-    mode: &'a str,
-    model: &'a str,
-    heads: &'a str,
-    prompt: &'a str,
-    output: &'a str,
-    stop_reason: &'a str,
+    mode: Cow<'a, str>,
+    model: Cow<'a, str>,
+    heads: Cow<'a, str>,
+    prompt: Cow<'a, str>,
+    output: Cow<'a, str>,
+    stop_reason: Cow<'a, str>,
     prompt_tokens: Option<i64>,
     tokens_generated: Option<i64>,
     queue_ms: Option<f64>,
@@ -114,12 +115,12 @@ impl<'a> CsvRow<'a> {
             uid: run.uid.to_string(),
             created_at: encode_time(&run.created_at),
             status: run.status.as_str(),
-            mode: &run.mode,
-            model: &run.model.name,
-            heads: run.heads.as_ref().map_or("", |h| h.path.as_str()),
-            prompt: run.prompt.display_text(),
-            output: run.output.as_deref().unwrap_or(""),
-            stop_reason: run.stop_reason.as_deref().unwrap_or(""),
+            mode: spreadsheet_safe(&run.mode),
+            model: spreadsheet_safe(&run.model.name),
+            heads: spreadsheet_safe(run.heads.as_ref().map_or("", |h| h.path.as_str())),
+            prompt: spreadsheet_safe(run.prompt.display_text()),
+            output: spreadsheet_safe(run.output.as_deref().unwrap_or("")),
+            stop_reason: spreadsheet_safe(run.stop_reason.as_deref().unwrap_or("")),
             prompt_tokens: run.prompt_tokens,
             tokens_generated: run.tokens_generated,
             queue_ms: run.queue_ms,
@@ -137,6 +138,16 @@ impl<'a> CsvRow<'a> {
             seed: run.seed,
             comparison_id: run.comparison_id,
         })
+    }
+}
+
+/// A text cell that a spreadsheet will show as text: one starting with `=`, `+`, `-`, `@`, a tab
+/// or a carriage return would be read as a formula (CSV injection), so it gets a leading `'`.
+fn spreadsheet_safe(text: &str) -> Cow<'_, str> {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        Cow::Owned(format!("'{text}"))
+    } else {
+        Cow::Borrowed(text)
     }
 }
 
@@ -228,5 +239,23 @@ mod tests {
         let err = "xml".parse::<ExportFormat>().unwrap_err();
         assert!(matches!(err, StoreError::InvalidInput(_)));
         assert!(err.to_string().contains("json, jsonl or csv"), "{err}");
+    }
+
+    #[test]
+    fn cells_a_spreadsheet_would_evaluate_are_quoted() {
+        for formula in [
+            "=1+1",
+            "+1",
+            "-2",
+            "@SUM(A1)",
+            "\tx",
+            "\rx",
+            "=HYPERLINK(\"http://x\")",
+        ] {
+            assert_eq!(spreadsheet_safe(formula), format!("'{formula}"));
+        }
+        for text in ["", "plain", "a=b", " =x", "'quoted", "1-2"] {
+            assert_eq!(spreadsheet_safe(text), text);
+        }
     }
 }

@@ -1,0 +1,236 @@
+//! Who may talk to the server. A web page in the user's browser can send requests to a loopback
+//! server too, so every request is checked before it reaches a handler:
+//! - its `Host` must name this machine (loopback names) or a host the operator allowed, which
+//!   defeats DNS rebinding (a hostile name resolving to 127.0.0.1);
+//! - a state-changing request that comes from a page (it has an `Origin`) must come from this
+//!   server's own origin or one the operator allowed, which defeats cross-site requests.
+//!
+//! Requests without `Origin` (command-line clients, SDKs) are not pages and pass the second check.
+//! JSON endpoints also refuse other content types (see `extract`), so a page cannot send them a
+//! body without a CORS preflight, which only allowed origins pass.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use playground::{AppError, ErrorKind};
+
+use crate::error::ApiError;
+
+/// The hosts and origins the operator allowed beyond this machine's loopback names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccessPolicy {
+    /// Host names (without port) requests may be addressed to, besides the loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`) whose pages may change state, besides the server's own.
+    pub allowed_origins: Vec<String>,
+}
+
+impl AccessPolicy {
+    fn host_allowed(&self, host: &str) -> bool {
+        is_loopback_name(host)
+            || self
+                .allowed_hosts
+                .iter()
+                .any(|allowed| allowed.eq_ignore_ascii_case(host))
+    }
+
+    fn origin_allowed(&self, origin: &str, own_authority: &str) -> bool {
+        let own = ["http://", "https://"]
+            .iter()
+            .any(|scheme| origin.eq_ignore_ascii_case(&format!("{scheme}{own_authority}")));
+        own || self
+            .allowed_origins
+            .iter()
+            .any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin))
+    }
+
+    /// Why a request may not proceed, if it may not.
+    pub fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), AppError> {
+        let authority = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default();
+        let host = host_name(authority);
+        if host.is_empty() || !self.host_allowed(host) {
+            return Err(AppError::new(
+                ErrorKind::Forbidden,
+                "forbidden_host",
+                format!(
+                    "requests addressed to host {authority:?} are refused; start the server with \
+                     --allowed-host NAME to accept a name other than localhost"
+                ),
+            ));
+        }
+        if changes_state(method) {
+            if let Some(origin) = headers.get(header::ORIGIN) {
+                let origin = origin.to_str().unwrap_or_default();
+                if !self.origin_allowed(origin, authority) {
+                    return Err(AppError::new(
+                        ErrorKind::Forbidden,
+                        "forbidden_origin",
+                        format!(
+                            "requests from pages of {origin:?} are refused; start the server \
+                             with --allowed-origin ORIGIN to accept one"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The middleware: answers 403 to requests the policy refuses.
+pub async fn guard(
+    State(policy): State<Arc<AccessPolicy>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match policy.check(request.method(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(err) => {
+            tracing::warn!(code = err.code, method = %request.method(), uri = %request.uri(), "request refused");
+            ApiError(err).into_response()
+        }
+    }
+}
+
+fn changes_state(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// The host of a `Host` header value: without the port, an IPv6 address without its brackets.
+fn host_name(authority: &str) -> &str {
+    let authority = authority.trim();
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
+        _ => authority,
+    }
+}
+
+fn is_loopback_name(host: &str) -> bool {
+    let host = host.trim_end_matches('.');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(host: Option<&str>, origin: Option<&str>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        if let Some(host) = host {
+            headers.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+        }
+        if let Some(origin) = origin {
+            headers.insert(header::ORIGIN, HeaderValue::from_str(origin).unwrap());
+        }
+        headers
+    }
+
+    fn code(
+        policy: &AccessPolicy,
+        method: Method,
+        host: Option<&str>,
+        origin: Option<&str>,
+    ) -> Option<&'static str> {
+        policy
+            .check(&method, &headers(host, origin))
+            .err()
+            .map(|e| e.code)
+    }
+
+    #[test]
+    fn host_names_lose_their_port_and_brackets() {
+        assert_eq!(host_name("localhost:8080"), "localhost");
+        assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
+        assert_eq!(host_name("[::1]:8080"), "::1");
+        assert_eq!(host_name("[::1]"), "::1");
+        assert_eq!(host_name("example.com:"), "example.com");
+    }
+
+    #[test]
+    fn only_loopback_and_allowed_hosts_are_served() {
+        let policy = AccessPolicy {
+            allowed_hosts: vec!["box.lan".into()],
+            ..AccessPolicy::default()
+        };
+        for host in [
+            "localhost:8080",
+            "LOCALHOST",
+            "127.0.0.1:1",
+            "127.8.9.10",
+            "[::1]:80",
+            "box.lan:8080",
+            "BOX.LAN",
+        ] {
+            assert_eq!(code(&policy, Method::GET, Some(host), None), None, "{host}");
+        }
+        for host in [
+            "attacker.example",
+            "attacker.example:8080",
+            "localhost.attacker.example",
+            "127.0.0.1.nip.io",
+            "0.0.0.0:8080",
+            "192.168.1.2",
+            "",
+        ] {
+            assert_eq!(
+                code(&policy, Method::GET, Some(host), None),
+                Some("forbidden_host"),
+                "{host}"
+            );
+        }
+        assert_eq!(
+            code(&policy, Method::GET, None, None),
+            Some("forbidden_host")
+        );
+    }
+
+    #[test]
+    fn pages_of_other_origins_cannot_change_state() {
+        let policy = AccessPolicy {
+            allowed_origins: vec!["http://localhost:5173/".into()],
+            ..AccessPolicy::default()
+        };
+        let host = Some("127.0.0.1:8080");
+        // Clients that are not pages send no Origin.
+        assert_eq!(code(&policy, Method::POST, host, None), None);
+        assert_eq!(
+            code(&policy, Method::POST, host, Some("http://127.0.0.1:8080")),
+            None
+        );
+        assert_eq!(
+            code(&policy, Method::POST, host, Some("http://localhost:5173")),
+            None
+        );
+        for origin in [
+            "https://evil.example",
+            "null",
+            "http://127.0.0.1:8081",
+            "http://localhost:8080",
+        ] {
+            assert_eq!(
+                code(&policy, Method::POST, host, Some(origin)),
+                Some("forbidden_origin"),
+                "{origin}"
+            );
+            assert_eq!(
+                code(&policy, Method::DELETE, host, Some(origin)),
+                Some("forbidden_origin")
+            );
+            // Reading is left to the browser's same-origin policy: no CORS headers are sent.
+            assert_eq!(code(&policy, Method::GET, host, Some(origin)), None);
+        }
+    }
+}
