@@ -44,12 +44,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => store::Store::default_path().context("locating the run history database")?,
     };
     let ui_dir = if args.no_ui { None } else { ui_dir(args.ui)? };
-    let loopback = args.host == "localhost"
-        || args
-            .host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if !loopback {
+    if !server::is_loopback_name(&args.host) {
         eprintln!(
             "warning: serving on {} without authentication: anyone who can reach it can use the \
              model and read the run history (see Security in the README)",

@@ -114,7 +114,8 @@ fn host_name(authority: &str) -> &str {
     }
 }
 
-fn is_loopback_name(host: &str) -> bool {
+/// Whether `host` (a name or an address, without port) names this machine's loopback interface.
+pub fn is_loopback_name(host: &str) -> bool {
     let host = host.trim_end_matches('.');
     host.eq_ignore_ascii_case("localhost")
         || host

@@ -31,7 +31,7 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::{ApiError, ServerError};
-pub use guard::AccessPolicy;
+pub use guard::{is_loopback_name, AccessPolicy};
 pub use listener::ConnectionLimits;
 
 /// Largest request body, except for imports.

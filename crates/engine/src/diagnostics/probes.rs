@@ -1,6 +1,7 @@
 //! Probes that decode one text alone from an empty cache: the next-token logits after it, and
 //! how often the Medusa heads guess right along it.
 
+use std::ops::Range;
 use std::time::Instant;
 
 use llama_cpp_2::token::LlamaToken;
@@ -20,25 +21,17 @@ pub(super) fn next_token_logits(
     continuation: &[TokenId],
     top: usize,
 ) -> Result<Vec<(TokenId, f32)>, EngineError> {
-    let mut tokens = runtime.prompt_tokens(prompt)?;
-    tokens.extend(continuation.iter().map(|&t| LlamaToken(t)));
+    let mut tokens: Vec<TokenId> = runtime.prompt_tokens(prompt)?.iter().map(|t| t.0).collect();
+    tokens.extend_from_slice(continuation);
     if tokens.len() >= runtime.n_ctx_seq() {
         return Err(EngineError::PromptTooLong {
             tokens: tokens.len(),
             limit: runtime.n_ctx_seq() - 1,
         });
     }
-    runtime.clear_kv();
     let last = tokens.len() - 1;
-    let n_batch = runtime.n_batch();
-    for (chunk_index, chunk) in tokens.chunks(n_batch).enumerate() {
-        runtime.clear_batch();
-        for (i, &token) in chunk.iter().enumerate() {
-            let pos = chunk_index * n_batch + i;
-            runtime.add(token, pos, &[0], pos == last)?;
-        }
-        runtime.decode()?;
-    }
+    runtime.clear_kv();
+    decode_in_chunks(runtime, &tokens, last, |_, _| Ok(()))?;
     let mut ranked: Vec<(TokenId, f32)> = runtime
         .logits(runtime.batch_len() as i32 - 1)
         .iter()
@@ -112,6 +105,27 @@ fn visit_hidden_states(
     first: usize,
     visit: &mut impl FnMut(&[TokenId], usize, &[f32]),
 ) -> Result<(), EngineError> {
+    decode_in_chunks(runtime, tokens, first, |runtime, chunk| {
+        // llama.cpp looks hidden states up by batch index, like logits.
+        for pos in chunk.clone().filter(|&p| p >= first) {
+            visit(
+                tokens,
+                pos,
+                runtime.hidden_state((pos - chunk.start) as i32)?,
+            );
+        }
+        Ok(())
+    })
+}
+
+/// Decodes `tokens` as sequence 0 from position 0, a batch at a time, with outputs for the
+/// positions from `first` on; `after_chunk` sees each decoded chunk's positions.
+fn decode_in_chunks(
+    runtime: &mut LlamaRuntime<'_>,
+    tokens: &[TokenId],
+    first: usize,
+    mut after_chunk: impl FnMut(&LlamaRuntime<'_>, Range<usize>) -> Result<(), EngineError>,
+) -> Result<(), EngineError> {
     let n_batch = runtime.n_batch();
     for (chunk_index, chunk) in tokens.chunks(n_batch).enumerate() {
         let offset = chunk_index * n_batch;
@@ -120,9 +134,7 @@ fn visit_hidden_states(
             runtime.add(LlamaToken(token), offset + i, &[0], offset + i >= first)?;
         }
         runtime.decode()?;
-        for pos in (offset..offset + chunk.len()).filter(|&p| p >= first) {
-            visit(tokens, pos, runtime.hidden_state((pos - offset) as i32)?);
-        }
+        after_chunk(runtime, offset..offset + chunk.len())?;
     }
     Ok(())
 }
