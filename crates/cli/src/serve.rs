@@ -36,6 +36,24 @@ pub struct ServeArgs {
     /// `http://localhost:5173` (repeatable); pages of other sites are refused.
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     pub allowed_origins: Vec<String>,
+    /// Require this key on every request but /health (`Authorization: Bearer KEY`, as OpenAI
+    /// clients send it); browsers get in through the link printed at start. At least 16
+    /// characters.
+    #[arg(
+        long,
+        env = "MEDUSA_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    pub api_key: Option<String>,
+    /// Serve a non-loopback address without an API key (anyone who can reach it can use the
+    /// model and read the history).
+    #[arg(long, conflicts_with = "api_key")]
+    pub no_auth: bool,
+    /// Also let `/api/model` load files under this directory (repeatable); by default only
+    /// the models cache is loadable over HTTP.
+    #[arg(long = "models-dir", value_name = "DIR")]
+    pub models_dirs: Vec<PathBuf>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -44,13 +62,28 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => store::Store::default_path().context("locating the run history database")?,
     };
     let ui_dir = if args.no_ui { None } else { ui_dir(args.ui)? };
-    if !server::is_loopback_name(&args.host) {
+    let api_key = args
+        .api_key
+        .filter(|key| !key.is_empty())
+        .map(server::ApiKey::new)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--api-key: {e}"))?;
+    if !server::is_loopback_name(&args.host) && api_key.is_none() {
+        anyhow::ensure!(
+            args.no_auth,
+            "serving on {} would let anyone who can reach it use the model and read the run \
+             history; give --api-key KEY (or set MEDUSA_API_KEY), or --no-auth to serve it \
+             open anyway (see Security in the README)",
+            args.host
+        );
         eprintln!(
-            "warning: serving on {} without authentication: anyone who can reach it can use the \
-             model and read the run history (see Security in the README)",
+            "warning: serving on {} without authentication (--no-auth): anyone who can reach it \
+             can use the model and read the run history",
             args.host
         );
     }
+    let mut loadable_dirs = args.models_dirs;
+    loadable_dirs.extend(models::cache_dir().ok());
     let config = args.model.config()?;
     let engine = Arc::new(engine::Engine::load(config.clone())?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -69,6 +102,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             access: server::AccessPolicy {
                 allowed_hosts: args.allowed_hosts,
                 allowed_origins: args.allowed_origins,
+                api_key,
+                loadable_dirs,
             },
             limits: server::ConnectionLimits::default(),
         };

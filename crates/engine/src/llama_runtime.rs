@@ -87,7 +87,10 @@ impl<'m> LlamaRuntime<'m> {
     pub(crate) fn render_prompt(&self, prompt: &Prompt) -> Result<RenderedPrompt, EngineError> {
         let text = prompt::render(self.model, self.template.as_ref(), prompt)?;
         let token_count = prompt::tokenize(self.model, &text).len();
-        Ok(RenderedPrompt { text, token_count })
+        Ok(RenderedPrompt {
+            text: text.text(),
+            token_count,
+        })
     }
 
     /// Renders and tokenizes a prompt, refusing one that leaves no room to generate.

@@ -73,6 +73,7 @@ pub fn typescript() -> String {
         store::SortOrder,
         store::ExportFormat,
         store::ImportReport,
+        store::ImportRejection,
         crate::history::ComparisonList,
         store::Comparison,
         store::ComparisonRun,

@@ -12,6 +12,8 @@ pub enum ErrorKind {
     /// The caller sent something wrong.
     Invalid,
     NotFound,
+    /// The request lacks the server's API key.
+    Unauthorized,
     /// The caller may not do this (a host, origin or path the server refuses).
     Forbidden,
     /// The body is not in a format the endpoint takes.
@@ -105,6 +107,13 @@ impl From<EngineError> for AppError {
 
 impl From<StoreError> for AppError {
     fn from(err: StoreError) -> Self {
+        if err.is_storage_failure() {
+            return Self::new(
+                ErrorKind::Unavailable,
+                "history_unavailable",
+                format!("the run history cannot be written: {err}"),
+            );
+        }
         let kind = match &err {
             StoreError::NotFound { .. } => ErrorKind::NotFound,
             StoreError::InvalidInput(_) | StoreError::Json(_) => ErrorKind::Invalid,

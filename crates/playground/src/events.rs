@@ -57,14 +57,16 @@ impl RunEvent {
             },
             GenerationEvent::Step(step) => Self::Step(step),
             GenerationEvent::Finished(summary) => Self::Finished(FinishedEvent { run_id, summary }),
-            GenerationEvent::Failed(err) => {
-                let body = AppError::from(err).body();
-                Self::Failed {
-                    run_id,
-                    code: body.code,
-                    message: body.message,
-                }
-            }
+            GenerationEvent::Failed(err) => Self::failed(run_id, &AppError::from(err)),
+        }
+    }
+
+    pub fn failed(run_id: i64, err: &AppError) -> Self {
+        let body = err.body();
+        Self::Failed {
+            run_id,
+            code: body.code,
+            message: body.message,
         }
     }
 

@@ -1,5 +1,7 @@
 //! The run history and comparisons as the playground answers them.
 
+use std::collections::HashSet;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use store::{
@@ -34,10 +36,21 @@ pub struct RunsQuery {
     pub format: Option<String>,
 }
 
+/// Runs one comparison may link.
+pub const MAX_COMPARED_RUNS: usize = 64;
+/// Runs in a page of the history when the query names no limit.
+pub const DEFAULT_PAGE: i64 = 100;
+/// Most runs in one page of the history.
+pub const MAX_PAGE: i64 = 1_000;
+
 /// A page of runs, newest first unless asked otherwise.
 #[derive(Debug, Clone, Serialize, TS)]
 pub struct RunList {
     pub runs: Vec<Run>,
+    /// The `offset` of the next page; absent on the last page.
+    #[ts(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, TS)]
@@ -108,8 +121,21 @@ where
 
 impl Playground {
     pub async fn list_runs(&self, query: &RunsQuery) -> Result<RunList, AppError> {
-        let runs = self.store().list_runs(&query.filter()?).await?;
-        Ok(RunList { runs })
+        let mut filter = query.filter()?;
+        let limit = filter.limit.unwrap_or(DEFAULT_PAGE);
+        if limit > MAX_PAGE {
+            return Err(AppError::invalid_parameter(format!(
+                "limit is at most {MAX_PAGE}; page with offset"
+            )));
+        }
+        // One more than asked tells whether another page follows.
+        filter.limit = Some(limit + 1);
+        let mut runs = self.store().list_runs(&filter).await?;
+        let next_offset = (runs.len() as i64 > limit).then(|| {
+            runs.truncate(limit as usize);
+            filter.offset.unwrap_or(0) + limit
+        });
+        Ok(RunList { runs, next_offset })
     }
 
     pub async fn get_run(&self, id: i64) -> Result<RunWithSteps, AppError> {
@@ -145,10 +171,17 @@ impl Playground {
     /// Links finished runs of one prompt as a comparison; a `normal` run among them is the
     /// baseline.
     pub async fn create_comparison(&self, run_ids: &[i64]) -> Result<Comparison, AppError> {
-        if run_ids.len() < 2 {
-            return Err(AppError::invalid_parameter(
-                "a comparison needs at least two runs",
-            ));
+        if run_ids.len() < 2 || run_ids.len() > MAX_COMPARED_RUNS {
+            return Err(AppError::invalid_parameter(format!(
+                "a comparison links 2 to {MAX_COMPARED_RUNS} runs, not {}",
+                run_ids.len()
+            )));
+        }
+        let mut distinct = HashSet::with_capacity(run_ids.len());
+        if let Some(id) = run_ids.iter().find(|&&id| !distinct.insert(id)) {
+            return Err(AppError::invalid_parameter(format!(
+                "run {id} is listed twice"
+            )));
         }
         let mut prompt = None;
         for &id in run_ids {

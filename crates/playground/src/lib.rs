@@ -16,6 +16,7 @@ pub mod history;
 mod info;
 pub mod model_host;
 mod playground;
+mod recording;
 mod requests;
 mod run_counters;
 pub mod runs;

@@ -1,28 +1,28 @@
-//! The one path every generation takes: a task that owns the engine's stream, records the run in
-//! the history and forwards the events to the adapter. The task outlives the adapter's handler,
-//! so a client that goes away cancels the run but never loses its record.
+//! The one path every generation takes: queued on the engine, recorded in the history by its
+//! recording task (see `recording`), its events handed to the adapter. The task outlives the
+//! adapter's handler, so a client that goes away cancels the run but never loses its record.
 
-use chrono::Utc;
-use engine::{GenerationEvent, GenerationMode, Prompt, RunSummary, StepEvent, StopReason};
+use engine::{GenerationEvent, GenerationMode, Prompt, RunSummary, StepEvent};
 use futures_util::stream::{self, Stream};
-use store::{HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord, RunOutcome, StepRecord};
-use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use store::{HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord};
+use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tracing::Instrument;
 
 use crate::error::AppError;
 use crate::events::RunEvent;
 use crate::model_host::HostedModel;
 use crate::playground::{CheckedRequest, Playground};
+use crate::recording;
 use crate::requests::PlaygroundRequest;
-
-/// Steps are written to the history in batches of this many, so that a long run costs few writes.
-const STEP_BATCH: usize = 32;
 
 /// A run in progress, seen from the adapter.
 pub struct RunHandle {
     pub run_id: i64,
-    events: UnboundedReceiver<GenerationEvent>,
+    events: UnboundedReceiver<RecordedEvent>,
 }
+
+/// An event of the run, or the news that its end could not be recorded in the history.
+pub type RecordedEvent = Result<GenerationEvent, AppError>;
 
 /// A run that ended normally, with what the adapters report about it.
 pub struct Collected {
@@ -51,7 +51,7 @@ impl DraftStats {
 }
 
 impl RunHandle {
-    pub async fn next(&mut self) -> Option<GenerationEvent> {
+    pub async fn next(&mut self) -> Option<RecordedEvent> {
         self.events.recv().await
     }
 
@@ -59,8 +59,8 @@ impl RunHandle {
     /// error answer, since nothing has been sent to the client yet.
     pub async fn first(&mut self) -> Result<GenerationEvent, AppError> {
         match self.next().await {
-            Some(GenerationEvent::Failed(err)) => Err(err.into()),
-            Some(event) => Ok(event),
+            Some(Ok(GenerationEvent::Failed(err))) => Err(err.into()),
+            Some(event) => event,
             None => Err(engine::EngineError::EngineStopped.into()),
         }
     }
@@ -69,7 +69,7 @@ impl RunHandle {
     pub async fn collect(mut self) -> Result<Collected, AppError> {
         let mut stats = DraftStats::default();
         while let Some(event) = self.next().await {
-            match event {
+            match event? {
                 GenerationEvent::Step(step) => stats.add(&step),
                 GenerationEvent::Finished(summary) => {
                     return Ok(Collected {
@@ -96,13 +96,15 @@ impl RunHandle {
                     return None;
                 }
                 let event = match pending {
-                    Some(event) => event,
-                    None => handle
-                        .next()
-                        .await
-                        .unwrap_or(GenerationEvent::Failed(engine::EngineError::EngineStopped)),
+                    Some(event) => Ok(event),
+                    None => handle.next().await.unwrap_or(Ok(GenerationEvent::Failed(
+                        engine::EngineError::EngineStopped,
+                    ))),
                 };
-                let event = RunEvent::new(handle.run_id, event);
+                let event = match event {
+                    Ok(event) => RunEvent::new(handle.run_id, event),
+                    Err(err) => RunEvent::failed(handle.run_id, &err),
+                };
                 let terminal = event.is_terminal();
                 Some((event, (handle, None, terminal)))
             },
@@ -141,111 +143,8 @@ pub async fn start(
     playground.register_run(run_id, stream.canceller());
     let (tx, rx) = mpsc::unbounded_channel();
     let span = tracing::info_span!("run", run_id, mode = %mode);
-    tokio::spawn(record(playground.clone(), run_id, mode, stream, tx).instrument(span));
+    tokio::spawn(recording::record(playground.clone(), run_id, mode, stream, tx).instrument(span));
     Ok(RunHandle { run_id, events: rx })
-}
-
-/// Records the run's events and passes them on, until the run ends.
-async fn record(
-    playground: Playground,
-    run_id: i64,
-    mode: GenerationMode,
-    mut stream: engine::GenerationStream,
-    tx: UnboundedSender<GenerationEvent>,
-) {
-    let store = playground.store();
-    let counters = playground.counters();
-    let mut steps: Vec<StepRecord> = Vec::new();
-    let mut client_gone = false;
-    // Unregisters the run however this task ends.
-    let _registration = RunRegistration {
-        playground: &playground,
-        run_id,
-    };
-    loop {
-        let Some(event) = stream.next().await else {
-            flush_steps(&playground, run_id, &mut steps).await;
-            log_store(store.fail_run(run_id, "the engine stopped").await);
-            counters.record_run("failed", 0);
-            if !client_gone {
-                let _ = tx.send(GenerationEvent::Failed(engine::EngineError::EngineStopped));
-            }
-            return;
-        };
-        let terminal = match &event {
-            GenerationEvent::Step(step) => {
-                steps.push(step_record(step));
-                if steps.len() >= STEP_BATCH {
-                    flush_steps(&playground, run_id, &mut steps).await;
-                }
-                false
-            }
-            GenerationEvent::Finished(summary) => {
-                flush_steps(&playground, run_id, &mut steps).await;
-                let outcome = outcome(summary);
-                if summary.stop_reason == StopReason::Cancelled {
-                    log_store(store.cancel_run(run_id, Some(&outcome)).await);
-                    counters.record_run("cancelled", summary.tokens_generated);
-                } else {
-                    log_store(store.finish_run(run_id, &outcome).await);
-                    counters.record_run("finished", summary.tokens_generated);
-                    if mode != GenerationMode::Normal {
-                        counters.record_mean_accepted(mode.as_str(), summary.mean_accepted);
-                    }
-                }
-                tracing::info!(
-                    tokens = summary.tokens_generated,
-                    stop_reason = summary.stop_reason.as_str(),
-                    tokens_per_second = summary.tokens_per_second,
-                    "run ended"
-                );
-                true
-            }
-            GenerationEvent::Failed(err) => {
-                flush_steps(&playground, run_id, &mut steps).await;
-                log_store(store.fail_run(run_id, &err.to_string()).await);
-                counters.record_run("failed", 0);
-                tracing::info!(code = err.code(), "run failed");
-                true
-            }
-            GenerationEvent::Started { .. } | GenerationEvent::Text { .. } => false,
-        };
-        if !client_gone && tx.send(event).is_err() {
-            // The adapter is gone (client disconnected): stop generating, but keep draining so
-            // the run is recorded with what it produced.
-            client_gone = true;
-            stream.cancel();
-            tracing::info!("client went away; cancelling the run");
-        }
-        if terminal {
-            return;
-        }
-    }
-}
-
-struct RunRegistration<'a> {
-    playground: &'a Playground,
-    run_id: i64,
-}
-
-impl Drop for RunRegistration<'_> {
-    fn drop(&mut self) {
-        self.playground.unregister_run(self.run_id);
-    }
-}
-
-async fn flush_steps(playground: &Playground, run_id: i64, steps: &mut Vec<StepRecord>) {
-    if steps.is_empty() {
-        return;
-    }
-    log_store(playground.store().append_steps(run_id, steps).await);
-    steps.clear();
-}
-
-fn log_store(result: store::Result<()>) {
-    if let Err(err) = result {
-        tracing::warn!(error = %err, "could not record the run");
-    }
 }
 
 fn new_run(
@@ -296,36 +195,5 @@ pub fn prompt_record(prompt: &Prompt) -> PromptRecord {
                 })
                 .collect(),
         ),
-    }
-}
-
-fn outcome(summary: &RunSummary) -> RunOutcome {
-    RunOutcome {
-        output: summary.text.clone(),
-        stop_reason: summary.stop_reason.as_str().to_owned(),
-        prompt_tokens: summary.prompt_tokens as i64,
-        tokens_generated: summary.tokens_generated as i64,
-        ttft_ms: summary.ttft_ms,
-        total_ms: summary.total_ms,
-        tokens_per_second: summary.tokens_per_second,
-        steps: summary.steps as i64,
-        mean_accepted: summary.mean_accepted,
-        acceptance_by_depth: summary.acceptance_by_depth.clone(),
-        seed: summary.seed,
-        finished_at: Utc::now(),
-    }
-}
-
-fn step_record(step: &StepEvent) -> StepRecord {
-    StepRecord {
-        step_index: step.index as i64,
-        tree_size: step.tree_size as i64,
-        tree_depth: step.tree_depth as i64,
-        accepted_len: step.accepted_len as i64,
-        tokens: step.tokens.clone(),
-        sources: step.sources.iter().map(ToString::to_string).collect(),
-        depth_hits: step.depth_hits.clone(),
-        draft_ms: step.draft_ms,
-        verify_ms: step.verify_ms,
     }
 }

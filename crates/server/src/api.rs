@@ -119,9 +119,11 @@ pub async fn info(State(playground): State<Playground>) -> Json<Info> {
 
 #[tracing::instrument(skip_all)]
 pub async fn load_model(
-    State(playground): State<Playground>,
+    State(state): State<ServerState>,
     JsonBody(body): JsonBody<LoadModelRequest>,
 ) -> Result<(StatusCode, Json<Info>), ApiError> {
+    crate::paths::check_load_request(&state.access.loadable_dirs, &body)?;
+    let playground = &state.playground;
     playground.load_model(body.into_load_request()?)?;
     Ok((StatusCode::ACCEPTED, Json(playground.info())))
 }
@@ -134,7 +136,12 @@ pub async fn tune(
     Ok(Json(playground.tune(body).await?))
 }
 
+/// `ok`; `loading` until a model is ready; `degraded` with the reason while the history cannot
+/// be written (generations are refused then, since they could not be recorded).
 pub async fn health(State(playground): State<Playground>) -> Json<Value> {
+    if let store::StoreHealth::Degraded { reason } = playground.store().health().await {
+        return Json(json!({"status": "degraded", "reason": reason}));
+    }
     match playground.model() {
         Ok(model) => Json(json!({"status": "ok", "model": model.engine.info().name})),
         Err(err) => Json(json!({"status": "loading", "message": err.message})),

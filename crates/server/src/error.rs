@@ -42,6 +42,7 @@ impl ApiError {
         match self.0.kind {
             ErrorKind::Invalid => StatusCode::BAD_REQUEST,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorKind::Forbidden => StatusCode::FORBIDDEN,
             ErrorKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorKind::Conflict => StatusCode::CONFLICT,

@@ -5,10 +5,13 @@
 //! - a state-changing request that comes from a page (it has an `Origin`) must come from this
 //!   server's own origin or one the operator allowed, which defeats cross-site requests.
 //!
+//! - with an API key set, it must carry the key (see `auth`).
+//!
 //! Requests without `Origin` (command-line clients, SDKs) are not pages and pass the second check.
 //! JSON endpoints also refuse other content types (see `extract`), so a page cannot send them a
 //! body without a CORS preflight, which only allowed origins pass.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -16,7 +19,9 @@ use axum::http::{header, HeaderMap, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use playground::{AppError, ErrorKind};
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use crate::auth::{self, Admission, ApiKey};
 use crate::error::ApiError;
 
 /// The hosts and origins the operator allowed beyond this machine's loopback names.
@@ -26,6 +31,10 @@ pub struct AccessPolicy {
     pub allowed_hosts: Vec<String>,
     /// Origins (`scheme://host[:port]`) whose pages may change state, besides the server's own.
     pub allowed_origins: Vec<String>,
+    /// The key every request but `/health` must carry; none on loopback by default.
+    pub api_key: Option<ApiKey>,
+    /// Directories whose files `/api/model` may load (the models cache, `--models-dir`).
+    pub loadable_dirs: Vec<PathBuf>,
 }
 
 impl AccessPolicy {
@@ -83,19 +92,61 @@ impl AccessPolicy {
     }
 }
 
-/// The middleware: answers 403 to requests the policy refuses.
+/// The middleware: answers 403 to requests the policy refuses, 401 to those without the key.
 pub async fn guard(
     State(policy): State<Arc<AccessPolicy>>,
     request: Request,
     next: Next,
 ) -> Response {
-    match policy.check(request.method(), request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(err) => {
-            tracing::warn!(code = err.code, method = %request.method(), uri = %request.uri(), "request refused");
-            ApiError(err).into_response()
+    let refused = |err: &AppError| {
+        tracing::warn!(code = err.code, method = %request.method(), uri = %request.uri(), "request refused");
+    };
+    if let Err(err) = policy.check(request.method(), request.headers()) {
+        refused(&err);
+        return ApiError(err).into_response();
+    }
+    // Preflights carry no credentials; they change nothing and reveal nothing.
+    if let Some(key) = policy
+        .api_key
+        .as_ref()
+        .filter(|_| request.method() != Method::OPTIONS)
+    {
+        let authority = request
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default();
+        match key.admit(
+            request.method(),
+            request.uri(),
+            request.headers(),
+            port(authority),
+        ) {
+            Admission::Admitted => {}
+            Admission::SetCookie(response) => return response,
+            Admission::Refused(err) => {
+                refused(&err);
+                return auth::unauthorized(err);
+            }
         }
     }
+    next.run(request).await
+}
+
+/// Answers the CORS preflights of the allowed origins (their pages may then send JSON and the
+/// key); other origins get no CORS headers, so browsers keep their requests from being sent.
+pub fn cors(policy: &AccessPolicy) -> Option<CorsLayer> {
+    let origins: Vec<_> = policy
+        .allowed_origins
+        .iter()
+        .filter_map(|origin| origin.trim_end_matches('/').parse().ok())
+        .collect();
+    (!origins.is_empty()).then(|| {
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([Method::GET, Method::POST])
+            .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
+    })
 }
 
 fn changes_state(method: &Method) -> bool {
@@ -111,6 +162,20 @@ fn host_name(authority: &str) -> &str {
     match authority.rsplit_once(':') {
         Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
         _ => authority,
+    }
+}
+
+/// The port of a `Host` header value, `80` when it names none.
+fn port(authority: &str) -> &str {
+    match authority.trim().rsplit_once(':') {
+        Some((host, port))
+            if !port.is_empty()
+                && port.chars().all(|c| c.is_ascii_digit())
+                && (!host.starts_with('[') || host.ends_with(']')) =>
+        {
+            port
+        }
+        _ => "80",
     }
 }
 
@@ -149,6 +214,15 @@ mod tests {
             .check(&method, &headers(host, origin))
             .err()
             .map(|e| e.code)
+    }
+
+    #[test]
+    fn ports_come_from_the_host_header() {
+        assert_eq!(port("localhost:8080"), "8080");
+        assert_eq!(port("[::1]:81"), "81");
+        assert_eq!(port("[::1]"), "80");
+        assert_eq!(port("127.0.0.1"), "80");
+        assert_eq!(port("example.com:"), "80");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! application layer's ([`playground::Playground`]); this crate maps HTTP onto it.
 
 mod api;
+mod auth;
 mod error;
 mod extract;
 mod guard;
@@ -11,6 +12,7 @@ mod headers;
 mod listener;
 mod metrics;
 mod openai;
+mod paths;
 mod sampling;
 mod simple_api;
 
@@ -30,6 +32,7 @@ use tower_http::services::{ServeDir, ServeFile};
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
+pub use auth::ApiKey;
 pub use error::{ApiError, ServerError};
 pub use guard::{is_loopback_name, AccessPolicy};
 pub use listener::ConnectionLimits;
@@ -69,6 +72,7 @@ impl Default for ServerConfig {
 pub struct ServerState {
     playground: Playground,
     requests: Arc<RequestCounts>,
+    access: Arc<AccessPolicy>,
 }
 
 impl FromRef<ServerState> for Playground {
@@ -89,9 +93,11 @@ pub fn router_with_ui(
     ui_dir: Option<&Path>,
     access: AccessPolicy,
 ) -> Router {
+    let access = Arc::new(access);
     let state = ServerState {
         playground,
         requests: Arc::default(),
+        access: access.clone(),
     };
     let api_not_found = || async { ApiError::not_found("no such endpoint") };
     let router = Router::new()
@@ -128,16 +134,15 @@ pub fn router_with_ui(
         ),
         None => router.fallback(api_not_found),
     };
+    let router = router.layer(Extension(BodyLimit(BODY_LIMIT))).route_layer(
+        axum::middleware::from_fn_with_state(state.clone(), metrics::count_requests),
+    );
+    let router = match guard::cors(&access) {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
     router
-        .layer(Extension(BodyLimit(BODY_LIMIT)))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            metrics::count_requests,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::new(access),
-            guard::guard,
-        ))
+        .layer(axum::middleware::from_fn_with_state(access, guard::guard))
         .layer(axum::middleware::map_response(
             headers::add_security_headers,
         ))
@@ -189,6 +194,13 @@ pub async fn serve(config: ServerConfig, playground: Playground) -> Result<(), S
         use std::io::Write;
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "listening on http://{address}")?;
+        if let Some(key) = &config.access.api_key {
+            writeln!(
+                stdout,
+                "open the web UI at http://{address}/?token={}",
+                key.as_str()
+            )?;
+        }
         stdout.flush()?;
     }
     tracing::info!(%address, "serving");

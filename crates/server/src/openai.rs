@@ -369,11 +369,11 @@ fn sse_events(
             return None;
         }
         let event = match st.pending.take() {
-            Some(event) => Some(event),
+            Some(event) => Some(Ok(event)),
             None => st.handle.next().await,
         };
         let events = match event {
-            Some(GenerationEvent::Started { prompt_tokens }) => {
+            Some(Ok(GenerationEvent::Started { prompt_tokens })) => {
                 st.prompt_tokens = prompt_tokens;
                 // Chat streams open with the assistant's role, as OpenAI's do.
                 if st.envelope.flavor == Flavor::Chat {
@@ -383,13 +383,13 @@ fn sse_events(
                     Vec::new()
                 }
             }
-            Some(GenerationEvent::Text { text, .. }) => {
+            Some(Ok(GenerationEvent::Text { text, .. })) => {
                 let first = !st.sent_role && st.envelope.flavor == Flavor::Chat;
                 st.sent_role = true;
                 vec![data(&st.envelope.chunk(Some(&text), first, None))]
             }
-            Some(GenerationEvent::Step(_)) => Vec::new(),
-            Some(GenerationEvent::Finished(summary)) => {
+            Some(Ok(GenerationEvent::Step(_))) => Vec::new(),
+            Some(Ok(GenerationEvent::Finished(summary))) => {
                 st.done = true;
                 let reason = finish_reason(summary.stop_reason);
                 let mut events = vec![data(&st.envelope.chunk(None, false, Some(reason)))];
@@ -400,9 +400,13 @@ fn sse_events(
                 events.push(Event::default().data("[DONE]"));
                 events
             }
-            Some(GenerationEvent::Failed(err)) => {
+            Some(Ok(GenerationEvent::Failed(err))) => {
                 st.done = true;
                 vec![data(&ApiError::from(err).body())]
+            }
+            Some(Err(err)) => {
+                st.done = true;
+                vec![data(&ApiError(err).body())]
             }
             None => {
                 st.done = true;

@@ -1,142 +1,15 @@
 //! The server end to end: the real default model, a real SQLite file, real HTTP on loopback.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use engine::{Engine, EngineConfig};
+use common::*;
+use engine::EngineConfig;
 use playground::{LoadRequest, ModelSource, Playground};
 use serde_json::{json, Value};
-use server::{Server, ServerConfig};
-
-/// Starts a server on a free loopback port in a thread of its own, with a fresh database.
-fn start(configure: impl FnOnce(&mut EngineConfig)) -> String {
-    let model = models::default_model_path().expect("default model available");
-    let mut config = EngineConfig::new(model);
-    config.ctx_size = Some(1024);
-    configure(&mut config);
-    serve(
-        move |store| {
-            let engine = Arc::new(Engine::load(config.clone()).expect("model loads"));
-            Playground::new(engine, store, config)
-        },
-        None,
-    )
-}
-
-/// Serves the state `make_state` builds on a fresh database, and the UI from `ui_dir`.
-fn serve(
-    make_state: impl FnOnce(store::Store) -> Playground + Send + 'static,
-    ui_dir: Option<PathBuf>,
-) -> String {
-    let db: PathBuf = tempfile::tempdir()
-        .expect("temp dir")
-        .keep()
-        .join("history.sqlite");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Runtime::new().expect("runtime");
-        runtime.block_on(async move {
-            let store = store::Store::open(&db).await.expect("store opens");
-            let state = make_state(store);
-            let config = ServerConfig {
-                host: "127.0.0.1".into(),
-                port: 0,
-                ui_dir,
-                access: server::AccessPolicy::default(),
-                limits: server::ConnectionLimits::default(),
-            };
-            let server = Server::bind(&config, state).await.expect("binds");
-            tx.send(server.local_addr().expect("address"))
-                .expect("send");
-            server.run(std::future::pending()).await.expect("serves");
-        });
-    });
-    let address = rx
-        .recv_timeout(Duration::from_secs(120))
-        .expect("server starts");
-    format!("http://{address}")
-}
-
-/// The shared server: 4 slots, default queue.
-fn base() -> &'static str {
-    static BASE: OnceLock<String> = OnceLock::new();
-    BASE.get_or_init(|| start(|_| {}))
-}
-
-/// A server whose queue takes nothing: every generation is refused with 503.
-fn refusing() -> &'static str {
-    static BASE: OnceLock<String> = OnceLock::new();
-    BASE.get_or_init(|| {
-        start(|c| {
-            c.parallel = 1;
-            c.max_queued = 0;
-        })
-    })
-}
-
-fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(600))
-        .build()
-}
-
-/// Status and response, whatever the status.
-fn send(request: ureq::Request, body: Option<&str>) -> (u16, ureq::Response) {
-    let result = match body {
-        Some(body) => request
-            .set("Content-Type", "application/json")
-            .send_string(body),
-        None => request.call(),
-    };
-    match result {
-        Ok(response) => (response.status(), response),
-        Err(ureq::Error::Status(code, response)) => (code, response),
-        Err(err) => panic!("transport error: {err}"),
-    }
-}
-
-fn post(path: &str, body: &Value) -> (u16, Value) {
-    post_to(base(), path, &body.to_string())
-}
-
-fn post_to(base: &str, path: &str, body: &str) -> (u16, Value) {
-    let (status, response) = send(agent().post(&format!("{base}{path}")), Some(body));
-    (status, response.into_json().expect("JSON answer"))
-}
-
-fn get(path: &str) -> (u16, Value) {
-    get_from(base(), path)
-}
-
-fn get_from(base: &str, path: &str) -> (u16, Value) {
-    let (status, response) = send(agent().get(&format!("{base}{path}")), None);
-    (status, response.into_json().expect("JSON answer"))
-}
-
-fn assert_error(answer: (u16, Value), status: u16, code: &str) {
-    assert_eq!(answer.0, status, "{}", answer.1);
-    assert_eq!(answer.1["error"]["code"], code, "{}", answer.1);
-    assert!(answer.1["error"]["message"]
-        .as_str()
-        .is_some_and(|m| !m.is_empty()));
-}
-
-/// The `data:` payloads of an SSE answer.
-fn sse_data(path: &str, body: &Value) -> Vec<String> {
-    let (status, response) = send(
-        agent().post(&format!("{}{path}", base())),
-        Some(&body.to_string()),
-    );
-    assert_eq!(status, 200);
-    assert_eq!(response.content_type(), "text/event-stream");
-    BufReader::new(response.into_reader())
-        .lines()
-        .map(|l| l.expect("line"))
-        .filter_map(|l| l.strip_prefix("data: ").map(str::to_owned))
-        .collect()
-}
 
 #[test]
 fn seed_api_generates_and_compares() {
@@ -706,19 +579,6 @@ fn comparisons_link_runs_of_one_prompt() {
 }
 
 /// Polls `/api/info` until `done` holds.
-fn wait_for_info(base: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let (status, info) = get_from(base, "/api/info");
-        assert_eq!(status, 200);
-        if done(&info) {
-            return info;
-        }
-        assert!(Instant::now() < deadline, "never reached: {info}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn models_load_in_the_background_and_the_ui_is_served() {
     let dir = tempfile::tempdir().unwrap();
@@ -727,6 +587,7 @@ fn models_load_in_the_background_and_the_ui_is_served() {
     std::fs::write(ui.join("index.html"), "<title>Medusa Playground</title>").unwrap();
     std::fs::write(ui.join("app.js"), "console.log(1)").unwrap();
     let missing = dir.path().join("missing.gguf");
+    let loadable = dir.path().to_path_buf();
     let template = {
         let mut config = EngineConfig::new(PathBuf::new());
         config.ctx_size = Some(512);
@@ -745,6 +606,10 @@ fn models_load_in_the_background_and_the_ui_is_served() {
             )
         },
         Some(ui),
+        server::AccessPolicy {
+            loadable_dirs: vec![loadable.clone(), models::cache_dir().unwrap()],
+            ..server::AccessPolicy::default()
+        },
     );
 
     // No model: the server answers, says why, and refuses generations with 503.
@@ -776,6 +641,30 @@ fn models_load_in_the_background_and_the_ui_is_served() {
         400,
         "file_not_found",
     );
+    // Outside the models directories nothing loads, and whether a file exists is not told.
+    for path in ["/etc/passwd", "/etc/no-such-file", "/proc/self/environ"] {
+        let refused = load(json!({"model": path}));
+        assert_error(refused.clone(), 403, "path_not_allowed");
+        assert!(refused.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{path} is not a file in the models directory")));
+    }
+    let escape = format!("{}/../../../etc/passwd", dir.path().display());
+    assert_error(load(json!({"model": escape})), 403, "path_not_allowed");
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), r#"["sk-SECRET-token-123"]"#).unwrap();
+    assert_error(
+        load(json!({"model": model, "tree": secret.path()})),
+        403,
+        "path_not_allowed",
+    );
+    // A tree file inside is read, but its content never comes back.
+    let tree = dir.path().join("tree.json");
+    std::fs::write(&tree, r#"["sk-SECRET-token-123"]"#).unwrap();
+    let (status, answer) = load(json!({"model": model, "tree": tree}));
+    assert_eq!(status, 400, "{answer}");
+    assert!(!answer.to_string().contains("SECRET"), "{answer}");
     let (status, _) = load(json!({"model": model}));
     assert_eq!(status, 202);
     let info = wait_for_info(&base, |i| i["loading"].is_null());
@@ -808,22 +697,6 @@ fn models_load_in_the_background_and_the_ui_is_served() {
         r#"{"prompt": "Hello", "max_length": 2}"#,
     );
     assert_eq!(status, 200);
-}
-
-/// Sends `request` as written (head and body) and returns the status and the whole answer.
-fn raw_http(base: &str, request: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let address = base.trim_start_matches("http://");
-    let mut stream = std::net::TcpStream::connect(address).expect("connects");
-    stream.write_all(request.as_bytes()).expect("sends");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("reads");
-    let status = answer
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {answer:?}"));
-    (status, answer)
 }
 
 fn run_count() -> usize {

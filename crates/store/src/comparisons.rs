@@ -20,10 +20,13 @@ impl Store {
         prompt: &PromptRecord,
         run_ids: &[i64],
     ) -> Result<Comparison> {
-        let mut tx = self.begin_write().await?;
-        let comparison = insert_comparison(&mut tx, &Utc::now(), prompt, run_ids).await?;
-        tx.commit().await?;
-        Ok(comparison)
+        let write = async {
+            let mut tx = self.begin_write().await?;
+            let comparison = insert_comparison(&mut tx, &Utc::now(), prompt, run_ids).await?;
+            tx.commit().await?;
+            Ok(comparison)
+        };
+        self.health.observe(write.await)
     }
 
     pub async fn get_comparison(&self, id: i64) -> Result<Comparison> {

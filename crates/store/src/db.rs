@@ -2,12 +2,15 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::SqlitePool;
 
 use crate::error::{Result, StoreError};
+use crate::write::{write_turn, StoreHealth, WriteHealth, WriteTx, PROBE_BYTES};
 
 /// Environment variable that overrides where the history database lives.
 pub const DB_ENV: &str = "MEDUSA_DB";
@@ -23,7 +26,14 @@ const MAX_CONNECTIONS: u32 = 4;
 pub struct Store {
     pub(crate) pool: SqlitePool,
     path: PathBuf,
+    write_turn: Arc<tokio::sync::Mutex<()>>,
+    pub(crate) health: WriteHealth,
+    /// `PRAGMA max_page_count` for every connection; 0 leaves SQLite's own.
+    page_limit: Arc<AtomicU64>,
 }
+
+/// SQLite's largest `max_page_count`: no limit.
+const UNLIMITED_PAGES: u64 = 4_294_967_294;
 
 impl Store {
     /// `$MEDUSA_DB` when set and non-empty, else `<data dir>/medusa-playground/history.sqlite`.
@@ -48,8 +58,23 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
+        let page_limit = Arc::new(AtomicU64::new(0));
+        let limit = page_limit.clone();
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
+            .before_acquire(move |conn, _| {
+                // A per-connection setting: applied whenever a connection is handed out, so a
+                // changed limit reaches every connection.
+                let pages = limit.load(Ordering::Relaxed);
+                Box::pin(async move {
+                    if pages > 0 {
+                        sqlx::query(&format!("PRAGMA max_page_count = {pages}"))
+                            .execute(conn)
+                            .await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(options)
             .await?;
         sqlx::migrate!("../../migrations").run(&pool).await?;
@@ -65,7 +90,13 @@ impl Store {
                 "runs left running by an earlier process are marked interrupted"
             );
         }
-        Ok(Self { pool, path })
+        Ok(Self {
+            pool,
+            path,
+            write_turn: write_turn(),
+            health: WriteHealth::default(),
+            page_limit,
+        })
     }
 
     /// The database file.
@@ -78,10 +109,57 @@ impl Store {
         self.pool.close().await;
     }
 
-    /// A write transaction that takes the write lock up front, so that it waits out another
-    /// writer (up to the busy timeout) instead of failing when it first writes after a read.
-    pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    /// A write transaction, once this process's earlier writers are done.
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx> {
+        let turn = self.write_turn.clone().lock_owned().await;
+        let conn = self.pool.acquire().await?;
+        WriteTx::begin(turn, conn).await
+    }
+
+    /// Whether the history can be written. While the last write failed for want of storage,
+    /// this tries a small write (rolled back) and reports `ok` again once one succeeds.
+    pub async fn health(&self) -> StoreHealth {
+        if self.health.failure().is_none() {
+            return StoreHealth::Ok;
+        }
+        let probe = async {
+            let mut tx = self.begin_write().await?;
+            sqlx::query("INSERT INTO write_probe (data) VALUES (zeroblob(?))")
+                .bind(PROBE_BYTES)
+                .execute(&mut *tx)
+                .await?;
+            tx.rollback().await
+        };
+        match self.health.observe(probe.await) {
+            Ok(()) => StoreHealth::Ok,
+            Err(err) => StoreHealth::Degraded {
+                reason: self.health.failure().unwrap_or_else(|| err.to_string()),
+            },
+        }
+    }
+
+    /// Caps the database file at about `bytes` (`None`: no cap). Writes that would grow it
+    /// further fail as on a full disk, and succeed again once the cap is raised.
+    pub async fn limit_size(&self, bytes: Option<u64>) -> Result<()> {
+        let page_size: i64 = sqlx::query_scalar("PRAGMA page_size")
+            .fetch_one(&self.pool)
+            .await?;
+        let pages = bytes.map_or(UNLIMITED_PAGES, |b| {
+            (b / page_size.max(512) as u64).clamp(1, UNLIMITED_PAGES)
+        });
+        self.page_limit.store(pages, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Pages the database holds now, times the page size.
+    pub async fn size_bytes(&self) -> Result<u64> {
+        let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+            .fetch_one(&self.pool)
+            .await?;
+        let page_size: i64 = sqlx::query_scalar("PRAGMA page_size")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok((pages * page_size) as u64)
     }
 }
 

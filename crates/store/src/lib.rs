@@ -33,14 +33,16 @@ mod import;
 mod metrics;
 mod records;
 mod runs;
+mod write;
 
 pub use db::{Store, DB_ENV};
 pub use error::{Result, StoreError};
 pub use export::{ExportDocument, ExportFormat, EXPORT_VERSION};
 pub use filter::{RunFilter, SortKey, SortOrder};
-pub use import::ImportReport;
+pub use import::{ImportRejection, ImportReport};
 pub use metrics::first_difference;
 pub use records::{
     Comparison, ComparisonRun, HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord, Run,
     RunOutcome, RunStatus, RunWithSteps, StepRecord,
 };
+pub use write::StoreHealth;

@@ -33,19 +33,23 @@ impl Store {
         if let Some(queue_ms) = new.queue_ms {
             check_finite("queue_ms", queue_ms)?;
         }
-        let mut tx = self.begin_write().await?;
-        if let Some(comparison_id) = new.comparison_id {
-            let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM comparisons WHERE id = ?")
-                .bind(comparison_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if exists.is_none() {
-                return Err(StoreError::comparison_not_found(comparison_id));
+        let write = async {
+            let mut tx = self.begin_write().await?;
+            if let Some(comparison_id) = new.comparison_id {
+                let exists: Option<i64> =
+                    sqlx::query_scalar("SELECT id FROM comparisons WHERE id = ?")
+                        .bind(comparison_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                if exists.is_none() {
+                    return Err(StoreError::comparison_not_found(comparison_id));
+                }
             }
-        }
-        let id = insert_run(&mut tx, &Run::running(0, new)).await?;
-        tx.commit().await?;
-        Ok(id)
+            let id = insert_run(&mut tx, &Run::running(0, new)).await?;
+            tx.commit().await?;
+            Ok(id)
+        };
+        self.health.observe(write.await)
     }
 
     /// Adds a batch of steps to a running run, all or none.
@@ -54,16 +58,43 @@ impl Store {
         for step in steps {
             check_step(step)?;
         }
-        let mut tx = self.begin_write().await?;
-        let status = run_status(&mut tx, run_id).await?;
-        if status != RunStatus::Running {
-            return Err(not_running(run_id, status));
-        }
-        for step in steps {
-            insert_step(&mut tx, run_id, step).await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        let write = async {
+            let mut tx = self.begin_write().await?;
+            let status = run_status(&mut tx, run_id).await?;
+            if status != RunStatus::Running {
+                return Err(not_running(run_id, status));
+            }
+            for step in steps {
+                insert_step(&mut tx, run_id, step).await?;
+            }
+            tx.commit().await
+        };
+        self.health.observe(write.await)
+    }
+
+    /// Keeps what a running run has produced so far, so that a process killed mid-run leaves
+    /// its output behind (the run then reads as interrupted, with this output).
+    #[tracing::instrument(level = "debug", skip_all, fields(run_id = run_id), err)]
+    pub async fn save_partial_output(
+        &self,
+        run_id: i64,
+        output: &str,
+        tokens_generated: i64,
+    ) -> Result<()> {
+        let write = async {
+            let mut tx = self.begin_write().await?;
+            sqlx::query(
+                "UPDATE runs SET output = ?, tokens_generated = ? \
+                 WHERE id = ? AND status = 'running'",
+            )
+            .bind(output)
+            .bind(tokens_generated)
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await
+        };
+        self.health.observe(write.await)
     }
 
     /// Marks a running run finished with its outcome.
@@ -107,47 +138,49 @@ impl Store {
         let finished_at = end.outcome.map_or_else(Utc::now, |o| o.finished_at);
         let o = end.outcome;
         let acceptance = o.map(|o| to_json(&o.acceptance_by_depth)).transpose()?;
-        let mut tx = self.begin_write().await?;
-        // Only a running run can end: a finished run is never overwritten, and a run marked
-        // interrupted stays so even if its process turns out to be alive.
-        let updated = sqlx::query(
-            "UPDATE runs SET status = ?, output = ?, stop_reason = ?, prompt_tokens = ?, \
-             tokens_generated = ?, ttft_ms = ?, total_ms = ?, tokens_per_second = ?, steps = ?, \
-             mean_accepted = ?, acceptance_by_depth = ?, seed = ?, error = ?, finished_at = ? \
-             WHERE id = ? AND status = 'running'",
-        )
-        .bind(end.status.as_str())
-        .bind(o.map(|o| o.output.as_str()))
-        .bind(o.map(|o| o.stop_reason.as_str()))
-        .bind(o.map(|o| o.prompt_tokens))
-        .bind(o.map(|o| o.tokens_generated))
-        .bind(o.map(|o| o.ttft_ms))
-        .bind(o.map(|o| o.total_ms))
-        .bind(o.map(|o| o.tokens_per_second))
-        .bind(o.map(|o| o.steps))
-        .bind(o.map(|o| o.mean_accepted))
-        .bind(acceptance)
-        .bind(o.map(|o| o.seed.to_string()))
-        .bind(end.error)
-        .bind(encode_time(&finished_at))
-        .bind(run_id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if updated == 0 {
-            let status = run_status(&mut tx, run_id).await?;
-            return Err(not_running(run_id, status));
-        }
-        let comparison_id: Option<i64> =
-            sqlx::query_scalar("SELECT comparison_id FROM runs WHERE id = ?")
-                .bind(run_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        if let Some(comparison_id) = comparison_id {
-            refresh_comparison(&mut tx, comparison_id).await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        let write = async {
+            let mut tx = self.begin_write().await?;
+            // Only a running run can end: a finished run is never overwritten, and a run marked
+            // interrupted stays so even if its process turns out to be alive.
+            let updated = sqlx::query(
+                "UPDATE runs SET status = ?, output = ?, stop_reason = ?, prompt_tokens = ?, \
+                 tokens_generated = ?, ttft_ms = ?, total_ms = ?, tokens_per_second = ?, steps = ?, \
+                 mean_accepted = ?, acceptance_by_depth = ?, seed = ?, error = ?, finished_at = ? \
+                 WHERE id = ? AND status = 'running'",
+            )
+            .bind(end.status.as_str())
+            .bind(o.map(|o| o.output.as_str()))
+            .bind(o.map(|o| o.stop_reason.as_str()))
+            .bind(o.map(|o| o.prompt_tokens))
+            .bind(o.map(|o| o.tokens_generated))
+            .bind(o.map(|o| o.ttft_ms))
+            .bind(o.map(|o| o.total_ms))
+            .bind(o.map(|o| o.tokens_per_second))
+            .bind(o.map(|o| o.steps))
+            .bind(o.map(|o| o.mean_accepted))
+            .bind(acceptance)
+            .bind(o.map(|o| o.seed.to_string()))
+            .bind(end.error)
+            .bind(encode_time(&finished_at))
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if updated == 0 {
+                let status = run_status(&mut tx, run_id).await?;
+                return Err(not_running(run_id, status));
+            }
+            let comparison_id: Option<i64> =
+                sqlx::query_scalar("SELECT comparison_id FROM runs WHERE id = ?")
+                    .bind(run_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            if let Some(comparison_id) = comparison_id {
+                refresh_comparison(&mut tx, comparison_id).await?;
+            }
+            tx.commit().await
+        };
+        self.health.observe(write.await)
     }
 
     /// One run with its steps in step order.

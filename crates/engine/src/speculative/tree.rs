@@ -178,6 +178,9 @@ pub struct TreeSpec {
     parents: Vec<Option<usize>>,
 }
 
+/// Largest tree file read: a tree of thousands of nodes fits in a few kilobytes.
+pub const MAX_TREE_FILE_BYTES: u64 = 1 << 20;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TreeError {
     #[error("the tree is empty")]
@@ -281,10 +284,28 @@ impl TreeSpec {
         if !path.is_file() {
             return Err(TreeError::UnknownName(name.into()));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| TreeError::Parse(e.to_string()))?;
-        let paths: Vec<Vec<usize>> =
-            serde_json::from_str(&text).map_err(|e| TreeError::Parse(e.to_string()))?;
+        let size = std::fs::metadata(path).map_or(0, |m| m.len());
+        if size > MAX_TREE_FILE_BYTES {
+            return Err(TreeError::Parse(format!(
+                "the file holds {size} bytes; a tree file holds at most {MAX_TREE_FILE_BYTES}"
+            )));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| TreeError::Parse(format!("cannot read it as text ({})", e.kind())))?;
+        // Where the JSON went wrong, never what it says: the file may be anything.
+        let paths: Vec<Vec<usize>> = serde_json::from_str(&text).map_err(|e| {
+            TreeError::Parse(format!(
+                "not a JSON list of paths such as [[0], [0, 1]] (at line {}, column {})",
+                e.line(),
+                e.column()
+            ))
+        })?;
         Self::new(paths)
+    }
+
+    /// Whether `name` is in the namespace of the built-in trees rather than a file path.
+    pub fn is_builtin_name(name: &str) -> bool {
+        name == "mc_sim_7b_63" || name.starts_with("chain-")
     }
 
     pub fn paths(&self) -> &[Vec<usize>] {
@@ -552,9 +573,39 @@ mod tests {
             TreeSpec::from_name_or_file("nope"),
             Err(TreeError::UnknownName(_))
         ));
+        assert!(TreeSpec::is_builtin_name("chain-0"));
+        assert!(!TreeSpec::is_builtin_name("/tmp/tree.json"));
         let spec: TreeSpec = serde_json::from_str("[[1],[0],[0,0]]").unwrap();
         assert_eq!(spec.paths(), &[vec![0], vec![1], vec![0, 0]]);
         assert!(serde_json::from_str::<TreeSpec>("[[0,0]]").is_err());
+    }
+
+    #[test]
+    fn tree_files_are_capped_and_never_quoted() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret.json");
+        std::fs::write(&secret, r#"["sk-SECRET-token-123"]"#).unwrap();
+        let Err(TreeError::Parse(message)) = TreeSpec::from_name_or_file(secret.to_str().unwrap())
+        else {
+            panic!("a list of strings is no tree");
+        };
+        assert!(!message.contains("SECRET"), "{message}");
+        assert!(message.contains("line 1, column 2"), "{message}");
+        let big = dir.path().join("big.json");
+        std::fs::write(&big, vec![b' '; (MAX_TREE_FILE_BYTES + 1) as usize]).unwrap();
+        let Err(TreeError::Parse(message)) = TreeSpec::from_name_or_file(big.to_str().unwrap())
+        else {
+            panic!("an oversized file is refused");
+        };
+        assert!(message.contains("at most 1048576"), "{message}");
+        let good = dir.path().join("good.json");
+        std::fs::write(&good, "[[0], [1], [0, 0]]").unwrap();
+        assert_eq!(
+            TreeSpec::from_name_or_file(good.to_str().unwrap())
+                .unwrap()
+                .len(),
+            3
+        );
     }
 
     #[test]

@@ -1,0 +1,259 @@
+//! The recording task of a run: it owns the engine's stream, keeps the history up to date as the
+//! run goes (steps in batches, the output so far every two seconds) and records how it ended,
+//! passing every event on to the adapter.
+//!
+//! When the history cannot be written (a full disk), the client is told instead of getting an
+//! answer that was never kept, and the run's ending is written again until it sticks, so that no
+//! run stays `running` once the storage is back.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use engine::{GenerationEvent, GenerationMode, RunSummary, StepEvent, StopReason};
+use store::{RunOutcome, StepRecord, Store};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::error::AppError;
+use crate::playground::Playground;
+use crate::runs::RecordedEvent;
+
+/// Steps are written to the history in batches of this many, so that a long run costs few writes.
+const STEP_BATCH: usize = 32;
+/// How often a running run's output so far is written, so that a killed process keeps it.
+const PARTIAL_OUTPUT_EVERY: Duration = Duration::from_secs(2);
+/// Waits between attempts to record an ending the history refused, doubling up to the last.
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// How a run ended, as the history records it.
+#[derive(Debug, Clone)]
+enum Ending {
+    Finished(RunOutcome),
+    Cancelled(RunOutcome),
+    Failed(String),
+}
+
+impl Ending {
+    async fn write(&self, store: &Store, run_id: i64) -> store::Result<()> {
+        match self {
+            Self::Finished(outcome) => store.finish_run(run_id, outcome).await,
+            Self::Cancelled(outcome) => store.cancel_run(run_id, Some(outcome)).await,
+            Self::Failed(error) => store.fail_run(run_id, error).await,
+        }
+    }
+}
+
+/// What the run has produced so far, and when that was last written.
+struct Progress {
+    steps: Vec<StepRecord>,
+    output: String,
+    tokens: i64,
+    saved_at: Instant,
+    saved_tokens: i64,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Self {
+            steps: Vec::new(),
+            output: String::new(),
+            tokens: 0,
+            saved_at: Instant::now(),
+            saved_tokens: 0,
+        }
+    }
+
+    async fn flush_steps(&mut self, store: &Store, run_id: i64) {
+        if self.steps.is_empty() {
+            return;
+        }
+        log_store(store.append_steps(run_id, &self.steps).await);
+        self.steps.clear();
+    }
+
+    /// Writes the steps and the output so far when the last write is old enough.
+    async fn save_if_due(&mut self, store: &Store, run_id: i64) {
+        if self.steps.len() >= STEP_BATCH {
+            self.flush_steps(store, run_id).await;
+        }
+        if self.saved_at.elapsed() < PARTIAL_OUTPUT_EVERY || self.tokens == self.saved_tokens {
+            return;
+        }
+        self.flush_steps(store, run_id).await;
+        log_store(
+            store
+                .save_partial_output(run_id, &self.output, self.tokens)
+                .await,
+        );
+        self.saved_at = Instant::now();
+        self.saved_tokens = self.tokens;
+    }
+}
+
+/// Records the run's events and passes them on, until the run ends.
+pub(crate) async fn record(
+    playground: Playground,
+    run_id: i64,
+    mode: GenerationMode,
+    mut stream: engine::GenerationStream,
+    tx: UnboundedSender<RecordedEvent>,
+) {
+    let store = playground.store().clone();
+    let counters = playground.counters();
+    let mut progress = Progress::new();
+    let mut client_gone = false;
+    // Unregisters the run however this task ends.
+    let _registration = RunRegistration {
+        playground: &playground,
+        run_id,
+    };
+    loop {
+        let event = stream
+            .next()
+            .await
+            .unwrap_or(GenerationEvent::Failed(engine::EngineError::EngineStopped));
+        let ending = match &event {
+            GenerationEvent::Text {
+                text, token_ids, ..
+            } => {
+                progress.output.push_str(text);
+                progress.tokens += token_ids.len() as i64;
+                progress.save_if_due(&store, run_id).await;
+                None
+            }
+            GenerationEvent::Step(step) => {
+                progress.steps.push(step_record(step));
+                progress.save_if_due(&store, run_id).await;
+                None
+            }
+            GenerationEvent::Finished(summary) => {
+                let outcome = outcome(summary);
+                let cancelled = summary.stop_reason == StopReason::Cancelled;
+                let status = if cancelled { "cancelled" } else { "finished" };
+                counters.record_run(status, summary.tokens_generated);
+                if !cancelled && mode != GenerationMode::Normal {
+                    counters.record_mean_accepted(mode.as_str(), summary.mean_accepted);
+                }
+                tracing::info!(
+                    tokens = summary.tokens_generated,
+                    stop_reason = summary.stop_reason.as_str(),
+                    tokens_per_second = summary.tokens_per_second,
+                    "run ended"
+                );
+                Some(if cancelled {
+                    Ending::Cancelled(outcome)
+                } else {
+                    Ending::Finished(outcome)
+                })
+            }
+            GenerationEvent::Failed(err) => {
+                counters.record_run("failed", 0);
+                tracing::info!(code = err.code(), "run failed");
+                Some(Ending::Failed(err.to_string()))
+            }
+            GenerationEvent::Started { .. } => None,
+        };
+        let terminal = ending.is_some();
+        let mut forwarded = Ok(event);
+        if let Some(ending) = ending {
+            progress.flush_steps(&store, run_id).await;
+            if let Err(err) = record_ending(&store, run_id, ending).await {
+                // A failure stays the engine's; an answer that could not be kept says so.
+                if matches!(forwarded, Ok(GenerationEvent::Finished(_))) {
+                    forwarded = Err(err);
+                }
+            }
+        }
+        if !client_gone && tx.send(forwarded).is_err() {
+            // The adapter is gone (client disconnected): stop generating, but keep draining so
+            // the run is recorded with what it produced.
+            client_gone = true;
+            stream.cancel();
+            tracing::info!("client went away; cancelling the run");
+        }
+        if terminal {
+            return;
+        }
+    }
+}
+
+/// Writes the ending; when the history refuses it for want of storage, keeps trying in the
+/// background and answers why the run is not recorded yet.
+async fn record_ending(store: &Store, run_id: i64, ending: Ending) -> Result<(), AppError> {
+    let Err(err) = ending.write(store, run_id).await else {
+        return Ok(());
+    };
+    tracing::warn!(error = %err, "could not record the run's end");
+    if err.is_storage_failure() {
+        let store = store.clone();
+        let ending = ending.clone();
+        tokio::spawn(async move { retry_ending(store, run_id, ending).await });
+    }
+    Err(AppError::from(err))
+}
+
+async fn retry_ending(store: Store, run_id: i64, ending: Ending) {
+    let mut wait = RETRY_FIRST;
+    loop {
+        tokio::time::sleep(wait).await;
+        match ending.write(&store, run_id).await {
+            Ok(()) => {
+                tracing::info!(run_id, "the run's end is recorded after all");
+                return;
+            }
+            Err(err) if err.is_storage_failure() => wait = (wait * 2).min(RETRY_MAX),
+            Err(err) => {
+                tracing::warn!(run_id, error = %err, "gave up recording the run's end");
+                return;
+            }
+        }
+    }
+}
+
+struct RunRegistration<'a> {
+    playground: &'a Playground,
+    run_id: i64,
+}
+
+impl Drop for RunRegistration<'_> {
+    fn drop(&mut self) {
+        self.playground.unregister_run(self.run_id);
+    }
+}
+
+fn log_store(result: store::Result<()>) {
+    if let Err(err) = result {
+        tracing::warn!(error = %err, "could not record the run");
+    }
+}
+
+fn outcome(summary: &RunSummary) -> RunOutcome {
+    RunOutcome {
+        output: summary.text.clone(),
+        stop_reason: summary.stop_reason.as_str().to_owned(),
+        prompt_tokens: summary.prompt_tokens as i64,
+        tokens_generated: summary.tokens_generated as i64,
+        ttft_ms: summary.ttft_ms,
+        total_ms: summary.total_ms,
+        tokens_per_second: summary.tokens_per_second,
+        steps: summary.steps as i64,
+        mean_accepted: summary.mean_accepted,
+        acceptance_by_depth: summary.acceptance_by_depth.clone(),
+        seed: summary.seed,
+        finished_at: Utc::now(),
+    }
+}
+
+fn step_record(step: &StepEvent) -> StepRecord {
+    StepRecord {
+        step_index: step.index as i64,
+        tree_size: step.tree_size as i64,
+        tree_depth: step.tree_depth as i64,
+        accepted_len: step.accepted_len as i64,
+        tokens: step.tokens.clone(),
+        sources: step.sources.iter().map(ToString::to_string).collect(),
+        depth_hits: step.depth_hits.clone(),
+        draft_ms: step.draft_ms,
+        verify_ms: step.verify_ms,
+    }
+}
