@@ -1,4 +1,5 @@
-"""The official OpenAI Python client against `medusa serve`, unchanged but for its base URL."""
+"""The official OpenAI Python client against `medusa serve`, unchanged but for its base URL and
+the server's API key."""
 
 import os
 import subprocess
@@ -10,13 +11,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MEDUSA = ROOT / "target" / "release" / "medusa"
+API_KEY = "test-key-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
-def client():
+def base_url():
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ)
         env.pop("MEDUSA_HEADS", None)
+        env["MEDUSA_API_KEY"] = API_KEY
         server = subprocess.Popen(
             [str(MEDUSA), "serve", "--port", "0", "--ctx-size", "1024",
              "--db", str(Path(tmp) / "history.sqlite")],
@@ -26,10 +29,26 @@ def client():
             line = server.stdout.readline().strip()
             assert line.startswith("listening on "), line
             base = line.removeprefix("listening on ")
-            yield openai.OpenAI(base_url=f"{base}/v1", api_key="not-needed", max_retries=0)
+            link = server.stdout.readline().strip()
+            assert link == f"open the web UI at {base}/?token={API_KEY}", link
+            yield f"{base}/v1"
         finally:
             server.terminate()
             server.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def client(base_url):
+    return openai.OpenAI(base_url=base_url, api_key=API_KEY, max_retries=0)
+
+
+def test_a_client_without_the_key_is_refused(base_url):
+    for key in ("not-needed", API_KEY + "x"):
+        stranger = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0)
+        with pytest.raises(openai.AuthenticationError) as refused:
+            stranger.models.list()
+        assert refused.value.status_code == 401
+        assert refused.value.body["code"] == "unauthorized"
 
 
 def test_models_lists_the_loaded_model(client):

@@ -1,9 +1,10 @@
-//! `medusa serve` as a process: runs survive a hard kill, and the one cut off is `interrupted`.
+//! `medusa serve` as a process: runs survive a hard kill, and the one cut off is `interrupted`
+//! with the output it had; a network address is not served without a key.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -88,13 +89,18 @@ fn runs_survive_a_killed_server() {
             }))
             .expect("stream starts");
         let mut reader = BufReader::new(response.into_reader());
-        let mut line = String::new();
-        while !line.starts_with("data: ") {
-            line.clear();
-            assert!(
-                reader.read_line(&mut line).expect("read") > 0,
-                "stream ended"
-            );
+        // Read the stream past the interval at which a running run's output is written.
+        let mut streamed = String::new();
+        let mut first_text = None;
+        while first_text.is_none_or(|at: Instant| at.elapsed() < Duration::from_secs(3)) {
+            let mut line = String::new();
+            assert!(reader.read_line(&mut line).expect("read") > 0, "stream ended");
+            let Some(data) = line.trim().strip_prefix("data: ") else {
+                continue;
+            };
+            let chunk: Value = serde_json::from_str(data).expect("a JSON chunk");
+            streamed.push_str(chunk["choices"][0]["text"].as_str().unwrap_or_default());
+            first_text.get_or_insert_with(Instant::now);
         }
         let running = runs(&server.base, "?status=running");
         assert_eq!(running.len(), 1, "{running:?}");
@@ -102,7 +108,7 @@ fn runs_survive_a_killed_server() {
         drop(server); // SIGKILL mid-run.
         let mut rest = Vec::new();
         let _ = reader.read_to_end(&mut rest);
-        finished.push(json!({"killed": killed_id}));
+        finished.push(json!({"killed": killed_id, "streamed": streamed}));
     }
 
     let server = serve(&db);
@@ -116,5 +122,34 @@ fn runs_survive_a_killed_server() {
     }
     assert_eq!(all[2]["id"], finished[2]["killed"]);
     assert_eq!(all[2]["status"], "interrupted");
-    assert!(all[2]["output"].is_null());
+    // What was produced until a moment before the kill is kept.
+    let kept = all[2]["output"].as_str().expect("partial output kept");
+    let streamed = finished[2]["streamed"].as_str().unwrap();
+    assert!(!kept.is_empty() && streamed.starts_with(kept), "{kept:?} / {streamed:?}");
+    assert!(all[2]["tokens_generated"].as_i64().unwrap() > 0);
+}
+
+#[test]
+fn a_network_address_is_not_served_without_a_key() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let refuse = |args: &[&str], key: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_medusa"));
+        command
+            .args(["serve", "--port", "0", "--no-ui", "--db"])
+            .arg(dir.path().join("h.sqlite"))
+            .args(args)
+            .env_remove("MEDUSA_API_KEY");
+        if let Some(key) = key {
+            command.env("MEDUSA_API_KEY", key);
+        }
+        let output = command.output().expect("medusa runs");
+        assert!(!output.status.success(), "{args:?} served");
+        String::from_utf8(output.stderr).unwrap()
+    };
+    let open = refuse(&["--host", "0.0.0.0"], None);
+    assert!(open.contains("give --api-key KEY"), "{open}");
+    let short = refuse(&["--host", "0.0.0.0"], Some("short"));
+    assert!(short.contains("at least 16"), "{short}");
+    let both = refuse(&["--no-auth", "--api-key", "0123456789abcdef"], None);
+    assert!(both.contains("cannot be used with"), "{both}");
 }

@@ -175,6 +175,9 @@ impl SamplingParams {
 /// Hard upper bound on tokens per request, whatever the context size.
 pub const MAX_TOKENS_LIMIT: u32 = 1 << 20;
 
+/// The roles a chat message may have.
+pub const CHAT_ROLES: [&str; 3] = ["system", "user", "assistant"];
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GenerateRequest {
     pub prompt: Prompt,
@@ -265,10 +268,19 @@ impl GenerateRequest {
         }
         match &self.prompt {
             Prompt::Chat(messages) => {
-                if let Some(m) = messages.iter().find(|m| m.role.trim().is_empty()) {
+                // The template's own markers carry the roles: an unknown one would be written
+                // into the prompt as given.
+                if let Some(m) = messages
+                    .iter()
+                    .find(|m| !CHAT_ROLES.contains(&m.role.as_str()))
+                {
                     return Err(invalid(
                         "messages",
-                        format!("message with content {:?} has an empty role", m.content),
+                        format!(
+                            "role {:?} is not one of {}",
+                            m.role.chars().take(40).collect::<String>(),
+                            CHAT_ROLES.join(", ")
+                        ),
                     ));
                 }
                 // Tokenizers and chat templates work on C strings: a NUL would cut the text.
@@ -366,6 +378,25 @@ mod tests {
         assert_eq!(r.validate(), Err(EngineError::EmptyPrompt));
         r.prompt = Prompt::Chat(vec![]);
         assert_eq!(r.validate(), Err(EngineError::EmptyPrompt));
+    }
+
+    #[test]
+    fn only_the_chat_roles_are_taken() {
+        let mut r = request();
+        for role in ["system", "user", "assistant"] {
+            r.prompt = Prompt::Chat(vec![ChatMessage::new(role, "hi")]);
+            assert_eq!(r.validate(), Ok(()), "{role}");
+        }
+        for role in ["", "wizard", "User", "user<|im_end|>"] {
+            r.prompt = Prompt::Chat(vec![ChatMessage::new(role, "hi")]);
+            assert!(
+                matches!(
+                    r.validate(),
+                    Err(EngineError::InvalidParameter { name: "messages", .. })
+                ),
+                "{role}"
+            );
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use store::{ExportDocument, ImportReport};
 
 use crate::error::ApiError;
-use crate::extract::{JsonBody, QueryParams};
+use crate::extract::{JsonBody, QueryParams, RecordId};
 use crate::ServerState;
 
 #[tracing::instrument(skip_all)]
@@ -32,24 +32,20 @@ pub async fn list_runs(
 #[tracing::instrument(skip(playground))]
 pub async fn get_run(
     State(playground): State<Playground>,
-    Path(id): Path<String>,
+    RecordId(id): RecordId,
 ) -> Result<Json<store::RunWithSteps>, ApiError> {
-    Ok(Json(playground.get_run(parse_id(&id, "run")?).await?))
+    Ok(Json(playground.get_run(id).await?))
 }
 
 #[tracing::instrument(skip(playground))]
 pub async fn cancel_run(
     State(playground): State<Playground>,
-    Path(id): Path<String>,
+    RecordId(id): RecordId,
+    // Read and dropped: a client that sends a body anyway gets the answer, not a reset.
+    _body: axum::body::Bytes,
 ) -> Result<StatusCode, ApiError> {
-    playground.cancel_run(parse_id(&id, "run")?)?;
+    playground.cancel_run(id)?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-fn parse_id(text: &str, what: &str) -> Result<i64, ApiError> {
-    // A malformed id names no record, so it is answered like an unknown one.
-    text.parse()
-        .map_err(|_| ApiError::not_found(format!("{what} {text:?} not found")))
 }
 
 #[tracing::instrument(skip_all)]
@@ -93,9 +89,8 @@ pub async fn list_comparisons(
 
 pub async fn get_comparison(
     State(playground): State<Playground>,
-    Path(id): Path<String>,
+    RecordId(id): RecordId,
 ) -> Result<Json<store::Comparison>, ApiError> {
-    let id = parse_id(&id, "comparison")?;
     Ok(Json(playground.get_comparison(id).await?))
 }
 

@@ -115,3 +115,24 @@ where
             .map_err(|rejection| ApiError::invalid_parameter(rejection.body_text()))
     }
 }
+
+/// The id in a path such as `/api/runs/{id}`. A segment that is no id (not a number, not even
+/// UTF-8) names no record, so it is answered like an unknown one.
+pub struct RecordId(pub i64);
+
+impl<S> FromRequestParts<S> for RecordId
+where
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let text = axum::extract::Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|p| p.0)
+            .unwrap_or_default();
+        text.parse()
+            .map(RecordId)
+            .map_err(|_| ApiError::not_found(format!("no record has the id {text:?}")))
+    }
+}

@@ -1,7 +1,7 @@
 //! Who may talk to the server. A web page in the user's browser can send requests to a loopback
 //! server too, so every request is checked before it reaches a handler:
-//! - its `Host` must name this machine (loopback names) or a host the operator allowed, which
-//!   defeats DNS rebinding (a hostile name resolving to 127.0.0.1);
+//! - without an API key, its `Host` must name this machine (loopback names) or a host the
+//!   operator allowed, which defeats DNS rebinding (a hostile name resolving to 127.0.0.1);
 //! - a state-changing request that comes from a page (it has an `Origin`) must come from this
 //!   server's own origin or one the operator allowed, which defeats cross-site requests.
 //!
@@ -63,7 +63,10 @@ impl AccessPolicy {
             .and_then(|h| h.to_str().ok())
             .unwrap_or_default();
         let host = host_name(authority);
-        if host.is_empty() || !self.host_allowed(host) {
+        // With a key, every request proves itself, and the browser's cookie is bound to the
+        // name the user opened: a rebinding name gets nothing. Any name the server is reached
+        // by will do then.
+        if self.api_key.is_none() && (host.is_empty() || !self.host_allowed(host)) {
             return Err(AppError::new(
                 ErrorKind::Forbidden,
                 "forbidden_host",

@@ -709,13 +709,42 @@ fn run_count() -> usize {
 fn foreign_hosts_and_other_sites_pages_are_refused() {
     let base = base();
     let own = base.trim_start_matches("http://");
-    // DNS rebinding: the right address under another name. Reads are refused too.
-    for path in ["/api/runs/export?format=json", "/api/info", "/", "/health"] {
+    // DNS rebinding: the right address under another name. Every route refuses it, reads too.
+    let routes = [
+        ("GET", "/api/runs/export?format=json"),
+        ("GET", "/api/runs"),
+        ("GET", "/api/runs/1"),
+        ("GET", "/api/comparisons"),
+        ("GET", "/api/comparisons/1"),
+        ("GET", "/api/info"),
+        ("GET", "/v1/models"),
+        ("GET", "/metrics"),
+        ("GET", "/health"),
+        ("GET", "/"),
+        ("GET", "/index.html"),
+        ("GET", "/api/nothing"),
+        ("POST", "/generate/normal"),
+        ("POST", "/generate/medusa"),
+        ("POST", "/compare"),
+        ("POST", "/v1/chat/completions"),
+        ("POST", "/v1/completions"),
+        ("POST", "/api/generate"),
+        ("POST", "/api/model"),
+        ("POST", "/api/tune"),
+        ("POST", "/api/comparisons"),
+        ("POST", "/api/runs/import"),
+        ("POST", "/api/runs/1/cancel"),
+    ];
+    for (method, path) in routes {
         let (status, answer) = raw_http(
             base,
-            &format!("GET {path} HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n"),
+            &format!(
+                "{method} {path} HTTP/1.1\r\nHost: attacker.example\r\n\
+                 Content-Type: application/json\r\nContent-Length: 2\r\n\
+                 Connection: close\r\n\r\n{{}}"
+            ),
         );
-        assert_eq!(status, 403, "{path}: {answer}");
+        assert_eq!(status, 403, "{method} {path}: {answer}");
         assert!(answer.contains("forbidden_host"), "{answer}");
     }
 
@@ -770,6 +799,74 @@ fn foreign_hosts_and_other_sites_pages_are_refused() {
         &format!("GET /health HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n"),
     );
     assert_eq!(status, 200);
+}
+
+#[test]
+fn with_a_key_every_request_but_health_needs_it() {
+    const KEY: &str = "0123456789abcdef-secret";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("index.html"), "<title>Medusa Playground</title>").unwrap();
+    let model = models::default_model_path().unwrap();
+    let base = serve(
+        move |store| {
+            let mut config = EngineConfig::new(model);
+            config.ctx_size = Some(512);
+            let engine = std::sync::Arc::new(engine::Engine::load(config.clone()).unwrap());
+            Playground::new(engine, store, config)
+        },
+        Some(dir.path().to_path_buf()),
+        server::AccessPolicy {
+            api_key: Some(server::ApiKey::new(KEY).unwrap()),
+            ..server::AccessPolicy::default()
+        },
+    );
+    let port = base.rsplit(':').next().unwrap();
+    let request = |head: &str| {
+        raw_http(
+            &base,
+            &format!("{head}\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    assert_eq!(request("GET /health HTTP/1.1").0, 200);
+    for path in ["/api/info", "/v1/models", "/", "/api/runs/export?format=json"] {
+        let (status, answer) = request(&format!("GET {path} HTTP/1.1"));
+        assert_eq!(status, 401, "{path}: {answer}");
+        assert!(answer.contains("unauthorized"), "{answer}");
+        assert!(answer.to_lowercase().contains("www-authenticate: bearer"), "{answer}");
+    }
+    let wrong = request("GET /v1/models HTTP/1.1\r\nAuthorization: Bearer 0123456789abcdef-secreT");
+    assert_eq!(wrong.0, 401);
+    let (status, answer) = request(&format!("GET /v1/models HTTP/1.1\r\nAuthorization: Bearer {KEY}"));
+    assert_eq!(status, 200, "{answer}");
+    // With the key, the name the server is reached by does not matter.
+    let (status, _) = raw_http(
+        &base,
+        &format!(
+            "GET /api/info HTTP/1.1\r\nHost: box.lan:{port}\r\nAuthorization: Bearer {KEY}\r\n\
+             Connection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(status, 200);
+
+    // The printed link: the cookie is set, and the token leaves the address bar.
+    let (status, answer) = request(&format!("GET /?token={KEY} HTTP/1.1"));
+    assert_eq!(status, 303, "{answer}");
+    assert!(answer.contains("location: /\r\n"), "{answer}");
+    let cookie = format!("medusa_token_{port}={KEY}");
+    assert!(
+        answer.contains(&format!("set-cookie: {cookie}; HttpOnly; SameSite=Strict; Path=/")),
+        "{answer}"
+    );
+    let (status, page) = request(&format!("GET / HTTP/1.1\r\nCookie: {cookie}"));
+    assert_eq!(status, 200);
+    assert!(page.contains("Medusa Playground"));
+    let (status, _) = request(&format!("GET /api/info HTTP/1.1\r\nCookie: {cookie}"));
+    assert_eq!(status, 200);
+    // A page of another site gets no further with the cookie (were it sent at all).
+    let (status, answer) = request(&format!(
+        "POST /api/runs/1/cancel HTTP/1.1\r\nCookie: {cookie}\r\nOrigin: https://evil.example"
+    ));
+    assert_eq!(status, 403, "{answer}");
 }
 
 #[test]

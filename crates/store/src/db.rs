@@ -59,21 +59,18 @@ impl Store {
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
         let page_limit = Arc::new(AtomicU64::new(0));
-        let limit = page_limit.clone();
+        let (on_connect, on_acquire) = (page_limit.clone(), page_limit.clone());
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
+            // A per-connection setting: applied to new connections and whenever an idle one is
+            // handed out, so a changed limit reaches every connection.
+            .after_connect(move |conn, _| {
+                let pages = on_connect.load(Ordering::Relaxed);
+                Box::pin(async move { apply_page_limit(conn, pages).await })
+            })
             .before_acquire(move |conn, _| {
-                // A per-connection setting: applied whenever a connection is handed out, so a
-                // changed limit reaches every connection.
-                let pages = limit.load(Ordering::Relaxed);
-                Box::pin(async move {
-                    if pages > 0 {
-                        sqlx::query(&format!("PRAGMA max_page_count = {pages}"))
-                            .execute(conn)
-                            .await?;
-                    }
-                    Ok(true)
-                })
+                let pages = on_acquire.load(Ordering::Relaxed);
+                Box::pin(async move { apply_page_limit(conn, pages).await.map(|()| true) })
             })
             .connect_with(options)
             .await?;
@@ -161,6 +158,15 @@ impl Store {
             .await?;
         Ok((pages * page_size) as u64)
     }
+}
+
+async fn apply_page_limit(conn: &mut sqlx::SqliteConnection, pages: u64) -> sqlx::Result<()> {
+    if pages > 0 {
+        sqlx::query(&format!("PRAGMA max_page_count = {pages}"))
+            .execute(conn)
+            .await?;
+    }
+    Ok(())
 }
 
 fn resolve_default_path(env: Option<OsString>, data_dir: Option<PathBuf>) -> Result<PathBuf> {

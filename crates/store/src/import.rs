@@ -289,7 +289,7 @@ fn check_step(step: &StepRecord) -> Result<(), String> {
 /// A time, rate or ratio: finite and not negative.
 fn check_figure(name: &str, value: Option<f64>) -> Result<(), String> {
     match value {
-        Some(v) if !v.is_finite() || v < 0.0 => Err(format!("{name} is {v}")),
+        Some(v) if !v.is_finite() || v < 0.0 => Err(format!("{name} is {v:?}")),
         _ => Ok(()),
     }
 }

@@ -454,7 +454,11 @@ format?: ExportFormat, };
 /**
  * A page of runs, newest first unless asked otherwise.
  */
-export type RunList = { runs: Array<RunRecord>, };
+export type RunList = { runs: Array<RunRecord>, 
+/**
+ * The `offset` of the next page; absent on the last page.
+ */
+next_offset?: number, };
 
 /**
  * A stored run. Outcome fields are `None` until the run finishes (and stay `None` for runs that
@@ -544,12 +548,25 @@ imported: number,
 /**
  * Runs whose uid was already stored; left as they were.
  */
-skipped_duplicates: number, comparisons_imported: number, 
+skipped_duplicates: number, 
 /**
- * Comparisons not re-created: a run of theirs is missing from the file, or already belongs
- * to a comparison here (typically the same one, imported before).
+ * Runs not added because a field is out of range (see `rejections`).
+ */
+rejected: number, 
+/**
+ * Why runs were rejected: the first 100.
+ */
+rejections: Array<ImportRejection>, comparisons_imported: number, 
+/**
+ * Comparisons not re-created: a run of theirs is missing from the file or was rejected, or
+ * already belongs to a comparison here (typically the same one, imported before).
  */
 comparisons_skipped: number, };
+
+/**
+ * One run an import refused.
+ */
+export type ImportRejection = { uid: string, reason: string, };
 
 export type ComparisonList = { comparisons: Array<Comparison>, };
 

@@ -1,0 +1,263 @@
+//! The server under faults and hostile input: a full disk, a huge import while generations run,
+//! and a corpus of malformed requests. Real model, real SQLite file, real HTTP.
+
+mod common;
+
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use common::*;
+use engine::{Engine, EngineConfig};
+use playground::Playground;
+use serde_json::{json, Value};
+
+/// A server of its own, and its history to reach under the server's feet.
+fn start_with_store() -> (String, store::Store) {
+    let model = models::default_model_path().expect("default model available");
+    let (tx, rx) = mpsc::channel();
+    let base = serve(
+        move |store| {
+            tx.send(store.clone()).expect("send");
+            let mut config = EngineConfig::new(model);
+            config.ctx_size = Some(1024);
+            let engine = Arc::new(Engine::load(config.clone()).expect("model loads"));
+            Playground::new(engine, store, config)
+        },
+        None,
+        server::AccessPolicy::default(),
+    );
+    (base, rx.recv().expect("store"))
+}
+
+fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(future)
+}
+
+fn chat(base: &str, content: &str) -> (u16, Value) {
+    let body = json!({
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": 8, "temperature": 0
+    });
+    post_to(base, "/v1/chat/completions", &body.to_string())
+}
+
+fn runs(base: &str, query: &str) -> Vec<Value> {
+    let (status, answer) = get_from(base, &format!("/api/runs{query}"));
+    assert_eq!(status, 200, "{answer}");
+    answer["runs"].as_array().expect("runs").clone()
+}
+
+#[test]
+fn a_full_disk_fails_generations_clearly_and_heals_without_a_restart() {
+    let (base, store) = start_with_store();
+    assert_eq!(chat(&base, "Hello").0, 200);
+    block_on(store.limit_size(Some(block_on(store.size_bytes()).unwrap()))).unwrap();
+
+    // Runs carry their prompts; long ones fill the last free pages quickly.
+    let long = "Tell me about the sea and the sky and the wind. ".repeat(30);
+    let refusal = (0..40)
+        .map(|_| chat(&base, &long))
+        .find(|(status, _)| *status != 200)
+        .expect("a full history refuses generations");
+    assert_error(refusal.clone(), 503, "history_unavailable");
+    let message = refusal.1["error"]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("full"), "{message}");
+    let (_, health) = get_from(&base, "/health");
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert!(health["reason"].as_str().unwrap().contains("full"), "{health}");
+    // Reading the history goes on.
+    assert!(!runs(&base, "").is_empty());
+
+    block_on(store.limit_size(None)).unwrap();
+    let (_, health) = get_from(&base, "/health");
+    assert_eq!(health["status"], "ok", "{health}");
+    let (status, answer) = chat(&base, &long);
+    assert_eq!(status, 200, "{answer}");
+    // Runs whose end could not be written are written now: none stays running.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !runs(&base, "?status=running").is_empty() {
+        assert!(Instant::now() < deadline, "a run stayed running");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_huge_import_lets_generations_run_and_be_recorded() {
+    let (base, _store) = start_with_store();
+    assert_eq!(chat(&base, "A run to copy").0, 200);
+    let (_, export) = get_from(&base, "/api/runs/export?format=json");
+    let template = export["runs"][0].clone();
+    const IMPORTED: usize = 150_000;
+    let runs_json: Vec<Value> = (0..IMPORTED)
+        .map(|i| {
+            let mut entry = template.clone();
+            entry["run"]["id"] = json!(i + 1);
+            entry["run"]["uid"] = json!(uuid::Uuid::new_v4());
+            entry
+        })
+        .collect();
+    let document = json!({
+        "version": export["version"],
+        "exported_at": export["exported_at"],
+        "runs": runs_json,
+        "comparisons": [],
+    })
+    .to_string();
+    drop(export);
+
+    let import = {
+        let base = base.clone();
+        std::thread::spawn(move || post_to(&base, "/api/runs/import", &document))
+    };
+    // Generations start once the import is under way.
+    std::thread::sleep(Duration::from_secs(2));
+    let generations: Vec<_> = (0..8)
+        .map(|i| {
+            let base = base.clone();
+            std::thread::spawn(move || chat(&base, &format!("Name a colour, number {i}.")))
+        })
+        .collect();
+    let mut recorded = Vec::new();
+    for generation in generations {
+        let (status, answer) = generation.join().expect("generation thread");
+        assert_eq!(status, 200, "{answer}");
+        recorded.push(answer["id"].as_str().unwrap().to_owned());
+    }
+    // They ran during the import, not after it.
+    assert!(!import.is_finished(), "the import ended before the generations");
+    let (status, report) = import.join().expect("import thread");
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["imported"], IMPORTED, "{report}");
+
+    assert!(runs(&base, "?status=running").is_empty());
+    let finished = runs(&base, "?status=finished&mode=normal&limit=1000&sort=created_at");
+    let chatted: Vec<&Value> = finished
+        .iter()
+        .filter(|r| {
+            r["prompt"]["content"][0]["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("Name a colour"))
+        })
+        .collect();
+    assert_eq!(chatted.len(), 8, "{recorded:?}");
+}
+
+/// Requests no client should send, across every endpoint.
+fn malformed_corpus() -> Vec<(&'static str, String, &'static str, Vec<u8>)> {
+    let posts = [
+        "/generate/normal",
+        "/generate/medusa",
+        "/compare",
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/api/generate",
+        "/api/model",
+        "/api/tune",
+        "/api/comparisons",
+        "/api/runs/import",
+        "/api/runs/1/cancel",
+    ];
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let bodies: Vec<Vec<u8>> = [
+        "",
+        "{",
+        "null",
+        "[]",
+        "42",
+        "\"text\"",
+        "{\"prompt\": 5}",
+        "{\"messages\": \"hi\"}",
+        "{\"messages\": [{\"role\": \"wizard\", \"content\": \"hi\"}]}",
+        "{\"prompt\": \"a\", \"max_tokens\": -1, \"max_length\": -1}",
+        "{\"prompt\": \"a\", \"max_tokens\": 1e999, \"max_length\": 1e999}",
+        "{\"prompt\": \"a\", \"temperature\": \"hot\", \"sampling\": {\"temperature\": \"hot\"}}",
+        "{\"prompt\": \"a\\u0000b\"}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"\\u0000\"}]}",
+        "{\"model\": \"/etc/passwd\", \"tree\": \"/etc/shadow\"}",
+        "{\"run_ids\": [1, 1, 1]}",
+        "{\"version\": 1, \"runs\": [{\"run\": {}}], \"comparisons\": []}",
+    ]
+    .iter()
+    .map(|b| b.as_bytes().to_vec())
+    .chain([vec![0xff, 0xfe, 0x00, 0x7b], deep.into_bytes()])
+    .collect();
+    let mut corpus = Vec::new();
+    for path in posts {
+        for body in &bodies {
+            corpus.push(("POST", path.to_owned(), "application/json", body.clone()));
+        }
+    }
+    let many_ids: Vec<i64> = vec![7; 250_000];
+    corpus.push((
+        "POST",
+        "/api/comparisons".into(),
+        "application/json",
+        json!({"run_ids": many_ids}).to_string().into_bytes(),
+    ));
+    for query in [
+        "/api/runs?limit=-1",
+        "/api/runs?limit=abc",
+        "/api/runs?limit=100000",
+        "/api/runs?offset=-5",
+        "/api/runs?since=yesterday",
+        "/api/runs?sort=id;DROP%20TABLE%20runs",
+        "/api/runs?order=sideways",
+        "/api/runs?status=exploded",
+        "/api/runs?until=2025-13-45T99:00:00Z",
+        "/api/runs/abc",
+        "/api/runs/99999999999999999999",
+        "/api/runs/-1",
+        "/api/comparisons/abc",
+        "/api/comparisons?limit=-3",
+        "/api/runs/export?format=xml",
+        "/api/runs/export?format=json&limit=-1",
+        "/v1/nothing",
+        "/api/runs/%ff%fe",
+    ] {
+        corpus.push(("GET", query.to_owned(), "application/json", Vec::new()));
+    }
+    corpus
+}
+
+#[test]
+fn malformed_requests_get_clear_refusals_and_change_nothing() {
+    let (base, _store) = start_with_store();
+    assert_eq!(chat(&base, "Keep me").0, 200);
+    let (_, before) = get_from(&base, "/api/runs/export?format=json");
+
+    let corpus = malformed_corpus();
+    assert!(corpus.len() >= 150, "{} requests", corpus.len());
+    for (method, path, content_type, body) in &corpus {
+        let request = agent()
+            .request(method, &format!("{base}{path}"))
+            .set("Content-Type", content_type);
+        let result = if body.is_empty() && *method == "GET" {
+            request.call()
+        } else {
+            request.send_bytes(body)
+        };
+        let (status, answer) = match result {
+            Ok(response) => (response.status(), response.into_string().unwrap_or_default()),
+            Err(ureq::Error::Status(code, response)) => {
+                (code, response.into_string().unwrap_or_default())
+            }
+            Err(err) => panic!("{method} {path}: transport error {err}"),
+        };
+        let shown = String::from_utf8_lossy(&body[..body.len().min(80)]).into_owned();
+        assert!(
+            (400..500).contains(&status),
+            "{method} {path} {shown:?}: {status} {answer}"
+        );
+        let error: Value = serde_json::from_str(&answer)
+            .unwrap_or_else(|_| panic!("{method} {path} {shown:?}: not JSON: {answer}"));
+        assert!(error["error"]["code"].is_string(), "{answer}");
+    }
+
+    let (_, after) = get_from(&base, "/api/runs/export?format=json");
+    assert_eq!(before["runs"], after["runs"], "the history changed");
+    assert_eq!(chat(&base, "Still here").0, 200);
+}
