@@ -44,30 +44,40 @@ function zeroHeads(dir, heads = 4) {
   return out;
 }
 
-export async function startServer() {
+/**
+ * With `apiKey`, the server requires it: `openUrl` is the link it prints for browsers, and
+ * `headers` what Node's own requests must carry.
+ */
+export async function startServer({ apiKey } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'medusa-e2e-'));
   const db = join(dir, 'history.sqlite');
   const heads = zeroHeads(dir);
+  const env = { ...process.env };
+  delete env.MEDUSA_API_KEY;
+  if (apiKey) env.MEDUSA_API_KEY = apiKey;
   const server = spawn(
     medusa,
     ['serve', '--port', '0', '--db', db, '--ui', join(root, 'ui/dist'), '--ctx-size', '1024', '--heads', heads],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
+    { stdio: ['ignore', 'pipe', 'inherit'], env },
   );
-  const url = await new Promise((resolveUrl, reject) => {
+  const [url, openUrl] = await new Promise((resolveUrl, reject) => {
     let seen = '';
     const timer = setTimeout(() => reject(new Error(`server did not start: ${seen}`)), 180_000);
     server.stdout.on('data', (chunk) => {
       seen += chunk;
-      const match = /listening on (http:\/\/\S+)/.exec(seen);
-      if (match) {
+      const listening = /listening on (http:\/\/\S+)/.exec(seen);
+      const link = /open the web UI at (http:\/\/\S+)/.exec(seen);
+      if (listening && (link || !apiKey)) {
         clearTimeout(timer);
-        resolveUrl(match[1]);
+        resolveUrl([listening[1], link ? link[1] : listening[1]]);
       }
     });
     server.on('exit', (code) => reject(new Error(`server exited with ${code}: ${seen}`)));
   });
   return {
     url,
+    openUrl,
+    headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {},
     async stop() {
       server.kill('SIGTERM');
       await new Promise((r) => server.once('exit', r));

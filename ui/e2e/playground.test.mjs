@@ -1,5 +1,6 @@
 // The web UI end to end: a real `medusa serve` on the default model, a real SQLite history and
-// headless Chromium. Screenshots of each view go to test-artifacts/ui/.
+// headless Chromium. The server requires an API key, so every view is also shown to work with
+// the cookie its printed link sets. Screenshots of each view go to test-artifacts/ui/.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -15,12 +16,17 @@ let browser;
 let page;
 
 before(async () => {
-  server = await startServer();
+  server = await startServer({ apiKey: 'e2e-key-0123456789abcdef' });
   browser = await startBrowser();
   const context = await browser.newContext({ viewport: { width: 1360, height: 900 }, acceptDownloads: true });
   page = await context.newPage();
   page.setDefaultTimeout(LONG);
-  await page.goto(server.url);
+  // Without the key the UI's page is refused; the printed link lets the browser in and leaves
+  // the key out of the address bar.
+  const refused = await page.goto(server.url);
+  assert.equal(refused.status(), 401);
+  await page.goto(server.openUrl);
+  assert.equal(page.url(), `${server.url}/`);
 });
 
 after(async () => {
@@ -139,7 +145,7 @@ test('three concurrent prompts stream in three lanes and finish', async () => {
 
 test('history lists the runs and exports them as CSV', async () => {
   await openTab('history');
-  const stored = await (await fetch(`${server.url}/api/runs?limit=1000`)).json();
+  const stored = await (await fetch(`${server.url}/api/runs?limit=1000`, { headers: server.headers })).json();
   // 1 chat + 1 stopped chat + 3 compared + 3 concurrent.
   assert.equal(stored.runs.length, 8);
   await page.waitForFunction(
@@ -178,7 +184,7 @@ test('history lists the runs and exports them as CSV', async () => {
 
 test('settings show the model in use and tune the tree', async () => {
   await openTab('settings');
-  const info = await (await fetch(`${server.url}/api/info`)).json();
+  const info = await (await fetch(`${server.url}/api/info`, { headers: server.headers })).json();
   assert.match(await page.getByTestId('view-settings').innerText(), new RegExp(info.model.file_type));
   // Heads without a training record keep the tree stored with them, and Settings says so.
   assert.match(await page.getByTestId('settings-medusa-plan').innerText(), /stored \d+-node tree/);

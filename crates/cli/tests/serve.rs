@@ -84,8 +84,8 @@ fn runs_survive_a_killed_server() {
         let response = agent()
             .post(&format!("{}/v1/completions", server.base))
             .send_json(json!({
-                "prompt": "Count from one to one thousand: one, two, three,",
-                "max_tokens": 900, "stream": true
+                "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,",
+                "max_tokens": 900, "temperature": 0, "stream": true
             }))
             .expect("stream starts");
         let mut reader = BufReader::new(response.into_reader());
@@ -94,10 +94,14 @@ fn runs_survive_a_killed_server() {
         let mut first_text = None;
         while first_text.is_none_or(|at: Instant| at.elapsed() < Duration::from_secs(3)) {
             let mut line = String::new();
-            assert!(reader.read_line(&mut line).expect("read") > 0, "stream ended");
+            assert!(
+                reader.read_line(&mut line).expect("read") > 0,
+                "stream ended"
+            );
             let Some(data) = line.trim().strip_prefix("data: ") else {
                 continue;
             };
+            assert_ne!(data, "[DONE]", "the run ended before the kill");
             let chunk: Value = serde_json::from_str(data).expect("a JSON chunk");
             streamed.push_str(chunk["choices"][0]["text"].as_str().unwrap_or_default());
             first_text.get_or_insert_with(Instant::now);
@@ -125,7 +129,10 @@ fn runs_survive_a_killed_server() {
     // What was produced until a moment before the kill is kept.
     let kept = all[2]["output"].as_str().expect("partial output kept");
     let streamed = finished[2]["streamed"].as_str().unwrap();
-    assert!(!kept.is_empty() && streamed.starts_with(kept), "{kept:?} / {streamed:?}");
+    assert!(
+        !kept.is_empty() && streamed.starts_with(kept),
+        "{kept:?} / {streamed:?}"
+    );
     assert!(all[2]["tokens_generated"].as_i64().unwrap() > 0);
 }
 

@@ -392,7 +392,10 @@ mod tests {
             assert!(
                 matches!(
                     r.validate(),
-                    Err(EngineError::InvalidParameter { name: "messages", .. })
+                    Err(EngineError::InvalidParameter {
+                        name: "messages",
+                        ..
+                    })
                 ),
                 "{role}"
             );

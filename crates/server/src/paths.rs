@@ -26,8 +26,12 @@ pub(crate) fn check_load_request(
 }
 
 fn check_loadable(dirs: &[PathBuf], path: &Path) -> Result<(), AppError> {
-    // Links and `..` resolved, so that no path leads out of an allowed directory.
-    let resolved = std::fs::canonicalize(path).ok();
+    // Links and `..` resolved, so that no path leads out of an allowed directory. A missing
+    // file is placed by its directory, so that inside an allowed one it is reported missing.
+    let resolved = std::fs::canonicalize(path).ok().or_else(|| {
+        let dir = std::fs::canonicalize(path.parent()?).ok()?;
+        Some(dir.join(path.file_name()?))
+    });
     let allowed = resolved.is_some_and(|file| {
         dirs.iter()
             .filter_map(|dir| std::fs::canonicalize(dir).ok())

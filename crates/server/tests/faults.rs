@@ -68,7 +68,10 @@ fn a_full_disk_fails_generations_clearly_and_heals_without_a_restart() {
     assert!(message.contains("full"), "{message}");
     let (_, health) = get_from(&base, "/health");
     assert_eq!(health["status"], "degraded", "{health}");
-    assert!(health["reason"].as_str().unwrap().contains("full"), "{health}");
+    assert!(
+        health["reason"].as_str().unwrap().contains("full"),
+        "{health}"
+    );
     // Reading the history goes on.
     assert!(!runs(&base, "").is_empty());
 
@@ -128,13 +131,19 @@ fn a_huge_import_lets_generations_run_and_be_recorded() {
         recorded.push(answer["id"].as_str().unwrap().to_owned());
     }
     // They ran during the import, not after it.
-    assert!(!import.is_finished(), "the import ended before the generations");
+    assert!(
+        !import.is_finished(),
+        "the import ended before the generations"
+    );
     let (status, report) = import.join().expect("import thread");
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["imported"], IMPORTED, "{report}");
 
     assert!(runs(&base, "?status=running").is_empty());
-    let finished = runs(&base, "?status=finished&mode=normal&limit=1000&sort=created_at");
+    let finished = runs(
+        &base,
+        "?status=finished&mode=normal&limit=1000&sort=created_at",
+    );
     let chatted: Vec<&Value> = finished
         .iter()
         .filter(|r| {
@@ -241,7 +250,10 @@ fn malformed_requests_get_clear_refusals_and_change_nothing() {
             request.send_bytes(body)
         };
         let (status, answer) = match result {
-            Ok(response) => (response.status(), response.into_string().unwrap_or_default()),
+            Ok(response) => (
+                response.status(),
+                response.into_string().unwrap_or_default(),
+            ),
             Err(ureq::Error::Status(code, response)) => {
                 (code, response.into_string().unwrap_or_default())
             }

@@ -805,7 +805,11 @@ fn foreign_hosts_and_other_sites_pages_are_refused() {
 fn with_a_key_every_request_but_health_needs_it() {
     const KEY: &str = "0123456789abcdef-secret";
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("index.html"), "<title>Medusa Playground</title>").unwrap();
+    std::fs::write(
+        dir.path().join("index.html"),
+        "<title>Medusa Playground</title>",
+    )
+    .unwrap();
     let model = models::default_model_path().unwrap();
     let base = serve(
         move |store| {
@@ -828,15 +832,25 @@ fn with_a_key_every_request_but_health_needs_it() {
         )
     };
     assert_eq!(request("GET /health HTTP/1.1").0, 200);
-    for path in ["/api/info", "/v1/models", "/", "/api/runs/export?format=json"] {
+    for path in [
+        "/api/info",
+        "/v1/models",
+        "/",
+        "/api/runs/export?format=json",
+    ] {
         let (status, answer) = request(&format!("GET {path} HTTP/1.1"));
         assert_eq!(status, 401, "{path}: {answer}");
         assert!(answer.contains("unauthorized"), "{answer}");
-        assert!(answer.to_lowercase().contains("www-authenticate: bearer"), "{answer}");
+        assert!(
+            answer.to_lowercase().contains("www-authenticate: bearer"),
+            "{answer}"
+        );
     }
     let wrong = request("GET /v1/models HTTP/1.1\r\nAuthorization: Bearer 0123456789abcdef-secreT");
     assert_eq!(wrong.0, 401);
-    let (status, answer) = request(&format!("GET /v1/models HTTP/1.1\r\nAuthorization: Bearer {KEY}"));
+    let (status, answer) = request(&format!(
+        "GET /v1/models HTTP/1.1\r\nAuthorization: Bearer {KEY}"
+    ));
     assert_eq!(status, 200, "{answer}");
     // With the key, the name the server is reached by does not matter.
     let (status, _) = raw_http(
@@ -854,7 +868,9 @@ fn with_a_key_every_request_but_health_needs_it() {
     assert!(answer.contains("location: /\r\n"), "{answer}");
     let cookie = format!("medusa_token_{port}={KEY}");
     assert!(
-        answer.contains(&format!("set-cookie: {cookie}; HttpOnly; SameSite=Strict; Path=/")),
+        answer.contains(&format!(
+            "set-cookie: {cookie}; HttpOnly; SameSite=Strict; Path=/"
+        )),
         "{answer}"
     );
     let (status, page) = request(&format!("GET / HTTP/1.1\r\nCookie: {cookie}"));

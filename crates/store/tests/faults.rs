@@ -170,7 +170,11 @@ async fn runs_out_of_range_are_rejected_alone_with_the_reason() {
         "verify_ms is -3",
         "is not between created_at and now",
     ];
-    for (uid, reason) in expected.iter().enumerate().map(|(i, r)| (&rejected_uids[i], r)) {
+    for (uid, reason) in expected
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (&rejected_uids[i], r))
+    {
         assert!(
             reasons.iter().any(|(u, r)| u == uid && r.contains(reason)),
             "{reason} for {uid} in {reasons:?}"
