@@ -196,3 +196,22 @@ test('settings show the model in use and tune the tree', async () => {
   assert.ok((await page.locator('[data-testid="settings-tune"] tbody tr').count()) >= 8);
   await shoot('settings');
 });
+
+test('a named tree is drafted in full at every step', async () => {
+  await openTab('chat');
+  const fresh = page.getByTestId('chat-new');
+  if (await fresh.isEnabled()) await fresh.click();
+  await page.getByTestId('chat-mode').selectOption('medusa');
+  // Auto drafts what pays on this machine; a named tree is drafted whatever it costs.
+  await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
+  const input = page.getByTestId('chat-input');
+  await input.fill('Name three colours.');
+  await input.press('Enter');
+  const stats = page.getByTestId('chat-stats').last();
+  await stats.waitFor();
+  const drafted = parseFloat(await stats.getByTestId('drafted-per-step').innerText());
+  // 63 at every step but the last few, which stop at the answer's end.
+  assert.ok(drafted > 30, `${drafted} drafted per step`);
+  await page.getByTestId('chat-tree').selectOption('auto');
+  await fresh.click();
+});

@@ -2,7 +2,7 @@ use std::io::Write;
 
 use clap::Args;
 use engine::{
-    AcceptanceRule, ChatMessage, GenerateRequest, GenerationEvent, GenerationMode,
+    AcceptanceRule, ChatMessage, DraftPolicy, GenerateRequest, GenerationEvent, GenerationMode,
     GenerationStream, Prompt, RunSummary, StepEvent,
 };
 use serde_json::json;
@@ -48,9 +48,13 @@ pub struct SpeculativeArgs {
     /// normal, medusa or lookup.
     #[arg(long, default_value = "normal")]
     pub mode: GenerationMode,
-    /// Most drafted tokens per step (speculative modes).
+    /// Most drafted tokens per step (speculative modes, `--tree auto`).
     #[arg(long)]
     pub max_draft: Option<usize>,
+    /// Lookup mode: draft this many tokens at every step that finds a match, whatever they
+    /// cost (default: as many as pay).
+    #[arg(long, value_name = "N")]
+    pub draft_length: Option<usize>,
     /// Accept drafted tokens by typical acceptance (threshold 0.09, alpha 0.3) instead of
     /// exact speculative sampling; faster with sampling, but changes the output distribution.
     #[arg(long)]
@@ -61,6 +65,9 @@ impl SpeculativeArgs {
     pub fn apply(&self, mut request: GenerateRequest) -> GenerateRequest {
         request.mode = self.mode;
         request.max_draft_tokens = self.max_draft;
+        if let (GenerationMode::Lookup, Some(n)) = (self.mode, self.draft_length) {
+            request.draft = DraftPolicy::Length(n);
+        }
         if self.typical {
             request.acceptance = AcceptanceRule::TYPICAL_DEFAULT;
         }

@@ -32,11 +32,12 @@ pub struct ModelArgs {
     /// Load no Medusa heads, not even the default model's.
     #[arg(long, conflicts_with = "heads")]
     pub no_heads: bool,
-    /// Token tree for Medusa mode: mc_sim_7b_63, chain-N, or a JSON file of paths
-    /// (default: sized for this machine from the heads' held-out accuracy, or the tree stored
-    /// with heads that record none).
-    #[arg(long)]
-    pub tree: Option<String>,
+    /// Token tree for Medusa mode. `auto` (the default): a tree sized for this machine from the
+    /// heads' held-out accuracy (or stored with heads that record none), drafted as far as it
+    /// pays. `mc_sim_7b_63`, `chain-N` or a JSON file of paths: that tree, drafted in full at
+    /// every step whatever it costs, to watch what the heads guess.
+    #[arg(long, value_name = "TREE", default_value = "auto")]
+    pub tree: String,
 }
 
 impl ModelArgs {
@@ -67,11 +68,12 @@ impl ModelArgs {
             }
             (None, Some(_)) => None,
         };
-        config.tree = self
-            .tree
-            .as_deref()
-            .map(TreeSpec::from_name_or_file)
-            .transpose()?;
+        config.tree = match self.tree.trim() {
+            "auto" => None,
+            name => {
+                Some(TreeSpec::from_name_or_file(name).with_context(|| format!("--tree {name}"))?)
+            }
+        };
         config.decode_costs_dir = models::decode_costs_dir().ok();
         Ok(config)
     }

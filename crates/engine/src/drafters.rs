@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crate::medusa::drafter::MedusaDrafter;
 use crate::medusa::heads::MedusaHeads;
-use crate::medusa::plan::MedusaPlan;
-use crate::request::{GenerateRequest, GenerationMode, MAX_DRAFT_TOKENS};
+use crate::medusa::plan::{MedusaPlan, TreeOrigin};
+use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, MAX_DRAFT_TOKENS};
 use crate::speculative::budget::AcceptanceStats;
 use crate::speculative::drafter::Drafter;
 use crate::speculative::lookup::LookupDrafter;
@@ -25,6 +25,9 @@ pub(crate) struct DraftSetup {
     pub(crate) drafter: Option<Box<dyn Drafter>>,
     /// Most tokens drafted per step.
     pub(crate) max_draft: usize,
+    /// Draft `max_draft` tokens at every step whatever they cost, instead of what the budget
+    /// expects to pay.
+    pub(crate) fixed: bool,
     /// What earlier requests learnt about this drafter, when that carries over.
     pub(crate) prior: AcceptanceStats,
 }
@@ -50,39 +53,52 @@ impl Drafters {
 
     /// The drafter for a request that is being admitted.
     pub(crate) fn for_request(&self, request: &GenerateRequest) -> DraftSetup {
-        let (drafter, default_max_draft): (Option<Box<dyn Drafter>>, usize) = match request.mode {
-            GenerationMode::Normal => (None, 0),
-            GenerationMode::Lookup => (
-                Some(Box::new(LookupDrafter::default())),
-                DEFAULT_MAX_DRAFT_TOKENS,
-            ),
-            // `Engine::validate` refuses Medusa mode without heads. Without a tree (none pays
-            // on this machine) Medusa mode decodes plainly.
-            GenerationMode::Medusa => match &self.medusa {
-                Some(MedusaSetup {
-                    heads,
-                    plan:
-                        plan @ MedusaPlan {
-                            tree: Some(tree), ..
-                        },
-                }) => (
-                    Some(Box::new(MedusaDrafter::new(heads.clone(), tree.clone()))),
-                    plan.default_max_draft(DEFAULT_MAX_DRAFT_TOKENS),
+        let (drafter, default_max_draft, fixed): (Option<Box<dyn Drafter>>, usize, bool) =
+            match (request.mode, &request.draft) {
+                (GenerationMode::Normal, _) => (None, 0, false),
+                (GenerationMode::Lookup, DraftPolicy::Length(n)) => {
+                    (Some(Box::new(LookupDrafter::default())), *n, true)
+                }
+                (GenerationMode::Lookup, _) => (
+                    Some(Box::new(LookupDrafter::default())),
+                    DEFAULT_MAX_DRAFT_TOKENS,
+                    false,
                 ),
-                _ => (None, 0),
-            },
-        };
+                // `Engine::validate` refuses Medusa mode without heads, and trees deeper than
+                // the heads.
+                (GenerationMode::Medusa, policy) => match (&self.medusa, policy) {
+                    (Some(MedusaSetup { heads, .. }), DraftPolicy::Tree(tree)) => (
+                        Some(Box::new(MedusaDrafter::new(heads.clone(), tree.clone()))),
+                        tree.len(),
+                        true,
+                    ),
+                    // A tree given at load is the default fixed tree.
+                    (Some(MedusaSetup { heads, plan }), _) => match &plan.tree {
+                        Some(tree) => (
+                            Some(Box::new(MedusaDrafter::new(heads.clone(), tree.clone()))),
+                            plan.default_max_draft(DEFAULT_MAX_DRAFT_TOKENS),
+                            plan.origin == TreeOrigin::Given,
+                        ),
+                        // No tree pays on this machine: Medusa mode decodes plainly.
+                        None => (None, 0, false),
+                    },
+                    (None, _) => (None, 0, false),
+                },
+            };
         let prior = drafter
             .as_deref()
             .filter(|d| d.acceptance_carries_over())
             .and_then(|d| self.learnt.get(d.name()))
             .map(|learnt| learnt.as_prior(PRIOR_WEIGHT))
             .unwrap_or_default();
+        let max_draft = if fixed {
+            default_max_draft
+        } else {
+            request.max_draft_tokens.unwrap_or(default_max_draft)
+        };
         DraftSetup {
-            max_draft: request
-                .max_draft_tokens
-                .unwrap_or(default_max_draft)
-                .min(MAX_DRAFT_TOKENS),
+            max_draft: max_draft.min(MAX_DRAFT_TOKENS),
+            fixed,
             drafter,
             prior,
         }

@@ -28,7 +28,7 @@ use crate::model_file;
 use crate::prompt::RenderedPrompt;
 use crate::quantize::file_type_name;
 use crate::request::MAX_DRAFT_TOKENS;
-use crate::request::{GenerateRequest, GenerationMode, Prompt, ValidRequest};
+use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, Prompt, ValidRequest};
 use crate::scheduler::{Command, EngineMetrics, Scheduler, Shared};
 
 /// A loaded model, ready to generate. Dropping it stops its thread.
@@ -89,8 +89,15 @@ impl Engine {
     /// Medusa mode, hidden states). Only a [`ValidRequest`] can be queued.
     pub fn validate(&self, request: GenerateRequest) -> Result<ValidRequest, EngineError> {
         request.validate()?;
-        if request.mode == GenerationMode::Medusa && self.info.heads.is_none() {
-            return Err(EngineError::NoMedusaHeads);
+        if request.mode == GenerationMode::Medusa {
+            let heads = self.info.heads.as_ref().ok_or(EngineError::NoMedusaHeads)?;
+            if let DraftPolicy::Tree(tree) = &request.draft {
+                tree.check_heads(heads.head_count)
+                    .map_err(|e| EngineError::InvalidParameter {
+                        name: "tree",
+                        message: e.to_string(),
+                    })?;
+            }
         }
         if request.record_hidden_states && !self.returns_hidden_states {
             return Err(EngineError::InvalidParameter {

@@ -39,8 +39,8 @@ pub use info::ModelInfo;
 pub use prompt::RenderedPrompt;
 pub use quantize::{file_type_name, quantize, quantize_type_names, QuantType, QuantizeReport};
 pub use request::{
-    AcceptanceRule, ChatMessage, GenerateRequest, GenerationMode, Prompt, SamplingParams,
-    ValidRequest, MAX_DRAFT_TOKENS, MAX_TOKENS_LIMIT,
+    AcceptanceRule, ChatMessage, DraftPolicy, GenerateRequest, GenerationMode, Prompt,
+    SamplingParams, ValidRequest, CHAT_ROLES, MAX_DRAFT_TOKENS, MAX_TOKENS_LIMIT,
 };
 pub use sampler::{argmax, Sampler, TokenId, TokenProb};
 pub use scheduler::EngineMetrics;

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use crate::error::EngineError;
+use crate::speculative::tree::TreeSpec;
 
 /// How drafted tokens are accepted (speculative modes).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -195,6 +196,9 @@ pub struct GenerateRequest {
     /// Most drafted tokens per step (speculative modes); `None` uses the drafter's default.
     #[serde(default)]
     pub max_draft_tokens: Option<usize>,
+    /// How much to draft at each step: as much as pays on this machine, or a fixed draft.
+    #[serde(default)]
+    pub draft: DraftPolicy,
     /// Return the final hidden state behind every generated token (to train heads); needs an
     /// engine loaded with `EngineConfig::hidden_states` or heads.
     #[serde(skip)]
@@ -227,6 +231,56 @@ fn lossless() -> AcceptanceRule {
 /// Upper bound on drafted tokens per step: leaves need sequence ids, which llama.cpp caps.
 pub const MAX_DRAFT_TOKENS: usize = 128;
 
+/// How much a speculative request drafts at each step.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum DraftPolicy {
+    /// What pays on this machine: the draft budget weighs the expected accepted tokens against
+    /// the measured cost of decoding them, so a CPU often drafts little or nothing.
+    #[default]
+    Auto,
+    /// Medusa mode: this whole tree at every step, whatever it costs.
+    Tree(TreeSpec),
+    /// Lookup mode: this many tokens at every step that finds a match, whatever they cost.
+    Length(usize),
+}
+
+impl DraftPolicy {
+    /// Whether the draft is fixed rather than sized by the budget.
+    pub fn is_fixed(&self) -> bool {
+        !matches!(self, Self::Auto)
+    }
+
+    fn validate(&self, mode: GenerationMode) -> Result<(), EngineError> {
+        match (self, mode) {
+            (Self::Auto, _) => Ok(()),
+            (Self::Tree(tree), GenerationMode::Medusa) if tree.len() <= MAX_DRAFT_TOKENS => Ok(()),
+            (Self::Tree(tree), GenerationMode::Medusa) => Err(invalid(
+                "tree",
+                format!(
+                    "has {} nodes; at most {MAX_DRAFT_TOKENS} are drafted per step",
+                    tree.len()
+                ),
+            )),
+            (Self::Length(n), GenerationMode::Lookup) if (1..=MAX_DRAFT_TOKENS).contains(n) => {
+                Ok(())
+            }
+            (Self::Length(n), GenerationMode::Lookup) => Err(invalid(
+                "draft_length",
+                format!("must be between 1 and {MAX_DRAFT_TOKENS}, got {n}"),
+            )),
+            (Self::Tree(_), mode) => Err(invalid(
+                "tree",
+                format!("a tree is drafted in medusa mode, not in {mode} mode"),
+            )),
+            (Self::Length(_), mode) => Err(invalid(
+                "draft_length",
+                format!("a draft length applies to lookup mode, not to {mode} mode"),
+            )),
+        }
+    }
+}
+
 impl GenerateRequest {
     pub fn new(prompt: Prompt, max_tokens: u32) -> Self {
         Self {
@@ -237,8 +291,14 @@ impl GenerateRequest {
             mode: GenerationMode::Normal,
             acceptance: AcceptanceRule::Lossless,
             max_draft_tokens: None,
+            draft: DraftPolicy::Auto,
             record_hidden_states: false,
         }
+    }
+
+    pub fn with_draft(mut self, draft: DraftPolicy) -> Self {
+        self.draft = draft;
+        self
     }
 
     pub fn with_hidden_states(mut self) -> Self {
@@ -302,6 +362,7 @@ impl GenerateRequest {
             }
             Prompt::Text(_) => {}
         }
+        self.draft.validate(self.mode)?;
         if self.max_tokens == 0 || self.max_tokens > MAX_TOKENS_LIMIT {
             return Err(invalid(
                 "max_tokens",

@@ -38,6 +38,8 @@ pub(crate) struct Sequence<'m> {
     acceptance_start: AcceptanceStats,
     stats: StepStats,
     max_draft: usize,
+    /// Draft `max_draft` at every step, whatever it costs.
+    fixed_draft: bool,
     /// Final hidden state where the last sampled logits came from (Medusa's input).
     hidden: Vec<f32>,
     /// Every hidden state behind an emitted token, when the request asked for them.
@@ -94,6 +96,7 @@ impl<'m> Sequence<'m> {
             acceptance: new.draft.prior,
             stats: StepStats::default(),
             max_draft: new.draft.max_draft,
+            fixed_draft: new.draft.fixed,
             hidden: Vec::new(),
             recorded: Vec::new(),
             recorded_width: 0,
@@ -152,6 +155,8 @@ impl<'m> Sequence<'m> {
         };
         let started = Instant::now();
         let budget = match cost {
+            // The user asked to see the whole draft, whatever it costs here.
+            _ if self.fixed_draft => max_nodes.min(self.max_draft),
             Some(cost) => choose_draft_len_in_batch(
                 cost,
                 &self.acceptance,

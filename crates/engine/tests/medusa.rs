@@ -11,7 +11,8 @@ use engine::medusa::heads::{write_heads, HeadsEncoding, HeadsWeights};
 use engine::medusa::matrix::{GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q8_0};
 use engine::medusa::plan::TreeOrigin;
 use engine::{
-    Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode, TokenSource, TreeSpec,
+    DraftPolicy, Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode, TokenSource,
+    TreeSpec,
 };
 use safetensors::tensor::{serialize_to_file, Dtype, TensorView};
 
@@ -396,7 +397,84 @@ fn the_shipped_heads_guess_the_models_own_text_and_draft_losslessly() {
         "first head top-1 {:?}",
         accuracy.top1()
     );
-    assert_lossless(&engine, prompt, GenerationMode::Medusa, 96);
+    let medusa = assert_lossless(&engine, prompt, GenerationMode::Medusa, 96);
+    // A given tree is drafted in full: the heads' guesses show, whatever they cost here.
+    assert!(
+        medusa.mean_accepted >= 1.5,
+        "mean accepted {}",
+        medusa.mean_accepted
+    );
+}
+
+#[test]
+fn a_tree_asked_for_is_drafted_in_full_at_every_step_and_losslessly() {
+    let heads = models::default_heads_path().expect("default heads installed");
+    // Auto: whatever this machine's costs make of the tuned tree.
+    let engine = engine_with_heads(&heads, None).expect("shipped heads load");
+    let prompt = chat("Explain how a rainbow forms, in three sentences.");
+    let tree = TreeSpec::mc_sim_7b_63();
+    const MAX_TOKENS: usize = 160;
+    let request = greedy(prompt.clone(), MAX_TOKENS as u32, GenerationMode::Medusa)
+        .with_draft(DraftPolicy::Tree(tree.clone()));
+    let mut stream = engine.generate(request).expect("accepted");
+    // (drafted, what a full tree may be with the tokens left): no step drafts beyond the end.
+    let mut sizes = Vec::new();
+    let mut emitted = 1;
+    let summary = loop {
+        match stream.blocking_next().expect("events until the end") {
+            GenerationEvent::Step(step) => {
+                let left = MAX_TOKENS - emitted;
+                sizes.push((step.tree_size, tree.len().min(left - 1)));
+                emitted += step.accepted_len;
+            }
+            GenerationEvent::Finished(summary) => break summary,
+            GenerationEvent::Failed(err) => panic!("{err}"),
+            _ => {}
+        }
+    };
+    assert!(sizes.iter().filter(|(_, full)| *full == tree.len()).count() > 5);
+    assert!(
+        sizes.iter().all(|(drafted, full)| drafted == full),
+        "tree sizes per step (drafted, expected) {sizes:?}"
+    );
+    let normal = engine
+        .generate(greedy(
+            prompt.clone(),
+            MAX_TOKENS as u32,
+            GenerationMode::Normal,
+        ))
+        .unwrap()
+        .wait()
+        .unwrap();
+    common::assert_same_up_to_near_tie(
+        &engine,
+        &prompt,
+        &normal.token_ids,
+        &summary.token_ids,
+        "mc_sim_7b_63 in full",
+    );
+    assert!(summary.mean_accepted > 1.5, "{}", summary.mean_accepted);
+
+    // Trees the heads cannot fill, and trees in the wrong mode, are refused up front.
+    let deep = TreeSpec::chain(8);
+    let refused = engine
+        .generate(
+            greedy(prompt.clone(), 8, GenerationMode::Medusa).with_draft(DraftPolicy::Tree(deep)),
+        )
+        .err()
+        .expect("a chain deeper than the heads is refused");
+    assert!(
+        matches!(refused, EngineError::InvalidParameter { name: "tree", .. }),
+        "{refused}"
+    );
+    let wrong_mode = engine
+        .generate(greedy(prompt, 8, GenerationMode::Lookup).with_draft(DraftPolicy::Tree(tree)))
+        .err()
+        .expect("a tree in lookup mode is refused");
+    assert!(matches!(
+        wrong_mode,
+        EngineError::InvalidParameter { name: "tree", .. }
+    ));
 }
 
 /// Replaces the decode costs kept in the only cache entry of `dir`.

@@ -4,8 +4,8 @@ mod common;
 
 use common::{assert_lossless, chat, greedy};
 use engine::{
-    Engine, EngineError, GenerationEvent, GenerationMode, RunSummary, SamplingParams, StopReason,
-    TokenSource,
+    DraftPolicy, Engine, EngineError, GenerationEvent, GenerationMode, RunSummary, SamplingParams,
+    StopReason, TokenSource,
 };
 
 fn engine() -> &'static Engine {
@@ -42,6 +42,38 @@ fn lookup_accepts_long_runs_on_repetitive_text() {
     );
     assert!(!summary.acceptance_by_depth.is_empty());
     assert!(summary.steps < summary.tokens_generated);
+}
+
+#[test]
+fn a_fixed_draft_length_is_drafted_whatever_it_costs() {
+    let prompt =
+        chat("Repeat this list exactly three times: apple, banana, cherry, date, elderberry, fig.");
+    let request =
+        greedy(prompt.clone(), 96, GenerationMode::Lookup).with_draft(DraftPolicy::Length(6));
+    let mut stream = engine().generate(request).unwrap();
+    let mut drafted = Vec::new();
+    let summary = loop {
+        match stream.blocking_next().expect("stream ends with Finished") {
+            GenerationEvent::Step(step) => drafted.push(step.tree_size),
+            GenerationEvent::Finished(summary) => break summary,
+            GenerationEvent::Failed(err) => panic!("{err}"),
+            _ => {}
+        }
+    };
+    // Lookup drafts when the text repeats: then the whole length, never more.
+    assert!(drafted.iter().all(|&n| n <= 6), "{drafted:?}");
+    assert!(
+        drafted.iter().filter(|&&n| n == 6).count() >= 5,
+        "{drafted:?}"
+    );
+    let normal = run(greedy(prompt.clone(), 96, GenerationMode::Normal));
+    common::assert_same_up_to_near_tie(
+        engine(),
+        &prompt,
+        &normal.token_ids,
+        &summary.token_ids,
+        "lookup of 6",
+    );
 }
 
 #[test]

@@ -34,6 +34,7 @@ pub fn typescript() -> String {
         engine::ChatMessage,
         engine::SamplingParams,
         crate::PlaygroundRequest,
+        crate::TreeChoice,
         engine::TokenSource,
         crate::RunEvent,
         engine::StepEvent,

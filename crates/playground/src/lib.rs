@@ -10,6 +10,7 @@
 //! in the store) -> [`RunEvent`]s back to the adapter.
 
 pub mod contract;
+mod draft;
 mod error;
 mod events;
 pub mod history;
@@ -22,6 +23,7 @@ mod run_counters;
 pub mod runs;
 pub mod tuning;
 
+pub use draft::{DraftFields, TreeChoice};
 pub use error::{AppError, ErrorBody, ErrorKind};
 pub use events::{FinishedEvent, RunEvent};
 pub use info::Info;

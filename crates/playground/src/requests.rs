@@ -6,6 +6,7 @@ use engine::{ChatMessage, GenerateRequest, GenerationMode, Prompt, SamplingParam
 use serde::Deserialize;
 use ts_rs::TS;
 
+use crate::draft::DraftFields;
 use crate::error::AppError;
 use crate::model_host::{LoadRequest, ModelSource};
 
@@ -35,9 +36,12 @@ pub struct PlaygroundRequest {
     #[serde(default)]
     #[ts(optional, type = "Partial<SamplingParams>")]
     pub sampling: Option<SamplingParams>,
-    /// Cap on drafted tokens per step (speculative modes).
+    /// Cap on drafted tokens per step (speculative modes, `auto` drafting).
     #[serde(default)]
     pub max_draft_tokens: Option<usize>,
+    #[serde(flatten)]
+    #[ts(flatten)]
+    pub draft: DraftFields,
 }
 
 impl PlaygroundRequest {
@@ -60,7 +64,8 @@ impl PlaygroundRequest {
             GenerateRequest::new(prompt, self.max_tokens.unwrap_or(PLAYGROUND_MAX_TOKENS))
                 .with_sampling(self.sampling.unwrap_or_default())
                 .with_stop(self.stop)
-                .with_mode(mode);
+                .with_mode(mode)
+                .with_draft(self.draft.policy(mode)?);
         request.max_draft_tokens = self.max_draft_tokens;
         Ok(request)
     }

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use playground::runs::{self, RunHandle};
-use playground::{CheckedRequest, Playground};
+use playground::{CheckedRequest, DraftFields, Playground};
 
 use crate::error::ApiError;
 use crate::extract::JsonBody;
@@ -44,6 +44,9 @@ pub struct Common {
     /// Not part of OpenAI's API: how to decode (`normal`, `medusa` or `lookup`).
     #[serde(default)]
     mode: Option<String>,
+    /// Not part of OpenAI's API: `tree` (Medusa mode) and `draft_length` (lookup mode).
+    #[serde(flatten)]
+    draft: DraftFields,
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,7 +87,8 @@ impl Common {
         let request = GenerateRequest::new(prompt, max_tokens)
             .with_sampling(sampling)
             .with_stop(stop)
-            .with_mode(mode);
+            .with_mode(mode)
+            .with_draft(self.draft.policy(mode)?);
         Ok(playground.check(request)?)
     }
 

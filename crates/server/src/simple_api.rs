@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::Json;
 use engine::{GenerateRequest, GenerationMode, Prompt, SamplingParams};
 use playground::runs::{self, prompt_record, Collected};
-use playground::{CheckedRequest, Playground};
+use playground::{CheckedRequest, DraftFields, Playground};
 use serde::{Deserialize, Serialize};
 use store::{PromptRecord, RunFilter, RunStatus};
 
@@ -30,17 +30,20 @@ pub struct SimpleRequest {
     /// `/compare` only.
     #[serde(default)]
     modes: Option<Vec<String>>,
+    #[serde(flatten)]
+    draft: DraftFields,
 }
 
 impl SimpleRequest {
-    fn to_request(&self, mode: GenerationMode) -> GenerateRequest {
+    fn to_request(&self, mode: GenerationMode) -> Result<GenerateRequest, ApiError> {
         let sampling = self.sampling.over(SamplingParams::greedy());
-        GenerateRequest::new(
+        Ok(GenerateRequest::new(
             Prompt::Text(self.prompt.clone().unwrap_or_default()),
             self.max_length.unwrap_or(DEFAULT_MAX_LENGTH),
         )
         .with_sampling(sampling)
         .with_mode(mode)
+        .with_draft(self.draft.policy(mode)?))
     }
 }
 
@@ -76,7 +79,7 @@ async fn generate(
     body: &SimpleRequest,
     mode: GenerationMode,
 ) -> Result<Json<SimpleResponse>, ApiError> {
-    let checked = playground.check(body.to_request(mode))?;
+    let checked = playground.check(body.to_request(mode)?)?;
     let prompt = prompt_record(&checked.request().prompt);
     let collected = run_one(playground, checked).await?;
     Ok(Json(response(playground, &collected, &prompt).await?))
@@ -174,7 +177,7 @@ pub async fn compare(
     // Refuse bad input before anything runs.
     let checked = modes
         .iter()
-        .map(|&mode| playground.check(body.to_request(mode)))
+        .map(|&mode| Ok::<_, ApiError>(playground.check(body.to_request(mode)?)?))
         .collect::<Result<Vec<_>, _>>()?;
     let prompt = prompt_record(&checked[0].request().prompt);
     let mut results = BTreeMap::new();

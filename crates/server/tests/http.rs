@@ -886,6 +886,75 @@ fn with_a_key_every_request_but_health_needs_it() {
 }
 
 #[test]
+fn every_api_takes_the_draft_fields() {
+    let chat = |extra: Value| {
+        let mut body = json!({
+            "messages": [{"role": "user", "content": "Say a, b, a, b, a, b."}],
+            "max_tokens": 8, "temperature": 0,
+        });
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        post("/v1/chat/completions", &body)
+    };
+    let (status, answer) = chat(json!({"mode": "lookup", "draft_length": 4}));
+    assert_eq!(status, 200, "{answer}");
+    let events = sse_data(
+        "/api/generate",
+        &json!({"prompt": "a b a b", "mode": "lookup", "draft_length": 3, "max_tokens": 4}),
+    );
+    assert!(
+        events.last().unwrap().contains("\"finished\""),
+        "{events:?}"
+    );
+    for (path, body, field) in [
+        (
+            "/v1/chat/completions",
+            json!({"mode": "lookup", "draft_length": 0}),
+            "draft_length",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"mode": "lookup", "draft_length": 500}),
+            "draft_length",
+        ),
+        (
+            "/compare",
+            json!({"prompt": "Hi", "modes": ["normal", "medusa"], "tree": "/etc/passwd"}),
+            "tree",
+        ),
+        (
+            "/generate/medusa",
+            json!({"prompt": "Hi", "tree": [[0, 0]]}),
+            "tree",
+        ),
+        (
+            "/api/generate",
+            json!({"prompt": "Hi", "mode": "medusa", "tree": "chain-9"}),
+            "tree",
+        ),
+    ] {
+        let mut full = json!({"messages": [{"role": "user", "content": "Hi"}]});
+        if path != "/v1/chat/completions" {
+            full = json!({});
+        }
+        full.as_object_mut()
+            .unwrap()
+            .extend(body.as_object().unwrap().clone());
+        let answer = post(path, &full);
+        assert_error(answer.clone(), 400, "invalid_parameter");
+        assert!(
+            answer.1["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(field),
+            "{path}: {}",
+            answer.1
+        );
+    }
+}
+
+#[test]
 fn answers_carry_headers_that_stop_framing_and_sniffing() {
     let (status, response) = send(agent().get(&format!("{}/health", base())), None);
     assert_eq!(status, 200);

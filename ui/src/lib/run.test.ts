@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { acceptanceByDepth, applyEvent, emptyRun, firstDifference, headOf, isDone } from './run';
+import { acceptanceByDepth, applyEvent, emptyRun, firstDifference, headOf, isDone, meanDrafted } from './run';
 
 describe('applyEvent', () => {
   it('merges consecutive text from one source and tags drafted tokens', () => {
@@ -42,6 +42,13 @@ describe('acceptanceByDepth', () => {
         { depth_hits: [true, true, false] },
       ]),
     ).toEqual([2 / 3, 1 / 2, 0]);
+  });
+});
+
+describe('meanDrafted', () => {
+  it('averages the tree sizes of the steps', () => {
+    expect(meanDrafted([])).toBe(0);
+    expect(meanDrafted([{ tree_size: 63 }, { tree_size: 0 }, { tree_size: 30 }])).toBe(31);
   });
 });
 

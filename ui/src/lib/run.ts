@@ -98,6 +98,12 @@ export function liveTokensPerSecond(state: RunState, now: number = Date.now()): 
 }
 
 /** Mean tokens emitted per step so far (1.0 for plain decoding). */
+/** Tokens drafted per step on average: 0 before any step, or when nothing was drafted. */
+export function meanDrafted(steps: Pick<StepEvent, 'tree_size'>[]): number {
+  if (steps.length === 0) return 0;
+  return steps.reduce((sum, s) => sum + s.tree_size, 0) / steps.length;
+}
+
 export function meanAccepted(steps: StepEvent[]): number {
   if (steps.length === 0) return 1;
   return steps.reduce((sum, s) => sum + s.accepted_len, 0) / steps.length;

@@ -17,7 +17,7 @@ pub const MAX_TUNED_NODES: usize = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum TreeOrigin {
-    /// Given with the model (`--tree`).
+    /// Given with the model (`--tree`): drafted in full at every step, whatever it costs.
     Given,
     /// Stored in the heads file, for heads without a held-out accuracy record.
     Stored,
@@ -40,11 +40,11 @@ pub struct MedusaPlan {
 }
 
 impl MedusaPlan {
-    /// Drafts a tuned tree whole by default: its size was chosen for this machine. Other trees
-    /// are capped at `cap` unless a request asks for more.
+    /// Drafts a tuned tree whole by default (its size was chosen for this machine), and a given
+    /// one (the user chose it). A stored tree is capped at `cap` unless a request asks for more.
     pub fn default_max_draft(&self, cap: usize) -> usize {
         match (&self.tree, self.origin) {
-            (Some(tree), TreeOrigin::Tuned) => tree.len(),
+            (Some(tree), TreeOrigin::Tuned | TreeOrigin::Given) => tree.len(),
             (Some(tree), _) => tree.len().min(cap),
             (None, _) => 0,
         }
@@ -61,7 +61,10 @@ pub fn plan_tree<E>(
     if let Some(tree) = given {
         return Ok(MedusaPlan {
             origin: TreeOrigin::Given,
-            decision: format!("medusa with the given {}-node tree", tree.len()),
+            decision: format!(
+                "medusa with the given {}-node tree, drafted in full at every step",
+                tree.len()
+            ),
             tree: Some(tree),
             expected_tokens_per_step: None,
             predicted_speedup: None,

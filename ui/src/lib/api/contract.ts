@@ -56,9 +56,25 @@ mode?: Mode, max_tokens?: number, stop?: Array<string>,
  */
 sampling?: Partial<SamplingParams>, 
 /**
- * Cap on drafted tokens per step (speculative modes).
+ * Cap on drafted tokens per step (speculative modes, `auto` drafting).
  */
-max_draft_tokens?: number, };
+max_draft_tokens?: number, 
+/**
+ * Medusa mode: `"auto"` (the default: as much of the tree sized for this machine as pays),
+ * or a tree drafted in full at every step whatever it costs: `"mc_sim_7b_63"`,
+ * `"chain-N"`, or its rank paths such as `[[0], [0, 0], [1]]`.
+ */
+tree?: TreeChoice, 
+/**
+ * Lookup mode: draft this many tokens at every step that finds a match (default: as many as
+ * pay).
+ */
+draft_length?: number, };
+
+/**
+ * A tree by name or by its paths. Files are not read here: a path is somebody else's input.
+ */
+export type TreeChoice = string | Array<Array<number>>;
 
 /**
  * Who proposed a token. On the wire (events, the run history) it is one name: `model`,

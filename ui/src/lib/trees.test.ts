@@ -1,0 +1,16 @@
+import { describe, expect, it } from 'vitest';
+import { treeField, treeNames } from './trees';
+
+describe('trees', () => {
+  it('offers the trees the heads can fill', () => {
+    expect(treeNames(0)).toEqual(['auto']);
+    expect(treeNames(2)).toEqual(['auto', 'chain-1', 'chain-2']);
+    expect(treeNames(4)).toEqual(['auto', 'mc_sim_7b_63', 'chain-1', 'chain-2', 'chain-3', 'chain-4']);
+  });
+
+  it('sends a tree only for medusa runs with a fixed tree', () => {
+    expect(treeField('medusa', 'auto')).toEqual({});
+    expect(treeField('normal', 'chain-2')).toEqual({});
+    expect(treeField('medusa', 'mc_sim_7b_63')).toEqual({ tree: 'mc_sim_7b_63' });
+  });
+});
