@@ -471,7 +471,13 @@ fn a_tree_asked_for_is_drafted_in_full_at_every_step_and_losslessly() {
             .unwrap()
             .wait()
             .unwrap();
-        common::assert_same_up_to_near_tie(&engine, &prompt, &normal.token_ids, &full.token_ids, text);
+        common::assert_same_up_to_near_tie(
+            &engine,
+            &prompt,
+            &normal.token_ids,
+            &full.token_ids,
+            text,
+        );
     }
 
     // Trees the heads cannot fill, and trees in the wrong mode, are refused up front.
