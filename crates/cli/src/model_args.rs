@@ -159,6 +159,12 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
         }
         if let Some(plan) = &info.medusa_plan {
             println!("medusa mode  {}", plan.decision);
+            for f in &plan.forecasts {
+                println!(
+                    "  --tree {:<13} in full: about {:.2}x here, {:.2} tokens per step, {:.1} ms per extra token",
+                    f.name, f.predicted_speedup, f.expected_tokens, f.extra_token_ms
+                );
+            }
         }
     }
     Ok(())

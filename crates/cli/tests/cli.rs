@@ -332,3 +332,36 @@ fn tune_reports_each_budget_and_falls_back_when_no_tree_pays() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--heads"));
 }
+
+#[test]
+fn info_forecasts_each_named_tree_drafted_in_full() {
+    let heads = models::default_heads_path().expect("default heads installed");
+    let info = json_of(&medusa(&[
+        "info",
+        "--json",
+        "--heads",
+        heads.to_str().unwrap(),
+    ]));
+    let forecasts = info["medusa_plan"]["forecasts"]
+        .as_array()
+        .expect("forecasts");
+    let names: Vec<&str> = forecasts
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["mc_sim_7b_63", "chain-1", "chain-2", "chain-3", "chain-4"]
+    );
+    let figure = |i: usize, key: &str| forecasts[i][key].as_f64().unwrap();
+    for i in 0..forecasts.len() {
+        assert!(figure(i, "expected_tokens") > 1.0, "{}", forecasts[i]);
+        assert!(figure(i, "predicted_speedup") > 0.0);
+        assert!(figure(i, "extra_token_ms") > 0.0);
+        assert!(figure(i, "step_ms") > 0.0);
+    }
+    // 63 nodes guess more than a chain of one, and cost more.
+    assert!(figure(0, "expected_tokens") > figure(1, "expected_tokens"));
+    assert!(figure(0, "step_ms") > figure(1, "step_ms"));
+    assert_eq!(forecasts[0]["nodes"], 63);
+}

@@ -51,6 +51,7 @@ pub fn typescript() -> String {
         engine::TreeSpec,
         engine::medusa::plan::MedusaPlan,
         engine::medusa::plan::TreeOrigin,
+        engine::speculative::tree_builder::TreeForecast,
         engine::EngineMetrics,
         crate::model_host::LoadingStatus,
         crate::LoadModelRequest,

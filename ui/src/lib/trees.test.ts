@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { treeField, treeNames } from './trees';
+import { forecastText, treeField, treeNames } from './trees';
 
 describe('trees', () => {
   it('offers the trees the heads can fill', () => {
@@ -12,5 +12,19 @@ describe('trees', () => {
     expect(treeField('medusa', 'auto')).toEqual({});
     expect(treeField('normal', 'chain-2')).toEqual({});
     expect(treeField('medusa', 'mc_sim_7b_63')).toEqual({ tree: 'mc_sim_7b_63' });
+  });
+
+  it('puts a forecast in words', () => {
+    const forecast = {
+      name: 'mc_sim_7b_63',
+      nodes: 63,
+      expected_tokens: 2.174,
+      step_ms: 300.2,
+      predicted_speedup: 0.0634,
+      extra_token_ms: 4.61,
+    };
+    expect(forecastText(forecast)).toBe(
+      'about 0.06x here at 2.17 tokens per step: each extra token costs 4.6 ms on this machine',
+    );
   });
 });

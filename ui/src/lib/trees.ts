@@ -1,3 +1,5 @@
+import type { TreeForecast } from './api/types';
+
 /** The trees a user can pick for heads of `headCount` heads: auto, then the fixed ones. */
 export function treeNames(headCount: number): string[] {
   const names = ['auto'];
@@ -9,4 +11,13 @@ export function treeNames(headCount: number): string[] {
 /** The `tree` field of a request: none for auto (the server's default). */
 export function treeField(mode: string, tree: string): { tree?: string } {
   return mode === 'medusa' && tree !== 'auto' ? { tree } : {};
+}
+
+/** What a named tree drafted in full is predicted to do here, in words. */
+export function forecastText(f: TreeForecast): string {
+  const speed = f.predicted_speedup >= 10 ? f.predicted_speedup.toFixed(0) : f.predicted_speedup.toFixed(2);
+  return (
+    `about ${speed}x here at ${f.expected_tokens.toFixed(2)} tokens per step: ` +
+    `each extra token costs ${f.extra_token_ms.toFixed(1)} ms on this machine`
+  );
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::heads::HeadsInfo;
 use crate::speculative::budget::CostModel;
 use crate::speculative::tree::TreeSpec;
-use crate::speculative::tree_builder::{tune, AccuracyTable};
+use crate::speculative::tree_builder::{forecast, tune, AccuracyTable, TreeForecast};
 
 /// Largest tree the load-time sizing considers (the Medusa paper's trees have 63 nodes).
 pub const MAX_TUNED_NODES: usize = 64;
@@ -37,6 +37,8 @@ pub struct MedusaPlan {
     pub predicted_speedup: Option<f64>,
     /// The decision in words.
     pub decision: String,
+    /// For a tuned plan: what each named tree would do here drafted in full at every step.
+    pub forecasts: Vec<TreeForecast>,
 }
 
 impl MedusaPlan {
@@ -68,6 +70,7 @@ pub fn plan_tree<E>(
             tree: Some(tree),
             expected_tokens_per_step: None,
             predicted_speedup: None,
+            forecasts: Vec::new(),
         });
     }
     let table = heads
@@ -87,11 +90,16 @@ pub fn plan_tree<E>(
             tree: Some(tree),
             expected_tokens_per_step: None,
             predicted_speedup: None,
+            forecasts: Vec::new(),
         });
     };
     let (costs, head_ms) = measure()?;
     let result = tune(&table, &costs, head_ms, MAX_TUNED_NODES);
     let decision = result.decision();
+    let forecasts = named_trees(heads.head_count)
+        .iter()
+        .map(|(name, tree)| forecast(name, tree, &table, &costs, head_ms))
+        .collect();
     Ok(match result.chosen {
         Some(i) => MedusaPlan {
             origin: TreeOrigin::Tuned,
@@ -99,6 +107,7 @@ pub fn plan_tree<E>(
             expected_tokens_per_step: Some(result.sizes[i].expected_tokens),
             predicted_speedup: Some(result.sizes[i].predicted_speedup),
             decision,
+            forecasts,
         },
         None => MedusaPlan {
             origin: TreeOrigin::Tuned,
@@ -106,8 +115,22 @@ pub fn plan_tree<E>(
             expected_tokens_per_step: Some(1.0),
             predicted_speedup: Some(1.0),
             decision,
+            forecasts,
         },
     })
+}
+
+/// The trees a user can name for heads of `head_count` heads.
+pub fn named_trees(head_count: usize) -> Vec<(String, TreeSpec)> {
+    let reference = TreeSpec::mc_sim_7b_63();
+    let mut trees = Vec::new();
+    if reference.depth() <= head_count {
+        trees.push(("mc_sim_7b_63".to_owned(), reference));
+    }
+    for depth in 1..=head_count.min(8) {
+        trees.push((format!("chain-{depth}"), TreeSpec::chain(depth)));
+    }
+    trees
 }
 
 #[cfg(test)]
@@ -171,6 +194,26 @@ mod tests {
         assert!(plan.predicted_speedup.unwrap() > 2.0);
         assert_eq!(plan.default_max_draft(4), 6);
         assert!(plan.decision.starts_with("medusa with a 6-node tree"));
+        // Two heads: the chains they fill, not the 4-deep reference tree.
+        let names: Vec<&str> = plan.forecasts.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["chain-1", "chain-2"]);
+        let chain2 = &plan.forecasts[1];
+        assert!((chain2.expected_tokens - (1.0 + 0.6 + 0.6 * 0.5)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn named_trees_fit_the_heads() {
+        let names = |heads| {
+            named_trees(heads)
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(1), ["chain-1"]);
+        assert_eq!(
+            names(4),
+            ["mc_sim_7b_63", "chain-1", "chain-2", "chain-3", "chain-4"]
+        );
     }
 
     #[test]

@@ -257,9 +257,86 @@ pub fn tune(
     }
 }
 
+/// What a given tree is predicted to do on this machine when drafted in full at every step.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, ts_rs::TS)]
+pub struct TreeForecast {
+    /// The tree's name (`mc_sim_7b_63`, `chain-N`).
+    pub name: String,
+    pub nodes: usize,
+    /// Tokens per step, the model's own included, from the heads' held-out accuracy.
+    pub expected_tokens: f64,
+    /// Drafting plus one decode of the root and the tree.
+    pub step_ms: f64,
+    /// Over plain decoding.
+    pub predicted_speedup: f64,
+    /// What each drafted token adds to a decode here.
+    pub extra_token_ms: f64,
+}
+
+/// Tokens per step expected from `tree`: 1 for the model's own, plus each node's chance that its
+/// whole path is accepted (ranks the table does not cover count as never right).
+pub fn expected_tokens(tree: &TreeSpec, accuracy: &AccuracyTable) -> f64 {
+    let rows = accuracy.rows();
+    1.0 + tree
+        .paths()
+        .iter()
+        .map(|path| {
+            path.iter()
+                .enumerate()
+                .map(|(depth, &rank)| {
+                    rows.get(depth)
+                        .and_then(|row| row.get(rank))
+                        .copied()
+                        .unwrap_or(0.0)
+                })
+                .product::<f64>()
+        })
+        .sum::<f64>()
+}
+
+/// The forecast of `tree` drafted in full, from the heads' accuracy and the costs measured here
+/// (`head_ms`: one head's drafting time; a tree of depth `d` runs `d` heads).
+pub fn forecast(
+    name: &str,
+    tree: &TreeSpec,
+    accuracy: &AccuracyTable,
+    costs: &CostModel,
+    head_ms: f64,
+) -> TreeForecast {
+    let nodes = tree.len();
+    let plain_ms = costs.cost(1);
+    let decode_ms = costs.cost(nodes + 1);
+    let step_ms = head_ms * tree.depth() as f64 + decode_ms;
+    let expected = expected_tokens(tree, accuracy);
+    TreeForecast {
+        name: name.to_owned(),
+        nodes,
+        expected_tokens: expected,
+        step_ms,
+        predicted_speedup: expected * plain_ms / step_ms,
+        extra_token_ms: (decode_ms - plain_ms) / nodes.max(1) as f64,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_known_tree_is_forecast_from_the_table_and_the_costs() {
+        // Head 1: rank 0 right 60%, rank 1 20%; head 2: 50%, 30%.
+        let accuracy = table(&[&[0.6, 0.2], &[0.5, 0.3]]);
+        let tree = TreeSpec::new(vec![vec![0], vec![1], vec![0, 0], vec![0, 2]]).unwrap();
+        // 1 + 0.6 + 0.2 + 0.6 * 0.5 + 0.6 * 0 (rank 2 is not in the table).
+        assert!((expected_tokens(&tree, &accuracy) - 2.1).abs() < 1e-12);
+        let costs = CostModel::new(vec![(1, 10.0), (5, 18.0)]);
+        let f = forecast("four", &tree, &accuracy, &costs, 0.5);
+        assert_eq!((f.name.as_str(), f.nodes), ("four", 4));
+        // Two heads at 0.5 ms, then a decode of 5 tokens at 18 ms.
+        assert!((f.step_ms - 19.0).abs() < 1e-12);
+        assert!((f.predicted_speedup - 2.1 * 10.0 / 19.0).abs() < 1e-12);
+        assert!((f.extra_token_ms - 2.0).abs() < 1e-12);
+    }
 
     fn table(rows: &[&[f64]]) -> AccuracyTable {
         AccuracyTable::new(rows.iter().map(|r| r.to_vec()).collect()).unwrap()

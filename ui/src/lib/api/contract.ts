@@ -331,12 +331,41 @@ predicted_speedup: number | null,
 /**
  * The decision in words.
  */
-decision: string, };
+decision: string, 
+/**
+ * For a tuned plan: what each named tree would do here drafted in full at every step.
+ */
+forecasts: Array<TreeForecast>, };
 
 /**
  * Where Medusa mode's tree came from.
  */
 export type TreeOrigin = "given" | "stored" | "tuned";
+
+/**
+ * What a given tree is predicted to do on this machine when drafted in full at every step.
+ */
+export type TreeForecast = { 
+/**
+ * The tree's name (`mc_sim_7b_63`, `chain-N`).
+ */
+name: string, nodes: number, 
+/**
+ * Tokens per step, the model's own included, from the heads' held-out accuracy.
+ */
+expected_tokens: number, 
+/**
+ * Drafting plus one decode of the root and the tree.
+ */
+step_ms: number, 
+/**
+ * Over plain decoding.
+ */
+predicted_speedup: number, 
+/**
+ * What each drafted token adds to a decode here.
+ */
+extra_token_ms: number, };
 
 /**
  * Engine-wide counters, for the UI and the server's metrics.

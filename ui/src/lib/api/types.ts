@@ -39,6 +39,7 @@ export type {
   StepRecord,
   StopReason,
   TokenSource,
+  TreeForecast,
   TunedSize,
   TuneReport,
   TuneRequest,
