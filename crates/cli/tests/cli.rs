@@ -354,11 +354,17 @@ fn info_forecasts_each_named_tree_drafted_in_full() {
         ["mc_sim_7b_63", "chain-1", "chain-2", "chain-3", "chain-4"]
     );
     let figure = |i: usize, key: &str| forecasts[i][key].as_f64().unwrap();
-    for i in 0..forecasts.len() {
-        assert!(figure(i, "expected_tokens") > 1.0, "{}", forecasts[i]);
-        assert!(figure(i, "predicted_speedup") > 0.0);
-        assert!(figure(i, "extra_token_ms") > 0.0);
-        assert!(figure(i, "step_ms") > 0.0);
+    for forecast in forecasts {
+        for key in [
+            "expected_tokens",
+            "predicted_speedup",
+            "extra_token_ms",
+            "step_ms",
+        ] {
+            let value = forecast[key].as_f64().unwrap();
+            assert!(value > 0.0, "{key} in {forecast}");
+        }
+        assert!(forecast["expected_tokens"].as_f64().unwrap() > 1.0);
     }
     // 63 nodes guess more than a chain of one, and cost more.
     assert!(figure(0, "expected_tokens") > figure(1, "expected_tokens"));
