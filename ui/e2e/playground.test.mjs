@@ -212,6 +212,9 @@ test('a named tree is drafted in full at every step', async () => {
   const drafted = parseFloat(await stats.getByTestId('drafted-per-step').innerText());
   // 63 at every step but the last few, which stop at the answer's end.
   assert.ok(drafted > 30, `${drafted} drafted per step`);
+  // The history keeps the tree the run drafted, not the one sized at load.
+  const latest = await (await fetch(`${server.url}/api/runs?limit=1`, { headers: server.headers })).json();
+  assert.equal(latest.runs[0].tree.length, 63);
   await page.getByTestId('chat-tree').selectOption('auto');
   await fresh.click();
 });

@@ -174,10 +174,12 @@ fn new_run(
             path: p.display().to_string(),
             identity: String::new(),
         });
-        run.tree = info
-            .medusa_tree
-            .as_ref()
-            .and_then(|t| serde_json::to_value(t).ok());
+        // The tree this run was asked to draft in full, else the one sized at load.
+        let tree = match &request.draft {
+            engine::DraftPolicy::Tree(tree) => Some(tree),
+            _ => info.medusa_tree.as_ref(),
+        };
+        run.tree = tree.and_then(|t| serde_json::to_value(t).ok());
     }
     run
 }

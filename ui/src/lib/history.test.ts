@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import type { RunRecord, StepRecord } from './api/types';
-import { buildQuery, compareSelected, nextSort, promptText, replayDelayMs, replayTotals, toggleRun } from './history';
+import {
+  buildQuery,
+  compareSelected,
+  draftingText,
+  nextSort,
+  promptText,
+  replayDelayMs,
+  replayTotals,
+  toggleRun,
+} from './history';
 
 describe('history', () => {
   it('shows a chat by its last user message', () => {
@@ -78,5 +87,21 @@ describe('history', () => {
       draftMs: 0,
       verifyMs: 0,
     });
+  });
+});
+
+describe('draftingText', () => {
+  it('counts what was drafted and accepted', () => {
+    const steps = [
+      { tree_size: 63, accepted_len: 3 },
+      { tree_size: 63, accepted_len: 1 },
+    ];
+    expect(draftingText('medusa', steps)).toBe('126 tokens (63.0 per step), 2 accepted');
+  });
+
+  it('says why nothing was drafted', () => {
+    const steps = [{ tree_size: 0, accepted_len: 1 }];
+    expect(draftingText('medusa', steps)).toMatch(/^nothing: under auto drafting the draft budget/);
+    expect(draftingText('lookup', steps)).toMatch(/^nothing: no earlier text matched/);
   });
 });
