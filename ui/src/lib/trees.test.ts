@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { forecastText, treeField, treeNames } from './trees';
+import { draftFields, forecastText, treeNames } from './trees';
 
 describe('trees', () => {
   it('offers the trees the heads can fill', () => {
@@ -8,10 +8,12 @@ describe('trees', () => {
     expect(treeNames(4)).toEqual(['auto', 'mc_sim_7b_63', 'chain-1', 'chain-2', 'chain-3', 'chain-4']);
   });
 
-  it('sends a tree only for medusa runs with a fixed tree', () => {
-    expect(treeField('medusa', 'auto')).toEqual({});
-    expect(treeField('normal', 'chain-2')).toEqual({});
-    expect(treeField('medusa', 'mc_sim_7b_63')).toEqual({ tree: 'mc_sim_7b_63' });
+  it('sends a tree for medusa runs and a length for lookup runs, none for auto', () => {
+    expect(draftFields('medusa', 'auto')).toEqual({});
+    expect(draftFields('normal', 'chain-2', '4')).toEqual({});
+    expect(draftFields('medusa', 'mc_sim_7b_63', '4')).toEqual({ tree: 'mc_sim_7b_63' });
+    expect(draftFields('lookup', 'mc_sim_7b_63', '8')).toEqual({ draft_length: 8 });
+    expect(draftFields('lookup', 'auto', 'auto')).toEqual({});
   });
 
   it('puts a forecast in words', () => {

@@ -8,9 +8,17 @@ export function treeNames(headCount: number): string[] {
   return names;
 }
 
-/** The `tree` field of a request: none for auto (the server's default). */
-export function treeField(mode: string, tree: string): { tree?: string } {
-  return mode === 'medusa' && tree !== 'auto' ? { tree } : {};
+/** The lookup draft lengths a user can pick. */
+export const LOOKUP_LENGTHS = ['auto', '2', '4', '8', '16'];
+
+/**
+ * The draft fields of a request in `mode`: a fixed tree for Medusa runs, a fixed length for
+ * lookup runs; none for auto (the server's default).
+ */
+export function draftFields(mode: string, tree: string, length = 'auto'): { tree?: string; draft_length?: number } {
+  if (mode === 'medusa' && tree !== 'auto') return { tree };
+  if (mode === 'lookup' && length !== 'auto') return { draft_length: Number(length) };
+  return {};
 }
 
 /** What a named tree drafted in full is predicted to do here, in words. */
