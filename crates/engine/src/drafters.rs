@@ -12,6 +12,7 @@ use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, MAX_DRAFT_TOK
 use crate::speculative::budget::AcceptanceStats;
 use crate::speculative::drafter::Drafter;
 use crate::speculative::lookup::LookupDrafter;
+use crate::speculative::tree::TreeSpec;
 
 /// The loaded heads and the tree Medusa mode drafts with on this machine.
 pub(crate) struct MedusaSetup {
@@ -53,38 +54,32 @@ impl Drafters {
 
     /// The drafter for a request that is being admitted.
     pub(crate) fn for_request(&self, request: &GenerateRequest) -> DraftSetup {
-        let (drafter, default_max_draft, fixed): (Option<Box<dyn Drafter>>, usize, bool) =
-            match (request.mode, &request.draft) {
-                (GenerationMode::Normal, _) => (None, 0, false),
-                (GenerationMode::Lookup, DraftPolicy::Length(n)) => {
-                    (Some(Box::new(LookupDrafter::default())), *n, true)
-                }
-                (GenerationMode::Lookup, _) => (
-                    Some(Box::new(LookupDrafter::default())),
-                    DEFAULT_MAX_DRAFT_TOKENS,
-                    false,
+        let lookup = || Some(Box::new(LookupDrafter::default()) as Box<dyn Drafter>);
+        let medusa = |setup: &MedusaSetup, tree: &TreeSpec| {
+            Some(
+                Box::new(MedusaDrafter::new(setup.heads.clone(), tree.clone())) as Box<dyn Drafter>,
+            )
+        };
+        // `Engine::validate` refuses Medusa mode without heads, and trees deeper than the heads.
+        let (drafter, default_max_draft, fixed) = match (request.mode, &request.draft, &self.medusa)
+        {
+            (GenerationMode::Normal, _, _) | (GenerationMode::Medusa, _, None) => (None, 0, false),
+            (GenerationMode::Lookup, DraftPolicy::Length(n), _) => (lookup(), *n, true),
+            (GenerationMode::Lookup, _, _) => (lookup(), DEFAULT_MAX_DRAFT_TOKENS, false),
+            (GenerationMode::Medusa, DraftPolicy::Tree(tree), Some(setup)) => {
+                (medusa(setup, tree), tree.len(), true)
+            }
+            // The plan's tree; one given at load is drafted in full.
+            (GenerationMode::Medusa, _, Some(setup)) => match &setup.plan.tree {
+                Some(tree) => (
+                    medusa(setup, tree),
+                    setup.plan.default_max_draft(DEFAULT_MAX_DRAFT_TOKENS),
+                    setup.plan.origin == TreeOrigin::Given,
                 ),
-                // `Engine::validate` refuses Medusa mode without heads, and trees deeper than
-                // the heads.
-                (GenerationMode::Medusa, policy) => match (&self.medusa, policy) {
-                    (Some(MedusaSetup { heads, .. }), DraftPolicy::Tree(tree)) => (
-                        Some(Box::new(MedusaDrafter::new(heads.clone(), tree.clone()))),
-                        tree.len(),
-                        true,
-                    ),
-                    // A tree given at load is the default fixed tree.
-                    (Some(MedusaSetup { heads, plan }), _) => match &plan.tree {
-                        Some(tree) => (
-                            Some(Box::new(MedusaDrafter::new(heads.clone(), tree.clone()))),
-                            plan.default_max_draft(DEFAULT_MAX_DRAFT_TOKENS),
-                            plan.origin == TreeOrigin::Given,
-                        ),
-                        // No tree pays on this machine: Medusa mode decodes plainly.
-                        None => (None, 0, false),
-                    },
-                    (None, _) => (None, 0, false),
-                },
-            };
+                // No tree pays on this machine: Medusa mode decodes plainly.
+                None => (None, 0, false),
+            },
+        };
         let prior = drafter
             .as_deref()
             .filter(|d| d.acceptance_carries_over())

@@ -246,11 +246,6 @@ pub enum DraftPolicy {
 }
 
 impl DraftPolicy {
-    /// Whether the draft is fixed rather than sized by the budget.
-    pub fn is_fixed(&self) -> bool {
-        !matches!(self, Self::Auto)
-    }
-
     fn validate(&self, mode: GenerationMode) -> Result<(), EngineError> {
         match (self, mode) {
             (Self::Auto, _) => Ok(()),

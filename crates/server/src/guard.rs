@@ -3,8 +3,7 @@
 //! - without an API key, its `Host` must name this machine (loopback names) or a host the
 //!   operator allowed, which defeats DNS rebinding (a hostile name resolving to 127.0.0.1);
 //! - a state-changing request that comes from a page (it has an `Origin`) must come from this
-//!   server's own origin or one the operator allowed, which defeats cross-site requests.
-//!
+//!   server's own origin or one the operator allowed, which defeats cross-site requests;
 //! - with an API key set, it must carry the key (see `auth`).
 //!
 //! Requests without `Origin` (command-line clients, SDKs) are not pages and pass the second check.
@@ -58,11 +57,8 @@ impl AccessPolicy {
 
     /// Why a request may not proceed, if it may not.
     pub fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), AppError> {
-        let authority = headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or_default();
-        let host = host_name(authority);
+        let authority = authority(headers);
+        let (host, _) = split_authority(authority);
         // With a key, every request proves itself, and the browser's cookie is bound to the
         // name the user opened: a rebinding name gets nothing. Any name the server is reached
         // by will do then.
@@ -114,16 +110,12 @@ pub async fn guard(
         .as_ref()
         .filter(|_| request.method() != Method::OPTIONS)
     {
-        let authority = request
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or_default();
+        let (_, port) = split_authority(authority(request.headers()));
         match key.admit(
             request.method(),
             request.uri(),
             request.headers(),
-            port(authority),
+            port.unwrap_or("80"),
         ) {
             Admission::Admitted => {}
             Admission::SetCookie(response) => return response,
@@ -156,30 +148,30 @@ fn changes_state(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
-/// The host of a `Host` header value: without the port, an IPv6 address without its brackets.
-fn host_name(authority: &str) -> &str {
-    let authority = authority.trim();
-    if let Some(rest) = authority.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or_default();
-    }
-    match authority.rsplit_once(':') {
-        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
-        _ => authority,
-    }
+/// The request's `Host` header value, empty when it has none.
+fn authority(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default()
 }
 
-/// The port of a `Host` header value, `80` when it names none.
-fn port(authority: &str) -> &str {
-    match authority.trim().rsplit_once(':') {
-        Some((host, port))
-            if !port.is_empty()
-                && port.chars().all(|c| c.is_ascii_digit())
-                && (!host.starts_with('[') || host.ends_with(']')) =>
-        {
-            port
-        }
-        _ => "80",
-    }
+/// A `Host` header value as its host (an IPv6 address without its brackets) and its port, when
+/// it names one.
+fn split_authority(authority: &str) -> (&str, Option<&str>) {
+    let authority = authority.trim();
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((host, after)) => (host, after.strip_prefix(':')),
+            None => (rest, None),
+        },
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => (host, Some(port)),
+            _ => (authority, None),
+        },
+    };
+    let port = port.filter(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+    (host, port)
 }
 
 /// Whether `host` (a name or an address, without port) names this machine's loopback interface.
@@ -220,21 +212,16 @@ mod tests {
     }
 
     #[test]
-    fn ports_come_from_the_host_header() {
-        assert_eq!(port("localhost:8080"), "8080");
-        assert_eq!(port("[::1]:81"), "81");
-        assert_eq!(port("[::1]"), "80");
-        assert_eq!(port("127.0.0.1"), "80");
-        assert_eq!(port("example.com:"), "80");
-    }
-
-    #[test]
-    fn host_names_lose_their_port_and_brackets() {
-        assert_eq!(host_name("localhost:8080"), "localhost");
-        assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
-        assert_eq!(host_name("[::1]:8080"), "::1");
-        assert_eq!(host_name("[::1]"), "::1");
-        assert_eq!(host_name("example.com:"), "example.com");
+    fn host_values_split_into_host_and_port() {
+        assert_eq!(
+            split_authority("localhost:8080"),
+            ("localhost", Some("8080"))
+        );
+        assert_eq!(split_authority("127.0.0.1"), ("127.0.0.1", None));
+        assert_eq!(split_authority("[::1]:8080"), ("::1", Some("8080")));
+        assert_eq!(split_authority("[::1]"), ("::1", None));
+        assert_eq!(split_authority("example.com:"), ("example.com", None));
+        assert_eq!(split_authority("name:port"), ("name:port", None));
     }
 
     #[test]

@@ -138,11 +138,9 @@ impl Store {
     /// Caps the database file at about `bytes` (`None`: no cap). Writes that would grow it
     /// further fail as on a full disk, and succeed again once the cap is raised.
     pub async fn limit_size(&self, bytes: Option<u64>) -> Result<()> {
-        let page_size: i64 = sqlx::query_scalar("PRAGMA page_size")
-            .fetch_one(&self.pool)
-            .await?;
+        let page_size = self.pragma("page_size").await?.max(512);
         let pages = bytes.map_or(UNLIMITED_PAGES, |b| {
-            (b / page_size.max(512) as u64).clamp(1, UNLIMITED_PAGES)
+            (b / page_size).clamp(1, UNLIMITED_PAGES)
         });
         self.page_limit.store(pages, Ordering::Relaxed);
         Ok(())
@@ -150,13 +148,15 @@ impl Store {
 
     /// Pages the database holds now, times the page size.
     pub async fn size_bytes(&self) -> Result<u64> {
-        let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+        Ok(self.pragma("page_count").await? * self.pragma("page_size").await?)
+    }
+
+    /// A numeric `PRAGMA` of the database.
+    async fn pragma(&self, name: &'static str) -> Result<u64> {
+        let value: i64 = sqlx::query_scalar(&format!("PRAGMA {name}"))
             .fetch_one(&self.pool)
             .await?;
-        let page_size: i64 = sqlx::query_scalar("PRAGMA page_size")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok((pages * page_size) as u64)
+        Ok(value.max(0) as u64)
     }
 }
 

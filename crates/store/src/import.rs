@@ -1,6 +1,6 @@
 //! Import of a JSON export into this database.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 
 use chrono::{DateTime, Duration, Utc};
@@ -86,9 +86,9 @@ impl Store {
         // were made (exports list newest first).
         let mut entries: Vec<&RunWithSteps> = document.runs.iter().collect();
         entries.sort_by_key(|e| (e.run.created_at, e.run.id));
-        let mut seen = HashMap::with_capacity(entries.len());
+        let mut seen = HashSet::with_capacity(entries.len());
         for entry in &entries {
-            if seen.insert(entry.run.id, ()).is_some() {
+            if !seen.insert(entry.run.id) {
                 return Err(StoreError::invalid(format!(
                     "run id {} appears twice in the export",
                     entry.run.id
