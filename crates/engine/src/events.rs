@@ -97,6 +97,84 @@ pub struct StepEvent {
     pub depth_hits: Vec<bool>,
     pub draft_ms: f64,
     pub verify_ms: f64,
+    /// What was drafted, node by node, and what the model made of it.
+    pub tree: StepTree,
+    /// Why nothing was drafted; `None` when something was.
+    pub skip: Option<DraftSkip>,
+}
+
+/// A token and its text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct StepToken {
+    pub token: TokenId,
+    pub text: String,
+}
+
+/// A step's drafted tree as the model judged it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct StepTree {
+    /// The token the tree hangs from (the last one emitted before the step).
+    pub root: StepToken,
+    /// Parents come before their children.
+    pub nodes: Vec<DraftNode>,
+    /// The model's own token after the accepted path: at the first rejection, the token it chose
+    /// instead of the drafted ones.
+    pub model_token: StepToken,
+}
+
+/// One drafted token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct DraftNode {
+    pub token: TokenId,
+    pub text: String,
+    /// Index of its parent in the step's `nodes`; `None` hangs from the root.
+    pub parent: Option<usize>,
+    pub source: TokenSource,
+    /// Rank among its proposer's guesses: 0 is a head's top-1; for lookup, which earlier match.
+    pub rank: usize,
+    pub accepted: bool,
+}
+
+/// Why a speculative step drafted nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct DraftSkip {
+    pub reason: DraftSkipReason,
+    /// The reason in words, with the budget's figures where it weighed costs.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum DraftSkipReason {
+    /// Auto drafting: no draft was expected to pay for itself on this machine.
+    NotWorthIt,
+    /// Auto drafting before decode costs were measured.
+    CostsUnknown,
+    /// The drafter had no guess (no heads' input, no earlier text matching).
+    NoCandidates,
+    /// No room: the context is full or the run is one token from its end.
+    NoRoom,
+}
+
+impl DraftSkipReason {
+    /// The serde name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotWorthIt => "not_worth_it",
+            Self::CostsUnknown => "costs_unknown",
+            Self::NoCandidates => "no_candidates",
+            Self::NoRoom => "no_room",
+        }
+    }
+}
+
+impl DraftSkip {
+    pub fn new(reason: DraftSkipReason, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -129,6 +207,22 @@ pub(crate) fn tokens_per_second(tokens: usize, ms: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skip_reason_names_are_the_serde_names() {
+        let reasons = [
+            DraftSkipReason::NotWorthIt,
+            DraftSkipReason::CostsUnknown,
+            DraftSkipReason::NoCandidates,
+            DraftSkipReason::NoRoom,
+        ];
+        for reason in reasons {
+            assert_eq!(
+                serde_json::to_value(reason).unwrap(),
+                serde_json::Value::from(reason.as_str())
+            );
+        }
+    }
 
     #[test]
     fn stop_reason_names_are_the_serde_names() {

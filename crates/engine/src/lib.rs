@@ -34,7 +34,10 @@ pub use config::{
 pub use diagnostics::BaselineRun;
 pub use engine::{Canceller, Engine, GenerationStream};
 pub use error::EngineError;
-pub use events::{GenerationEvent, RunSummary, StepEvent, StopReason};
+pub use events::{
+    DraftNode, DraftSkip, DraftSkipReason, GenerationEvent, RunSummary, StepEvent, StepToken,
+    StepTree, StopReason,
+};
 pub use info::ModelInfo;
 pub use prompt::RenderedPrompt;
 pub use quantize::{file_type_name, quantize, quantize_type_names, QuantType, QuantizeReport};

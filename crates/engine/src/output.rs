@@ -59,6 +59,16 @@ impl<'a> OutputSink<'a> {
         self.max_tokens.saturating_sub(self.generated.len())
     }
 
+    /// A token's own text, for showing it alone: special tokens by name, a piece of a character
+    /// spanning several tokens as replacement characters.
+    pub(crate) fn token_text(&self, token: TokenId) -> String {
+        let mut piece = Vec::with_capacity(16);
+        self.model
+            .vocab()
+            .token_to_piece_into(LlamaToken(token), &mut piece, true, None);
+        String::from_utf8_lossy(&piece).into_owned()
+    }
+
     /// Emits one token. Returns why the run ends, if this token ends it.
     pub(crate) fn push(&mut self, token: TokenId, source: TokenSource) -> Option<StopReason> {
         let vocab = self.model.vocab();

@@ -21,7 +21,7 @@ use crate::llama_runtime::{random_seed, LlamaRuntime};
 use crate::output::OutputSink;
 use crate::prompt::RenderedPrompt;
 use crate::request::{Prompt, ValidRequest};
-use crate::sequence::{NewSequence, Sequence, StepPlan};
+use crate::sequence::{no_room, NewSequence, Sequence, StepPlan};
 use crate::speculative::tree::DraftTree;
 
 pub(crate) enum Command {
@@ -265,8 +265,14 @@ impl<'m> Scheduler<'m> {
             let room = (n_ctx_seq - sequence.pos - 2)
                 .min(sequence.out.remaining().saturating_sub(1))
                 .min(n_batch.saturating_sub(batch_tokens + 1 + reserved_for_others));
-            let (tree, draft_ms) = sequence.draft(cost.as_ref(), batch_tokens, room);
-            let tree = fit_leaves(tree, self.leaf_pool.len());
+            let draft = sequence.draft(cost.as_ref(), batch_tokens, room);
+            let drafted = !draft.tree.is_empty();
+            let tree = fit_leaves(draft.tree, self.leaf_pool.len());
+            // Every leaf sequence id is taken by other requests' trees.
+            let skip = match draft.skip {
+                None if drafted && tree.is_empty() => Some(no_room()),
+                skip => skip,
+            };
             let layout = tree.layout();
             let leaf_seqs: Vec<i32> = (0..layout.leaves.len())
                 .filter_map(|_| self.leaf_pool.pop())
@@ -277,7 +283,8 @@ impl<'m> Scheduler<'m> {
                 tree,
                 layout,
                 leaf_seqs,
-                draft_ms,
+                draft_ms: draft.draft_ms,
+                skip,
                 started: Instant::now(),
             };
             if let Err(err) = add_tree(&mut self.runtime, sequence, &plan) {

@@ -10,12 +10,17 @@ use llama_cpp_2::token::LlamaToken;
 use crate::clock::ms_since;
 use crate::drafters::DraftSetup;
 use crate::error::EngineError;
-use crate::events::{tokens_per_second, GenerationEvent, RunSummary, StepEvent, StopReason};
+use crate::events::{
+    tokens_per_second, DraftNode, DraftSkip, DraftSkipReason, GenerationEvent, RunSummary,
+    StepEvent, StepToken, StepTree, StopReason,
+};
 use crate::llama_runtime::LlamaRuntime;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
 use crate::sampler::{Sampler, TokenId};
-use crate::speculative::budget::{choose_draft_len_in_batch, AcceptanceStats, CostModel};
+use crate::speculative::budget::{
+    choose_draft_len_in_batch, shortest_draft, AcceptanceStats, CostModel, ShortestDraft,
+};
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
 use crate::speculative::verify::{verify, Verdict};
@@ -61,7 +66,34 @@ pub(crate) struct StepPlan {
     /// Sequence id of each leaf, borrowed from the scheduler's pool for this step.
     pub(crate) leaf_seqs: Vec<i32>,
     pub(crate) draft_ms: f64,
+    /// Why nothing was drafted.
+    pub(crate) skip: Option<DraftSkip>,
     pub(crate) started: Instant,
+}
+
+/// A drafter's proposal for one step.
+#[derive(Default)]
+pub(crate) struct Draft {
+    pub(crate) tree: DraftTree,
+    pub(crate) draft_ms: f64,
+    pub(crate) skip: Option<DraftSkip>,
+}
+
+pub(crate) fn no_room() -> DraftSkip {
+    DraftSkip::new(
+        DraftSkipReason::NoRoom,
+        "no room to draft: the context is full, the run is at its last token, or the batch and its sequences are taken",
+    )
+}
+
+fn not_worth_it(shortest: ShortestDraft) -> DraftSkip {
+    DraftSkip::new(
+        DraftSkipReason::NotWorthIt,
+        format!(
+            "auto drafting found nothing that pays here: one drafted token was expected to yield {:.2} tokens in {:.1} ms, against 1 token in {:.1} ms without drafting",
+            shortest.expected_tokens, shortest.step_ms, shortest.plain_ms
+        ),
+    )
 }
 
 pub(crate) struct NewSequence<'m> {
@@ -149,22 +181,30 @@ impl<'m> Sequence<'m> {
         cost: Option<&CostModel>,
         batch_tokens: usize,
         max_nodes: usize,
-    ) -> (DraftTree, f64) {
+    ) -> Draft {
         let Some(drafter) = self.drafter.as_deref_mut() else {
-            return (DraftTree::default(), 0.0);
+            return Draft::default();
         };
         let started = Instant::now();
-        let budget = match cost {
+        let limit = max_nodes.min(self.max_draft);
+        let (budget, skip) = match cost {
+            _ if limit == 0 => (0, Some(no_room())),
             // The user asked to see the whole draft, whatever it costs here.
-            _ if self.fixed_draft => max_nodes.min(self.max_draft),
-            Some(cost) => choose_draft_len_in_batch(
-                cost,
-                &self.acceptance,
-                max_nodes.min(self.max_draft),
-                batch_tokens,
-            ),
+            _ if self.fixed_draft => (limit, None),
+            Some(cost) => {
+                let budget = choose_draft_len_in_batch(cost, &self.acceptance, limit, batch_tokens);
+                let skip = (budget == 0)
+                    .then(|| not_worth_it(shortest_draft(cost, &self.acceptance, batch_tokens)));
+                (budget, skip)
+            }
             // Costs not measured yet: decode plainly rather than guess.
-            None => 0,
+            None => (
+                0,
+                Some(DraftSkip::new(
+                    DraftSkipReason::CostsUnknown,
+                    "auto drafting waits for this machine's decode costs to be measured",
+                )),
+            ),
         };
         let mut tree = if budget == 0 {
             DraftTree::default()
@@ -177,10 +217,21 @@ impl<'m> Sequence<'m> {
         };
         tree.truncate(budget);
         let draft_ms = ms_since(started);
+        let skip = match skip {
+            None if tree.is_empty() => Some(DraftSkip::new(
+                DraftSkipReason::NoCandidates,
+                format!("the {} drafter had no guess", drafter.name()),
+            )),
+            skip => skip,
+        };
         if !tree.is_empty() {
             self.acceptance.record_draft_time(draft_ms);
         }
-        (tree, draft_ms)
+        Draft {
+            tree,
+            draft_ms,
+            skip,
+        }
     }
 
     /// Its drafter, and what this run learnt about it beyond what it started from.
@@ -242,6 +293,7 @@ impl<'m> Sequence<'m> {
             .record(tokens.len(), &depth_hits, plan.draft_ms, verify_ms);
         if self.is_speculative() {
             self.acceptance.record(&depth_hits);
+            let step_tree = self.step_tree(plan, verdict);
             self.out.send(GenerationEvent::Step(StepEvent {
                 index: self.stats.steps - 1,
                 tree_size: tree.len(),
@@ -252,6 +304,8 @@ impl<'m> Sequence<'m> {
                 depth_hits,
                 draft_ms: plan.draft_ms,
                 verify_ms,
+                tree: step_tree,
+                skip: plan.skip.clone(),
             }));
         }
         for (token, source) in tokens.into_iter().zip(sources) {
@@ -261,6 +315,30 @@ impl<'m> Sequence<'m> {
             }
         }
         Ok(())
+    }
+
+    /// The step's tree as the inspector shows it: texts, proposers and the verdict per node.
+    fn step_tree(&self, plan: &StepPlan, verdict: &Verdict) -> StepTree {
+        let tree = &plan.tree;
+        let token = |token| StepToken {
+            token,
+            text: self.out.token_text(token),
+        };
+        StepTree {
+            // Called before the step's tokens are emitted: the history still ends at the root.
+            root: token(self.root()),
+            nodes: (0..tree.len())
+                .map(|n| DraftNode {
+                    token: tree.tokens[n],
+                    text: self.out.token_text(tree.tokens[n]),
+                    parent: tree.parents[n],
+                    source: tree.sources[n],
+                    rank: tree.ranks[n],
+                    accepted: verdict.accepted.contains(&n),
+                })
+                .collect(),
+            model_token: token(verdict.next_token),
+        }
     }
 
     fn keep_hidden(&mut self, runtime: &LlamaRuntime, index: i32) -> Result<(), EngineError> {

@@ -9,8 +9,13 @@
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use engine::{GenerationEvent, GenerationMode, RunSummary, StepEvent, StopReason};
-use store::{RunOutcome, StepRecord, Store};
+use engine::{
+    GenerationEvent, GenerationMode, RunSummary, StepEvent, StepToken, StepTree, StopReason,
+};
+use store::{
+    DraftNodeRecord, DraftSkipRecord, RunOutcome, StepRecord, StepTokenRecord, StepTreeRecord,
+    Store,
+};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::AppError;
@@ -236,6 +241,7 @@ fn outcome(summary: &RunSummary) -> RunOutcome {
         ttft_ms: summary.ttft_ms,
         total_ms: summary.total_ms,
         tokens_per_second: summary.tokens_per_second,
+        decode_tokens_per_second: summary.decode_tokens_per_second,
         steps: summary.steps as i64,
         mean_accepted: summary.mean_accepted,
         acceptance_by_depth: summary.acceptance_by_depth.clone(),
@@ -255,5 +261,33 @@ fn step_record(step: &StepEvent) -> StepRecord {
         depth_hits: step.depth_hits.clone(),
         draft_ms: step.draft_ms,
         verify_ms: step.verify_ms,
+        tree: Some(tree_record(&step.tree)),
+        skip: step.skip.as_ref().map(|skip| DraftSkipRecord {
+            reason: skip.reason.as_str().to_owned(),
+            message: skip.message.clone(),
+        }),
+    }
+}
+
+fn tree_record(tree: &StepTree) -> StepTreeRecord {
+    let token = |t: &StepToken| StepTokenRecord {
+        token: t.token,
+        text: t.text.clone(),
+    };
+    StepTreeRecord {
+        root: token(&tree.root),
+        nodes: tree
+            .nodes
+            .iter()
+            .map(|node| DraftNodeRecord {
+                token: node.token,
+                text: node.text.clone(),
+                parent: node.parent.map(|p| p as u32),
+                source: node.source.to_string(),
+                rank: node.rank as u32,
+                accepted: node.accepted,
+            })
+            .collect(),
+        model_token: token(&tree.model_token),
     }
 }

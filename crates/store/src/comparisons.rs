@@ -132,7 +132,8 @@ pub(crate) async fn load_comparison(conn: &mut SqliteConnection, id: i64) -> Res
     let prompt: String = row.try_get("prompt")?;
 
     let rows = sqlx::query(
-        "SELECT id, mode, status, tokens_per_second, output FROM runs \
+        "SELECT id, mode, status, tokens_per_second, decode_tokens_per_second, ttft_ms, \
+         mean_accepted, output FROM runs \
          WHERE comparison_id = ? ORDER BY created_at, id",
     )
     .bind(id)
@@ -146,6 +147,9 @@ pub(crate) async fn load_comparison(conn: &mut SqliteConnection, id: i64) -> Res
             mode: row.try_get("mode")?,
             status: status.parse().map_err(|e| decode_error("status", e))?,
             tokens_per_second: row.try_get("tokens_per_second")?,
+            decode_tokens_per_second: row.try_get("decode_tokens_per_second")?,
+            ttft_ms: row.try_get("ttft_ms")?,
+            mean_accepted: row.try_get("mean_accepted")?,
             output: row.try_get("output")?,
         });
     }
@@ -155,6 +159,8 @@ pub(crate) async fn load_comparison(conn: &mut SqliteConnection, id: i64) -> Res
         created_at: decode_time("created_at", &created_at)?,
         prompt: from_json("prompt", &prompt)?,
         runs: figures.runs,
+        repeats: figures.repeats,
+        modes: figures.modes,
         speedup: figures.speedup,
         outputs_identical: figures.outputs_identical,
         first_difference: figures.first_difference,

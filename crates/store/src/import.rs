@@ -20,6 +20,9 @@ const IMPORT_BATCH: usize = 1_000;
 const LISTED_REJECTIONS: usize = 100;
 /// Largest prompt, output or error text an imported run may hold.
 const MAX_TEXT_BYTES: usize = 4 << 20;
+/// Most nodes an imported step's tree may hold (the engine drafts at most 128).
+const MAX_TREE_NODES: usize = 1024;
+
 /// Most steps an imported run may hold.
 const MAX_STEPS: usize = 100_000;
 
@@ -146,6 +149,9 @@ impl Store {
                 None => {
                     let mut run = entry.run.clone();
                     run.comparison_id = None;
+                    if run.decode_tokens_per_second.is_none() {
+                        run.decode_tokens_per_second = run.derived_decode_rate();
+                    }
                     if run.status == RunStatus::Running {
                         run.status = RunStatus::Interrupted;
                     }
@@ -251,6 +257,7 @@ fn check_run(run: &Run, latest: DateTime<Utc>) -> Result<(), String> {
         ("ttft_ms", run.ttft_ms),
         ("total_ms", run.total_ms),
         ("tokens_per_second", run.tokens_per_second),
+        ("decode_tokens_per_second", run.decode_tokens_per_second),
         ("mean_accepted", run.mean_accepted),
     ];
     for (name, value) in figures {
@@ -283,7 +290,30 @@ fn check_step(step: &StepRecord) -> Result<(), String> {
         return Err(format!("step {} has a negative count", step.step_index));
     }
     check_figure("draft_ms", Some(step.draft_ms))?;
-    check_figure("verify_ms", Some(step.verify_ms))
+    check_figure("verify_ms", Some(step.verify_ms))?;
+    let Some(tree) = &step.tree else {
+        return Ok(());
+    };
+    if tree.nodes.len() > MAX_TREE_NODES {
+        return Err(format!(
+            "step {} drafted {} nodes (at most {MAX_TREE_NODES})",
+            step.step_index,
+            tree.nodes.len()
+        ));
+    }
+    // A parent comes before its children: what the inspector relies on to draw the tree.
+    let misplaced = tree
+        .nodes
+        .iter()
+        .enumerate()
+        .find(|(i, node)| node.parent.is_some_and(|p| p as usize >= *i));
+    match misplaced {
+        Some((i, _)) => Err(format!(
+            "step {} node {i} comes before its parent",
+            step.step_index
+        )),
+        None => Ok(()),
+    }
 }
 
 /// A time, rate or ratio: finite and not negative.

@@ -42,7 +42,8 @@ pub use filter::{RunFilter, SortKey, SortOrder};
 pub use import::{ImportRejection, ImportReport};
 pub use metrics::first_difference;
 pub use records::{
-    Comparison, ComparisonRun, HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord, Run,
-    RunOutcome, RunStatus, RunWithSteps, StepRecord,
+    Comparison, ComparisonRun, DraftNodeRecord, DraftSkipRecord, HeadsRef, MessageRecord,
+    ModeFigures, ModelRef, NewRun, PromptRecord, Run, RunOutcome, RunStatus, RunWithSteps,
+    SpeedVerdict, Spread, StepRecord, StepTokenRecord, StepTreeRecord,
 };
 pub use write::StoreHealth;

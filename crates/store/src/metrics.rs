@@ -1,6 +1,14 @@
 //! The figures of a comparison, computed from its runs. Pure functions: no database here.
+//!
+//! A comparison may repeat every mode (rounds interleaved by the caller). Speeds are decode
+//! speeds (tokens after the first over the time after the first), so that prompt reading does not
+//! blur them; each mode's speed-up is the median, over rounds, of its run's speed over the same
+//! round's normal run, with the range of those ratios. A speed-up is only called one when the
+//! ranges of the two modes' speeds do not overlap.
 
-use crate::records::{ComparisonRun, RunStatus};
+use std::collections::HashMap;
+
+use crate::records::{ComparisonRun, ModeFigures, RunStatus, SpeedVerdict, Spread};
 
 /// What a comparison needs to know about one of its runs.
 #[derive(Debug, Clone)]
@@ -9,12 +17,17 @@ pub(crate) struct Member {
     pub mode: String,
     pub status: RunStatus,
     pub tokens_per_second: Option<f64>,
+    pub decode_tokens_per_second: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub mean_accepted: Option<f64>,
     pub output: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Figures {
     pub runs: Vec<ComparisonRun>,
+    pub modes: Vec<ModeFigures>,
+    pub repeats: i64,
     pub speedup: Option<f64>,
     pub outputs_identical: Option<bool>,
     pub first_difference: Option<i64>,
@@ -22,34 +35,49 @@ pub(crate) struct Figures {
 
 const BASELINE_MODE: &str = "normal";
 
-/// Figures of `members` (in creation order) against the first finished `normal` run.
+/// A speed-up above this with fewer tokens per step than [`UNEXPLAINED_TOKENS_PER_STEP`] cannot
+/// come from drafting: it is the machine's noise.
+const UNEXPLAINED_SPEEDUP: f64 = 1.2;
+const UNEXPLAINED_TOKENS_PER_STEP: f64 = 1.05;
+
+/// Figures of `members` (in creation order). The k-th run of a mode belongs to round k; outputs
+/// are checked against the first finished `normal` run.
 pub(crate) fn compute(members: &[Member]) -> Figures {
     let baseline = members
         .iter()
         .find(|m| m.mode == BASELINE_MODE && m.status == RunStatus::Finished);
+    let rounds = rounds(members);
+    let normal_runs: Vec<&Member> = members.iter().filter(|m| m.mode == BASELINE_MODE).collect();
     let mut figures = Figures {
         runs: Vec::with_capacity(members.len()),
+        modes: Vec::new(),
+        repeats: 0,
         speedup: None,
         outputs_identical: None,
         first_difference: None,
     };
-    for member in members {
+    for (member, &round) in members.iter().zip(&rounds) {
         let mut entry = ComparisonRun {
             run_id: member.run_id,
             mode: member.mode.clone(),
             status: member.status,
             tokens_per_second: member.tokens_per_second,
+            decode_tokens_per_second: member.decode_tokens_per_second,
+            ttft_ms: member.ttft_ms,
+            mean_accepted: member.mean_accepted,
+            round: round as i64,
             speedup: None,
             output_identical: None,
             first_difference: None,
         };
+        if member.mode != BASELINE_MODE {
+            entry.speedup = normal_runs
+                .get(round)
+                .and_then(|normal| ratio(member, normal));
+        }
         let against =
             baseline.filter(|b| b.run_id != member.run_id && member.status == RunStatus::Finished);
         if let Some(base) = against {
-            entry.speedup = match (member.tokens_per_second, base.tokens_per_second) {
-                (Some(run), Some(base)) if base > 0.0 => Some(run / base),
-                _ => None,
-            };
             if let (Some(output), Some(base_output)) = (&member.output, &base.output) {
                 let difference = first_difference(base_output, output);
                 entry.output_identical = Some(difference.is_none());
@@ -58,13 +86,116 @@ pub(crate) fn compute(members: &[Member]) -> Figures {
                     Some(figures.outputs_identical.unwrap_or(true) && difference.is_none());
                 figures.first_difference = min_some(figures.first_difference, difference);
             }
-            if member.mode != BASELINE_MODE {
-                figures.speedup = max_some(figures.speedup, entry.speedup);
-            }
         }
         figures.runs.push(entry);
     }
+    figures.repeats = rounds.iter().map(|r| r + 1).max().unwrap_or(0) as i64;
+    figures.modes = mode_figures(&figures.runs);
+    figures.speedup = figures
+        .modes
+        .iter()
+        .filter_map(|m| m.speedup.map(|s| s.median))
+        .fold(None, |best, s| Some(best.map_or(s, |b: f64| b.max(s))));
     figures
+}
+
+/// The round of each member: how many runs of its mode came before it.
+fn rounds(members: &[Member]) -> Vec<usize> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    members
+        .iter()
+        .map(|m| {
+            let count = seen.entry(m.mode.as_str()).or_default();
+            *count += 1;
+            *count - 1
+        })
+        .collect()
+}
+
+/// `run`'s decode speed over `normal`'s, when both finished.
+fn ratio(run: &Member, normal: &Member) -> Option<f64> {
+    let finished = run.status == RunStatus::Finished && normal.status == RunStatus::Finished;
+    match (
+        run.decode_tokens_per_second,
+        normal.decode_tokens_per_second,
+    ) {
+        (Some(run), Some(base)) if finished && base > 0.0 => Some(run / base),
+        _ => None,
+    }
+}
+
+/// Per mode, in order of first appearance: the spread of its finished runs' figures and its
+/// verdict against normal.
+fn mode_figures(runs: &[ComparisonRun]) -> Vec<ModeFigures> {
+    let mut modes: Vec<&str> = Vec::new();
+    for run in runs {
+        if !modes.contains(&run.mode.as_str()) {
+            modes.push(&run.mode);
+        }
+    }
+    fn finished<'r>(
+        runs: &'r [ComparisonRun],
+        mode: &'r str,
+    ) -> impl Iterator<Item = &'r ComparisonRun> {
+        runs.iter()
+            .filter(move |r| r.mode == mode && r.status == RunStatus::Finished)
+    }
+    let normal_speed =
+        Spread::of(finished(runs, BASELINE_MODE).filter_map(|r| r.decode_tokens_per_second));
+    modes
+        .into_iter()
+        .map(|mode| {
+            let speed = Spread::of(finished(runs, mode).filter_map(|r| r.decode_tokens_per_second));
+            let speedup = Spread::of(
+                runs.iter()
+                    .filter(|r| r.mode == mode)
+                    .filter_map(|r| r.speedup),
+            );
+            let is_normal = mode == BASELINE_MODE;
+            let mean_accepted = if is_normal {
+                None
+            } else {
+                Spread::of(finished(runs, mode).filter_map(|r| r.mean_accepted)).map(|s| s.median)
+            };
+            let verdict = match (speedup, speed, normal_speed) {
+                (Some(speedup), Some(speed), Some(normal)) if !is_normal => {
+                    Some(verdict(speedup, mean_accepted, speed, normal))
+                }
+                _ => None,
+            };
+            ModeFigures {
+                mode: mode.to_owned(),
+                runs: finished(runs, mode).count() as i64,
+                decode_tokens_per_second: speed,
+                ttft_ms: Spread::of(finished(runs, mode).filter_map(|r| r.ttft_ms)),
+                mean_accepted,
+                speedup,
+                verdict,
+            }
+        })
+        .collect()
+}
+
+/// What a mode's speed-up over normal means, given both modes' decode speeds over the rounds.
+pub(crate) fn verdict(
+    speedup: Spread,
+    tokens_per_step: Option<f64>,
+    speed: Spread,
+    normal: Spread,
+) -> SpeedVerdict {
+    if speedup.median > UNEXPLAINED_SPEEDUP
+        && tokens_per_step.is_some_and(|t| t < UNEXPLAINED_TOKENS_PER_STEP)
+    {
+        SpeedVerdict::Unexplained
+    } else if speed.count < 2 || normal.count < 2 {
+        SpeedVerdict::SingleRun
+    } else if speed.min <= normal.max && normal.min <= speed.max {
+        SpeedVerdict::WithinNoise
+    } else if speedup.median > 1.0 {
+        SpeedVerdict::Faster
+    } else {
+        SpeedVerdict::Slower
+    }
 }
 
 /// Index, in characters, of the first place where `a` and `b` differ; `None` when they are
@@ -89,13 +220,6 @@ fn min_some(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     }
 }
 
-fn max_some(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,8 +229,20 @@ mod tests {
             run_id: id,
             mode: mode.into(),
             status,
-            tokens_per_second: Some(tps),
+            tokens_per_second: Some(tps * 0.9),
+            decode_tokens_per_second: Some(tps),
+            ttft_ms: Some(100.0),
+            mean_accepted: Some(if mode == "normal" { 1.0 } else { 2.0 }),
             output: Some(output.into()),
+        }
+    }
+
+    fn spread(median: f64, min: f64, max: f64, count: i64) -> Spread {
+        Spread {
+            median,
+            min,
+            max,
+            count,
         }
     }
 
@@ -130,22 +266,36 @@ mod tests {
         ];
         let figures = compute(&members);
         assert_eq!(figures.speedup, Some(2.5));
+        assert_eq!(figures.repeats, 2);
         assert_eq!(figures.outputs_identical, Some(false));
         assert_eq!(figures.first_difference, Some(8));
         let per_run: Vec<_> = figures
             .runs
             .iter()
-            .map(|r| (r.run_id, r.speedup, r.output_identical, r.first_difference))
+            .map(|r| {
+                (
+                    r.run_id,
+                    r.round,
+                    r.speedup,
+                    r.output_identical,
+                    r.first_difference,
+                )
+            })
             .collect();
         assert_eq!(
             per_run,
             [
-                (1, None, None, None),
-                (2, Some(1.5), Some(true), None),
-                (3, Some(2.5), Some(false), Some(8)),
-                (4, None, None, None),
+                (1, 0, None, None, None),
+                (2, 0, Some(1.5), Some(true), None),
+                (3, 0, Some(2.5), Some(false), Some(8)),
+                // Round 1 has no normal run.
+                (4, 1, None, None, None),
             ]
         );
+        let medusa = &figures.modes[1];
+        assert_eq!(medusa.runs, 1);
+        assert_eq!(medusa.speedup, Some(spread(1.5, 1.5, 1.5, 1)));
+        assert_eq!(medusa.verdict, Some(SpeedVerdict::SingleRun));
     }
 
     #[test]
@@ -159,6 +309,7 @@ mod tests {
         assert_eq!(figures.outputs_identical, None);
         assert_eq!(figures.first_difference, None);
         assert!(figures.runs.iter().all(|r| r.speedup.is_none()));
+        assert!(figures.modes.iter().all(|m| m.verdict.is_none()));
     }
 
     #[test]
@@ -170,6 +321,133 @@ mod tests {
         let figures = compute(&members);
         assert_eq!(figures.speedup, None);
         assert_eq!(figures.outputs_identical, Some(true));
-        assert_eq!(figures.runs[1].speedup, Some(2.0));
+        assert_eq!(figures.runs[1].speedup, None);
+        assert_eq!(
+            figures.modes[0].decode_tokens_per_second,
+            Some(spread(30.0, 20.0, 40.0, 2))
+        );
+        assert_eq!(figures.modes[0].mean_accepted, None);
+    }
+
+    #[test]
+    fn repeats_pair_runs_by_round_and_take_medians() {
+        // Rotating order: round 0 normal first, round 1 medusa first, round 2 normal first.
+        let members = [
+            member(1, "normal", RunStatus::Finished, 100.0, "a"),
+            member(2, "medusa", RunStatus::Finished, 150.0, "a"),
+            member(3, "medusa", RunStatus::Finished, 120.0, "a"),
+            member(4, "normal", RunStatus::Finished, 80.0, "a"),
+            member(5, "normal", RunStatus::Finished, 90.0, "a"),
+            member(6, "medusa", RunStatus::Finished, 180.0, "a"),
+        ];
+        let figures = compute(&members);
+        assert_eq!(figures.repeats, 3);
+        let speedups: Vec<_> = figures.runs.iter().map(|r| r.speedup).collect();
+        assert_eq!(
+            speedups,
+            [None, Some(1.5), Some(1.5), None, None, Some(2.0)]
+        );
+        let medusa = &figures.modes[1];
+        assert_eq!(medusa.mode, "medusa");
+        assert_eq!(medusa.speedup, Some(spread(1.5, 1.5, 2.0, 3)));
+        assert_eq!(
+            medusa.decode_tokens_per_second,
+            Some(spread(150.0, 120.0, 180.0, 3))
+        );
+        assert_eq!(medusa.ttft_ms, Some(spread(100.0, 100.0, 100.0, 3)));
+        assert_eq!(medusa.mean_accepted, Some(2.0));
+        assert_eq!(medusa.verdict, Some(SpeedVerdict::Faster));
+        assert_eq!(figures.speedup, Some(1.5));
+        assert_eq!(figures.outputs_identical, Some(true));
+    }
+
+    #[test]
+    fn overlapping_ranges_are_within_noise() {
+        let normal = spread(100.0, 90.0, 110.0, 3);
+        assert_eq!(
+            verdict(
+                spread(1.02, 0.9, 1.1, 3),
+                Some(1.0),
+                spread(102.0, 95.0, 109.0, 3),
+                normal
+            ),
+            SpeedVerdict::WithinNoise
+        );
+        // Touching ranges overlap too.
+        assert_eq!(
+            verdict(
+                spread(1.2, 1.0, 1.3, 3),
+                Some(2.0),
+                spread(120.0, 110.0, 130.0, 3),
+                normal
+            ),
+            SpeedVerdict::WithinNoise
+        );
+        assert_eq!(
+            verdict(
+                spread(1.3, 1.2, 1.4, 3),
+                Some(2.0),
+                spread(130.0, 111.0, 140.0, 3),
+                normal
+            ),
+            SpeedVerdict::Faster
+        );
+        assert_eq!(
+            verdict(
+                spread(0.5, 0.4, 0.6, 3),
+                Some(2.0),
+                spread(50.0, 40.0, 60.0, 3),
+                normal
+            ),
+            SpeedVerdict::Slower
+        );
+    }
+
+    #[test]
+    fn a_speedup_the_tokens_per_step_cannot_explain_is_noise() {
+        let normal = spread(10.0, 9.0, 11.0, 3);
+        let fast = spread(97.5, 90.0, 99.0, 3);
+        assert_eq!(
+            verdict(spread(9.75, 8.0, 11.0, 3), Some(1.0), fast, normal),
+            SpeedVerdict::Unexplained
+        );
+        assert_eq!(
+            verdict(spread(9.75, 8.0, 11.0, 1), Some(1.02), fast, normal),
+            SpeedVerdict::Unexplained
+        );
+        // Enough tokens per step to explain it.
+        assert_eq!(
+            verdict(spread(9.75, 8.0, 11.0, 3), Some(1.06), fast, normal),
+            SpeedVerdict::Faster
+        );
+        // Small gains at one token per step are left to the ranges.
+        assert_eq!(
+            verdict(
+                spread(1.1, 1.0, 1.2, 3),
+                Some(1.0),
+                spread(11.0, 10.0, 12.0, 3),
+                normal
+            ),
+            SpeedVerdict::WithinNoise
+        );
+    }
+
+    #[test]
+    fn one_run_each_cannot_tell_speed_from_noise() {
+        let one = |v| spread(v, v, v, 1);
+        assert_eq!(
+            verdict(one(1.1), Some(1.5), one(110.0), one(100.0)),
+            SpeedVerdict::SingleRun
+        );
+    }
+
+    #[test]
+    fn spreads_take_the_middle_and_skip_non_finite_values() {
+        assert_eq!(Spread::of([3.0, 1.0, 2.0]), Some(spread(2.0, 1.0, 3.0, 3)));
+        assert_eq!(
+            Spread::of([4.0, 1.0, 2.0, f64::NAN, 3.0]),
+            Some(spread(2.5, 1.0, 4.0, 4))
+        );
+        assert_eq!(Spread::of([]), None);
     }
 }

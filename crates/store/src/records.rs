@@ -123,6 +123,8 @@ pub struct RunOutcome {
     pub ttft_ms: f64,
     pub total_ms: f64,
     pub tokens_per_second: f64,
+    /// Tokens after the first over the time after the first: the decode speed alone.
+    pub decode_tokens_per_second: f64,
     pub steps: i64,
     /// Tokens emitted per step, the model's own included (1.0 in normal mode).
     pub mean_accepted: f64,
@@ -147,6 +149,52 @@ pub struct StepRecord {
     pub depth_hits: Vec<bool>,
     pub draft_ms: f64,
     pub verify_ms: f64,
+    /// What was drafted and what the model made of it; `None` for steps recorded before trees
+    /// were kept.
+    #[serde(default)]
+    pub tree: Option<StepTreeRecord>,
+    /// Why the step drafted nothing.
+    #[serde(default)]
+    pub skip: Option<DraftSkipRecord>,
+}
+
+/// A token and its text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct StepTokenRecord {
+    pub token: i32,
+    pub text: String,
+}
+
+/// A step's drafted tree as the model judged it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct StepTreeRecord {
+    /// The token the tree hangs from.
+    pub root: StepTokenRecord,
+    /// Parents come before their children.
+    pub nodes: Vec<DraftNodeRecord>,
+    /// The model's own token after the accepted path.
+    pub model_token: StepTokenRecord,
+}
+
+/// One drafted token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct DraftNodeRecord {
+    pub token: i32,
+    pub text: String,
+    /// Index of its parent in `nodes`; `None` hangs from the root.
+    pub parent: Option<u32>,
+    /// Who proposed it (`medusa_head_K`, `lookup`).
+    pub source: String,
+    /// Rank among its proposer's guesses.
+    pub rank: u32,
+    pub accepted: bool,
+}
+
+/// Why a step drafted nothing: a short code and the reason in words.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct DraftSkipRecord {
+    pub reason: String,
+    pub message: String,
 }
 
 /// Where a run is in its life.
@@ -229,6 +277,9 @@ pub struct Run {
     pub ttft_ms: Option<f64>,
     pub total_ms: Option<f64>,
     pub tokens_per_second: Option<f64>,
+    /// Exports made before it was kept lack it; their import derives it.
+    #[serde(default)]
+    pub decode_tokens_per_second: Option<f64>,
     pub steps: Option<i64>,
     pub mean_accepted: Option<f64>,
     // Exports made before the rename call it `acceptance_by_head`.
@@ -264,6 +315,7 @@ impl Run {
             ttft_ms: None,
             total_ms: None,
             tokens_per_second: None,
+            decode_tokens_per_second: None,
             steps: None,
             mean_accepted: None,
             acceptance_by_depth: None,
@@ -271,6 +323,13 @@ impl Run {
             error: None,
             finished_at: None,
         }
+    }
+
+    /// Tokens after the first over the time after the first, from the stored counts and times
+    /// (the rule migration 0004 applied to older rows).
+    pub fn derived_decode_rate(&self) -> Option<f64> {
+        let (tokens, ttft, total) = (self.tokens_generated?, self.ttft_ms?, self.total_ms?);
+        (tokens > 1 && total > ttft).then(|| (tokens - 1) as f64 * 1000.0 / (total - ttft))
     }
 
     /// The outcome, when every outcome field is present.
@@ -283,6 +342,7 @@ impl Run {
             ttft_ms: self.ttft_ms?,
             total_ms: self.total_ms?,
             tokens_per_second: self.tokens_per_second?,
+            decode_tokens_per_second: self.decode_tokens_per_second?,
             steps: self.steps?,
             mean_accepted: self.mean_accepted?,
             acceptance_by_depth: self.acceptance_by_depth.clone()?,
@@ -299,21 +359,27 @@ pub struct RunWithSteps {
     pub steps: Vec<StepRecord>,
 }
 
-/// Runs of one prompt in different modes, measured against the `normal` run among them.
+/// Runs of one prompt in different modes, measured against the `normal` runs among them.
 ///
 /// The store computes every figure from the stored runs, using only runs with status `finished`
-/// (a partial or failed output says nothing about speed or equality). The baseline is the first
-/// finished `normal` run in creation order; without one, all figures are `None`. Every other
-/// finished run, a second `normal` one included, is measured against it; only non-`normal` runs
-/// count towards `speedup`.
+/// (a partial or failed output says nothing about speed or equality). Each mode may be run
+/// several times: the k-th run of a mode belongs to round k, and a run's speed-up is its decode
+/// speed over the same round's `normal` run. Outputs are checked against the first finished
+/// `normal` run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Comparison {
     pub id: i64,
     pub created_at: DateTime<Utc>,
     pub prompt: PromptRecord,
-    /// Member runs in creation order, each with its figures against the baseline.
+    /// Member runs in creation order, each with its figures against its round's baseline.
     pub runs: Vec<ComparisonRun>,
-    /// Tokens per second of the fastest non-`normal` run over the baseline's.
+    /// Rounds: the most runs of any one mode.
+    #[serde(default)]
+    pub repeats: i64,
+    /// Per mode, in order of first appearance: medians and ranges over the rounds.
+    #[serde(default)]
+    pub modes: Vec<ModeFigures>,
+    /// The best median speed-up of a non-`normal` mode.
     pub speedup: Option<f64>,
     /// Whether every other run's output equals the baseline's.
     pub outputs_identical: Option<bool>,
@@ -327,8 +393,8 @@ impl Comparison {
     }
 }
 
-/// One member of a comparison. The figures are `None` for the baseline itself and for runs that
-/// cannot be compared (not finished, or no finished baseline).
+/// One member of a comparison. The figures against the baseline are `None` for `normal` runs
+/// and for runs that cannot be compared (not finished, or no finished baseline).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[ts(rename = "ComparisonMember")]
 pub struct ComparisonRun {
@@ -336,11 +402,88 @@ pub struct ComparisonRun {
     pub mode: String,
     pub status: RunStatus,
     pub tokens_per_second: Option<f64>,
-    /// This run's tokens per second over the baseline's.
+    // Exports made before repeats lack these; an import recomputes them.
+    #[serde(default)]
+    pub decode_tokens_per_second: Option<f64>,
+    #[serde(default)]
+    pub ttft_ms: Option<f64>,
+    #[serde(default)]
+    pub mean_accepted: Option<f64>,
+    /// Which repeat of its mode this run is (0-based).
+    #[serde(default)]
+    pub round: i64,
+    /// This run's decode speed over its round's `normal` run's.
     pub speedup: Option<f64>,
     pub output_identical: Option<bool>,
     /// Character index of the first difference from the baseline's output; `None` when equal.
     pub first_difference: Option<i64>,
+}
+
+/// The median and range of a figure over a comparison's rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// How many values.
+    pub count: i64,
+}
+
+impl Spread {
+    /// `None` without values; non-finite values are left out.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Self> {
+        let mut values: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = if n % 2 == 1 {
+            values[n / 2]
+        } else {
+            (values[n / 2 - 1] + values[n / 2]) / 2.0
+        };
+        Some(Self {
+            median,
+            min: values[0],
+            max: values[n - 1],
+            count: n as i64,
+        })
+    }
+}
+
+/// What a mode's speed-up over `normal` means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum SpeedVerdict {
+    /// Every run of the mode decoded faster than every `normal` run.
+    Faster,
+    /// Every run of the mode decoded slower than every `normal` run.
+    Slower,
+    /// The ranges of the two modes' speeds overlap.
+    WithinNoise,
+    /// Faster than the tokens per step can explain: the machine's noise.
+    Unexplained,
+    /// One run of a mode: nothing to tell speed from noise.
+    SingleRun,
+}
+
+/// One mode of a comparison over its rounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct ModeFigures {
+    pub mode: String,
+    /// Finished runs.
+    pub runs: i64,
+    /// Tokens per second after the first token.
+    pub decode_tokens_per_second: Option<Spread>,
+    /// Time to the first token.
+    pub ttft_ms: Option<Spread>,
+    /// Median tokens per step; `None` for `normal`.
+    pub mean_accepted: Option<f64>,
+    /// Decode speed over the same round's `normal` run; `None` for `normal`.
+    pub speedup: Option<Spread>,
+    /// `None` for `normal` and without a finished pair.
+    pub verdict: Option<SpeedVerdict>,
 }
 
 #[cfg(test)]

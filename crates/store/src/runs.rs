@@ -19,11 +19,11 @@ use crate::records::{
 const RUN_COLUMNS: &str = "id, uid, created_at, status, mode, model_name, model_path, \
      model_file_type, model_identity, heads_path, heads_identity, tree, prompt, prompt_text, \
      sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
-     tokens_generated, ttft_ms, total_ms, tokens_per_second, steps, mean_accepted, \
-     acceptance_by_depth, seed, error, finished_at";
+     tokens_generated, ttft_ms, total_ms, tokens_per_second, decode_tokens_per_second, steps, \
+     mean_accepted, acceptance_by_depth, seed, error, finished_at";
 
 const STEP_COLUMNS: &str = "step_index, tree_size, tree_depth, accepted_len, tokens, sources, \
-     depth_hits, draft_ms, verify_ms";
+     depth_hits, draft_ms, verify_ms, tree, skip";
 
 impl Store {
     /// Records a run that is starting; returns its local id. With `comparison_id`, the run joins
@@ -144,8 +144,8 @@ impl Store {
             // interrupted stays so even if its process turns out to be alive.
             let updated = sqlx::query(
                 "UPDATE runs SET status = ?, output = ?, stop_reason = ?, prompt_tokens = ?, \
-                 tokens_generated = ?, ttft_ms = ?, total_ms = ?, tokens_per_second = ?, steps = ?, \
-                 mean_accepted = ?, acceptance_by_depth = ?, seed = ?, error = ?, finished_at = ? \
+                 tokens_generated = ?, ttft_ms = ?, total_ms = ?, tokens_per_second = ?, \
+                 decode_tokens_per_second = ?, steps = ?, mean_accepted = ?, acceptance_by_depth = ?, seed = ?, error = ?, finished_at = ? \
                  WHERE id = ? AND status = 'running'",
             )
             .bind(end.status.as_str())
@@ -156,6 +156,7 @@ impl Store {
             .bind(o.map(|o| o.ttft_ms))
             .bind(o.map(|o| o.total_ms))
             .bind(o.map(|o| o.tokens_per_second))
+            .bind(o.map(|o| o.decode_tokens_per_second))
             .bind(o.map(|o| o.steps))
             .bind(o.map(|o| o.mean_accepted))
             .bind(acceptance)
@@ -220,6 +221,7 @@ fn check_outcome(outcome: &RunOutcome) -> Result<()> {
     check_finite("ttft_ms", outcome.ttft_ms)?;
     check_finite("total_ms", outcome.total_ms)?;
     check_finite("tokens_per_second", outcome.tokens_per_second)?;
+    check_finite("decode_tokens_per_second", outcome.decode_tokens_per_second)?;
     check_finite("mean_accepted", outcome.mean_accepted)?;
     for &rate in &outcome.acceptance_by_depth {
         check_finite("acceptance_by_depth", rate)?;
@@ -247,10 +249,10 @@ pub(crate) async fn insert_run(conn: &mut SqliteConnection, run: &Run) -> Result
         "INSERT INTO runs (uid, created_at, status, mode, model_name, model_path, \
          model_file_type, model_identity, heads_path, heads_identity, tree, prompt, prompt_text, \
          sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
-         tokens_generated, ttft_ms, total_ms, tokens_per_second, steps, mean_accepted, \
-         acceptance_by_depth, seed, error, finished_at) \
+         tokens_generated, ttft_ms, total_ms, tokens_per_second, decode_tokens_per_second, steps, \
+         mean_accepted, acceptance_by_depth, seed, error, finished_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
-         ?, ?, ?, ?)",
+         ?, ?, ?, ?, ?)",
     )
     .bind(run.uid.to_string())
     .bind(encode_time(&run.created_at))
@@ -277,6 +279,7 @@ pub(crate) async fn insert_run(conn: &mut SqliteConnection, run: &Run) -> Result
     .bind(run.ttft_ms)
     .bind(run.total_ms)
     .bind(run.tokens_per_second)
+    .bind(run.decode_tokens_per_second)
     .bind(run.steps)
     .bind(run.mean_accepted)
     .bind(run.acceptance_by_depth.as_ref().map(to_json).transpose()?)
@@ -300,7 +303,7 @@ pub(crate) async fn insert_step(
     step: &StepRecord,
 ) -> Result<()> {
     let result = sqlx::query(&format!(
-        "INSERT INTO steps (run_id, {STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        "INSERT INTO steps (run_id, {STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     ))
     .bind(run_id)
     .bind(step.step_index)
@@ -312,6 +315,8 @@ pub(crate) async fn insert_step(
     .bind(to_json(&step.depth_hits)?)
     .bind(step.draft_ms)
     .bind(step.verify_ms)
+    .bind(step.tree.as_ref().map(to_json).transpose()?)
+    .bind(step.skip.as_ref().map(to_json).transpose()?)
     .execute(&mut *conn)
     .await;
     match result {
@@ -419,6 +424,7 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
         ttft_ms: row.try_get("ttft_ms")?,
         total_ms: row.try_get("total_ms")?,
         tokens_per_second: row.try_get("tokens_per_second")?,
+        decode_tokens_per_second: row.try_get("decode_tokens_per_second")?,
         steps: row.try_get("steps")?,
         mean_accepted: row.try_get("mean_accepted")?,
         acceptance_by_depth: acceptance
@@ -438,6 +444,8 @@ fn step_from_row(row: &SqliteRow) -> Result<StepRecord> {
     let tokens: String = row.try_get("tokens")?;
     let sources: String = row.try_get("sources")?;
     let depth_hits: String = row.try_get("depth_hits")?;
+    let tree: Option<String> = row.try_get("tree")?;
+    let skip: Option<String> = row.try_get("skip")?;
     Ok(StepRecord {
         step_index: row.try_get("step_index")?,
         tree_size: row.try_get("tree_size")?,
@@ -448,5 +456,7 @@ fn step_from_row(row: &SqliteRow) -> Result<StepRecord> {
         depth_hits: from_json("depth_hits", &depth_hits)?,
         draft_ms: row.try_get("draft_ms")?,
         verify_ms: row.try_get("verify_ms")?,
+        tree: tree.map(|t| from_json("tree", &t)).transpose()?,
+        skip: skip.map(|s| from_json("skip", &s)).transpose()?,
     })
 }

@@ -217,6 +217,28 @@ pub fn choose_draft_len_in_batch(
     best.0
 }
 
+/// What the shortest draft was expected to do when the budget chose none: the tokens one drafted
+/// token would yield, the step's time with it, and a plain step's time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShortestDraft {
+    pub expected_tokens: f64,
+    pub step_ms: f64,
+    pub plain_ms: f64,
+}
+
+pub fn shortest_draft(
+    cost: &CostModel,
+    stats: &AcceptanceStats,
+    batch_tokens: usize,
+) -> ShortestDraft {
+    let base = cost.cost(batch_tokens);
+    ShortestDraft {
+        expected_tokens: 1.0 + stats.optimistic_rate(),
+        step_ms: cost.cost(batch_tokens + 2) - base + stats.draft_ms,
+        plain_ms: cost.cost(batch_tokens + 1) - base,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,14 +75,16 @@ impl LookupDrafter {
 /// Builds a trie of the continuations (shared prefixes become one path), at most `max_nodes`.
 fn merge_into_tree(continuations: &[Vec<TokenId>], max_nodes: usize) -> DraftTree {
     let mut tree = DraftTree::default();
-    for continuation in continuations {
+    for (rank, continuation) in continuations.iter().enumerate() {
         let mut parent = None;
         for &token in continuation {
             let existing =
                 (0..tree.len()).find(|&i| tree.parents[i] == parent && tree.tokens[i] == token);
             parent = Some(match existing {
                 Some(node) => node,
-                None if tree.len() < max_nodes => tree.push(token, parent, TokenSource::Lookup),
+                None if tree.len() < max_nodes => {
+                    tree.push(token, parent, TokenSource::Lookup, rank)
+                }
                 None => break,
             });
         }

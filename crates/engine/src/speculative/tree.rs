@@ -67,6 +67,9 @@ pub struct DraftTree {
     /// Parent node of each node; `None` is the root.
     pub parents: Vec<Option<usize>>,
     pub sources: Vec<TokenSource>,
+    /// Rank of each node among its proposer's guesses: 0 is a head's top-1 guess; for lookup,
+    /// which earlier match (0 the most recent) first proposed it.
+    pub ranks: Vec<usize>,
 }
 
 impl DraftTree {
@@ -78,11 +81,18 @@ impl DraftTree {
         self.tokens.is_empty()
     }
 
-    pub fn push(&mut self, token: TokenId, parent: Option<usize>, source: TokenSource) -> usize {
+    pub fn push(
+        &mut self,
+        token: TokenId,
+        parent: Option<usize>,
+        source: TokenSource,
+        rank: usize,
+    ) -> usize {
         debug_assert!(parent.is_none_or(|p| p < self.tokens.len()));
         self.tokens.push(token);
         self.parents.push(parent);
         self.sources.push(source);
+        self.ranks.push(rank);
         self.tokens.len() - 1
     }
 
@@ -91,6 +101,7 @@ impl DraftTree {
         self.tokens.truncate(n);
         self.parents.truncate(n);
         self.sources.truncate(n);
+        self.ranks.truncate(n);
     }
 
     pub fn layout(&self) -> TreeLayout {
@@ -355,7 +366,7 @@ impl TreeSpec {
             let Some(&token) = top_k.get(d).and_then(|ranks| ranks.get(path[d])) else {
                 break;
             };
-            tree.push(token, parent, TokenSource::Head(d as u8));
+            tree.push(token, parent, TokenSource::Head(d as u8), path[d]);
         }
         tree
     }

@@ -136,9 +136,9 @@ mod tests {
     ///      -> 1:[tok 2]
     fn tree() -> DraftTree {
         let mut t = DraftTree::default();
-        t.push(1, None, TokenSource::Head(0));
-        t.push(2, None, TokenSource::Head(0));
-        t.push(3, Some(0), TokenSource::Head(1));
+        t.push(1, None, TokenSource::Head(0), 0);
+        t.push(2, None, TokenSource::Head(0), 1);
+        t.push(3, Some(0), TokenSource::Head(1), 0);
         t
     }
 

@@ -5,8 +5,8 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
 use store::{
-    HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord, Run, RunOutcome, RunStatus,
-    StepRecord, Store,
+    DraftNodeRecord, DraftSkipRecord, HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord, Run,
+    RunOutcome, RunStatus, StepRecord, StepTokenRecord, StepTreeRecord, Store,
 };
 use tempfile::TempDir;
 use uuid::Uuid;
@@ -80,6 +80,8 @@ pub fn outcome(output: &str, tokens_per_second: f64, minutes: i64) -> RunOutcome
         ttft_ms: 35.5,
         total_ms: 64.0 / tokens_per_second * 1000.0,
         tokens_per_second,
+        // Doubling is exact, so ratios of decode speeds equal those of the end-to-end speeds.
+        decode_tokens_per_second: tokens_per_second * 2.0,
         steps: 40,
         mean_accepted: 1.6,
         acceptance_by_depth: vec![0.5, 0.25, 0.125],
@@ -99,6 +101,43 @@ pub fn step(index: i64) -> StepRecord {
         depth_hits: vec![true, index % 2 == 0],
         draft_ms: 0.5 + index as f64,
         verify_ms: 9.25,
+        // Even steps drafted a tree, odd ones drafted nothing and say why.
+        tree: (index % 2 == 0).then(|| StepTreeRecord {
+            root: StepTokenRecord {
+                token: 7,
+                text: " the".into(),
+            },
+            nodes: vec![
+                node(100 + index as i32, None, "medusa_head_0", 0, true),
+                node(5, None, "medusa_head_0", 1, false),
+                node(6, Some(0), "medusa_head_1", 0, false),
+            ],
+            model_token: StepTokenRecord {
+                token: -1,
+                text: "<|im_end|>".into(),
+            },
+        }),
+        skip: (index % 2 == 1).then(|| DraftSkipRecord {
+            reason: "not_worth_it".into(),
+            message: "auto drafting found nothing that pays here".into(),
+        }),
+    }
+}
+
+fn node(
+    token: i32,
+    parent: Option<u32>,
+    source: &str,
+    rank: u32,
+    accepted: bool,
+) -> DraftNodeRecord {
+    DraftNodeRecord {
+        token,
+        text: format!("t{token}"),
+        parent,
+        source: source.into(),
+        rank,
+        accepted,
     }
 }
 
@@ -130,6 +169,7 @@ pub fn expected_finished(id: i64, new: &NewRun, outcome: &RunOutcome) -> Run {
         ttft_ms: Some(outcome.ttft_ms),
         total_ms: Some(outcome.total_ms),
         tokens_per_second: Some(outcome.tokens_per_second),
+        decode_tokens_per_second: Some(outcome.decode_tokens_per_second),
         steps: Some(outcome.steps),
         mean_accepted: Some(outcome.mean_accepted),
         acceptance_by_depth: Some(outcome.acceptance_by_depth.clone()),

@@ -103,7 +103,62 @@ accepted_len: number, tokens: Array<number>, sources: Array<TokenSource>,
 /**
  * Per depth of the drafted tree: whether its token was accepted.
  */
-depth_hits: Array<boolean>, draft_ms: number, verify_ms: number, };
+depth_hits: Array<boolean>, draft_ms: number, verify_ms: number, 
+/**
+ * What was drafted, node by node, and what the model made of it.
+ */
+tree: StepTree, 
+/**
+ * Why nothing was drafted; `None` when something was.
+ */
+skip: DraftSkip | null, };
+
+/**
+ * A step's drafted tree as the model judged it.
+ */
+export type StepTree = { 
+/**
+ * The token the tree hangs from (the last one emitted before the step).
+ */
+root: StepToken, 
+/**
+ * Parents come before their children.
+ */
+nodes: Array<DraftNode>, 
+/**
+ * The model's own token after the accepted path: at the first rejection, the token it chose
+ * instead of the drafted ones.
+ */
+model_token: StepToken, };
+
+/**
+ * A token and its text.
+ */
+export type StepToken = { token: number, text: string, };
+
+/**
+ * One drafted token.
+ */
+export type DraftNode = { token: number, text: string, 
+/**
+ * Index of its parent in the step's `nodes`; `None` hangs from the root.
+ */
+parent: number | null, source: TokenSource, 
+/**
+ * Rank among its proposer's guesses: 0 is a head's top-1; for lookup, which earlier match.
+ */
+rank: number, accepted: boolean, };
+
+/**
+ * Why a speculative step drafted nothing.
+ */
+export type DraftSkip = { reason: DraftSkipReason, 
+/**
+ * The reason in words, with the budget's figures where it weighed costs.
+ */
+message: string, };
+
+export type DraftSkipReason = "not_worth_it" | "costs_unknown" | "no_candidates" | "no_room";
 
 /**
  * The run's summary, with its id.
@@ -513,7 +568,11 @@ export type RunRecord = {
 /**
  * Local id: differs between databases, unlike `uid`.
  */
-id: number, uid: string, status: RunStatus, created_at: string, mode: string, model: ModelRef, heads: HeadsRef | null, tree: JsonValue | null, prompt: PromptRecord, sampling: JsonValue, max_tokens: number, stop: Array<string>, comparison_id: number | null, queue_ms: number | null, output: string | null, stop_reason: string | null, prompt_tokens: number | null, tokens_generated: number | null, ttft_ms: number | null, total_ms: number | null, tokens_per_second: number | null, steps: number | null, mean_accepted: number | null, acceptance_by_depth: Array<number> | null, seed: number | null, error: string | null, finished_at: string | null, };
+id: number, uid: string, status: RunStatus, created_at: string, mode: string, model: ModelRef, heads: HeadsRef | null, tree: JsonValue | null, prompt: PromptRecord, sampling: JsonValue, max_tokens: number, stop: Array<string>, comparison_id: number | null, queue_ms: number | null, output: string | null, stop_reason: string | null, prompt_tokens: number | null, tokens_generated: number | null, ttft_ms: number | null, total_ms: number | null, tokens_per_second: number | null, 
+/**
+ * Exports made before it was kept lack it; their import derives it.
+ */
+decode_tokens_per_second: number | null, steps: number | null, mean_accepted: number | null, acceptance_by_depth: Array<number> | null, seed: number | null, error: string | null, finished_at: string | null, };
 
 /**
  * Where a run is in its life.
@@ -571,7 +630,60 @@ sources: Array<string>,
 /**
  * Whether the draft was accepted at each tree depth.
  */
-depth_hits: Array<boolean>, draft_ms: number, verify_ms: number, };
+depth_hits: Array<boolean>, draft_ms: number, verify_ms: number, 
+/**
+ * What was drafted and what the model made of it; `None` for steps recorded before trees
+ * were kept.
+ */
+tree: StepTreeRecord | null, 
+/**
+ * Why the step drafted nothing.
+ */
+skip: DraftSkipRecord | null, };
+
+/**
+ * A step's drafted tree as the model judged it.
+ */
+export type StepTreeRecord = { 
+/**
+ * The token the tree hangs from.
+ */
+root: StepTokenRecord, 
+/**
+ * Parents come before their children.
+ */
+nodes: Array<DraftNodeRecord>, 
+/**
+ * The model's own token after the accepted path.
+ */
+model_token: StepTokenRecord, };
+
+/**
+ * A token and its text.
+ */
+export type StepTokenRecord = { token: number, text: string, };
+
+/**
+ * One drafted token.
+ */
+export type DraftNodeRecord = { token: number, text: string, 
+/**
+ * Index of its parent in `nodes`; `None` hangs from the root.
+ */
+parent: number | null, 
+/**
+ * Who proposed it (`medusa_head_K`, `lookup`).
+ */
+source: string, 
+/**
+ * Rank among its proposer's guesses.
+ */
+rank: number, accepted: boolean, };
+
+/**
+ * Why a step drafted nothing: a short code and the reason in words.
+ */
+export type DraftSkipRecord = { reason: string, message: string, };
 
 /**
  * The columns runs can be sorted by. A closed set, so no caller text ever reaches the SQL.
@@ -616,21 +728,29 @@ export type ImportRejection = { uid: string, reason: string, };
 export type ComparisonList = { comparisons: Array<Comparison>, };
 
 /**
- * Runs of one prompt in different modes, measured against the `normal` run among them.
+ * Runs of one prompt in different modes, measured against the `normal` runs among them.
  *
  * The store computes every figure from the stored runs, using only runs with status `finished`
- * (a partial or failed output says nothing about speed or equality). The baseline is the first
- * finished `normal` run in creation order; without one, all figures are `None`. Every other
- * finished run, a second `normal` one included, is measured against it; only non-`normal` runs
- * count towards `speedup`.
+ * (a partial or failed output says nothing about speed or equality). Each mode may be run
+ * several times: the k-th run of a mode belongs to round k, and a run's speed-up is its decode
+ * speed over the same round's `normal` run. Outputs are checked against the first finished
+ * `normal` run.
  */
 export type Comparison = { id: number, created_at: string, prompt: PromptRecord, 
 /**
- * Member runs in creation order, each with its figures against the baseline.
+ * Member runs in creation order, each with its figures against its round's baseline.
  */
 runs: Array<ComparisonMember>, 
 /**
- * Tokens per second of the fastest non-`normal` run over the baseline's.
+ * Rounds: the most runs of any one mode.
+ */
+repeats: number, 
+/**
+ * Per mode, in order of first appearance: medians and ranges over the rounds.
+ */
+modes: Array<ModeFigures>, 
+/**
+ * The best median speed-up of a non-`normal` mode.
  */
 speedup: number | null, 
 /**
@@ -643,12 +763,59 @@ outputs_identical: boolean | null,
 first_difference: number | null, };
 
 /**
- * One member of a comparison. The figures are `None` for the baseline itself and for runs that
- * cannot be compared (not finished, or no finished baseline).
+ * One mode of a comparison over its rounds.
  */
-export type ComparisonMember = { run_id: number, mode: string, status: RunStatus, tokens_per_second: number | null, 
+export type ModeFigures = { mode: string, 
 /**
- * This run's tokens per second over the baseline's.
+ * Finished runs.
+ */
+runs: number, 
+/**
+ * Tokens per second after the first token.
+ */
+decode_tokens_per_second: Spread | null, 
+/**
+ * Time to the first token.
+ */
+ttft_ms: Spread | null, 
+/**
+ * Median tokens per step; `None` for `normal`.
+ */
+mean_accepted: number | null, 
+/**
+ * Decode speed over the same round's `normal` run; `None` for `normal`.
+ */
+speedup: Spread | null, 
+/**
+ * `None` for `normal` and without a finished pair.
+ */
+verdict: SpeedVerdict | null, };
+
+/**
+ * The median and range of a figure over a comparison's rounds.
+ */
+export type Spread = { median: number, min: number, max: number, 
+/**
+ * How many values.
+ */
+count: number, };
+
+/**
+ * What a mode's speed-up over `normal` means.
+ */
+export type SpeedVerdict = "faster" | "slower" | "within_noise" | "unexplained" | "single_run";
+
+/**
+ * One member of a comparison. The figures against the baseline are `None` for `normal` runs
+ * and for runs that cannot be compared (not finished, or no finished baseline).
+ */
+export type ComparisonMember = { run_id: number, mode: string, status: RunStatus, tokens_per_second: number | null, decode_tokens_per_second: number | null, ttft_ms: number | null, mean_accepted: number | null, 
+/**
+ * Which repeat of its mode this run is (0-based).
+ */
+round: number, 
+/**
+ * This run's decode speed over its round's `normal` run's.
  */
 speedup: number | null, output_identical: boolean | null, 
 /**
