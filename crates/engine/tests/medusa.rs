@@ -12,7 +12,7 @@ use engine::medusa::matrix::{GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q8_0};
 use engine::medusa::plan::TreeOrigin;
 use engine::{
     DraftPolicy, Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode, Prompt,
-    TokenSource, TreeSpec,
+    StepEvent, TokenSource, TreeSpec,
 };
 use safetensors::tensor::{serialize_to_file, Dtype, TensorView};
 
@@ -420,13 +420,16 @@ fn a_tree_asked_for_is_drafted_in_full_at_every_step_and_losslessly() {
     // (drafted, what a full tree may be with the tokens left): no step drafts beyond the end.
     let mut sizes = Vec::new();
     let mut emitted = 1;
+    let mut last_token = None;
     let summary = loop {
         match stream.blocking_next().expect("events until the end") {
             GenerationEvent::Step(step) => {
                 let left = MAX_TOKENS - emitted;
                 sizes.push((step.tree_size, tree.len().min(left - 1)));
                 emitted += step.accepted_len;
+                assert_step_tree_is_the_drafted_tree(&step, &tree, last_token);
             }
+            GenerationEvent::Text { token_ids, .. } => last_token = token_ids.last().copied(),
             GenerationEvent::Finished(summary) => break summary,
             GenerationEvent::Failed(err) => panic!("{err}"),
             _ => {}
@@ -491,6 +494,46 @@ fn a_tree_asked_for_is_drafted_in_full_at_every_step_and_losslessly() {
 }
 
 /// Replaces the decode costs kept in the only cache entry of `dir`.
+/// The step's tree is `spec` filled in order, its accepted nodes are the path whose tokens the
+/// step emitted, and it hangs from the token emitted before it.
+fn assert_step_tree_is_the_drafted_tree(step: &StepEvent, spec: &TreeSpec, root: Option<i32>) {
+    let tree = &step.tree;
+    assert_eq!(tree.nodes.len(), step.tree_size);
+    assert_eq!(step.skip, None, "a full tree was drafted");
+    assert_eq!(Some(tree.root.token), root, "step {}", step.index);
+    for (node, path) in tree.nodes.iter().zip(spec.paths()) {
+        assert_eq!(node.source, TokenSource::Head(path.len() as u8 - 1));
+        assert_eq!(node.rank, *path.last().unwrap());
+        let parent_path = node.parent.map(|p| spec.paths()[p].as_slice());
+        assert_eq!(
+            parent_path,
+            path.split_last()
+                .map(|(_, rest)| rest)
+                .filter(|r| !r.is_empty())
+        );
+        assert!(!node.text.is_empty());
+    }
+    let accepted: Vec<usize> = (0..tree.nodes.len())
+        .filter(|&n| tree.nodes[n].accepted)
+        .collect();
+    let mut parent = None;
+    for &n in &accepted {
+        assert_eq!(
+            tree.nodes[n].parent, parent,
+            "the accepted nodes form one path"
+        );
+        parent = Some(n);
+    }
+    let path_tokens: Vec<i32> = accepted.iter().map(|&n| tree.nodes[n].token).collect();
+    assert_eq!(path_tokens, step.tokens[..step.tokens.len() - 1]);
+    assert_eq!(Some(&tree.model_token.token), step.tokens.last());
+    // The model's own token is no child of the last accepted node (else it would be accepted).
+    assert!(!tree
+        .nodes
+        .iter()
+        .any(|node| node.parent == parent && node.token == tree.model_token.token));
+}
+
 fn rewrite_cached_costs(dir: &Path, points: &[(usize, f64)]) {
     let entries: Vec<_> = std::fs::read_dir(dir)
         .unwrap()

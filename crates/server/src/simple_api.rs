@@ -10,7 +10,7 @@ use engine::{GenerateRequest, GenerationMode, Prompt, SamplingParams};
 use playground::runs::{self, prompt_record, Collected};
 use playground::{CheckedRequest, DraftFields, Playground};
 use serde::{Deserialize, Serialize};
-use store::{PromptRecord, RunFilter, RunStatus};
+use store::{ModeFigures, PromptRecord, RunFilter, RunStatus};
 
 use crate::error::ApiError;
 use crate::extract::JsonBody;
@@ -30,6 +30,9 @@ pub struct SimpleRequest {
     /// `/compare` only.
     #[serde(default)]
     modes: Option<Vec<String>>,
+    /// `/compare` only: how many times each mode runs (rounds in rotating order).
+    #[serde(default)]
+    repeats: Option<u32>,
     #[serde(flatten)]
     draft: DraftFields,
 }
@@ -147,21 +150,27 @@ async fn latest_normal_speed(
     }
 }
 
-/// Runs the prompt in each mode, one after another so that their timings do not interfere, and
-/// links the runs as a comparison.
+/// Most rounds one `/compare` may run.
+pub const MAX_REPEATS: u32 = 20;
+
 /// `/compare`'s answer: each mode's result under its name, and the comparison's figures.
 #[derive(Debug, Serialize)]
 pub struct CompareResponse {
     #[serde(flatten)]
+    /// The first round's run of each mode.
     modes: BTreeMap<&'static str, SimpleResponse>,
+    repeats: i64,
+    /// Per mode: medians and ranges over the rounds, and the verdict against normal.
+    figures: Vec<ModeFigures>,
     speedup: Option<f64>,
     outputs_identical: Option<bool>,
     first_difference: Option<i64>,
     comparison_id: i64,
 }
 
-/// Runs the prompt in each mode, one after another so that their timings do not interfere, and
-/// links the runs as a comparison.
+/// Runs the prompt in each mode, one after another so that their timings do not interfere,
+/// `repeats` rounds with the order rotated each round (so that no mode always runs first, on a
+/// cold cache, or last), and links the runs as a comparison.
 #[tracing::instrument(skip_all)]
 pub async fn compare(
     State(playground): State<Playground>,
@@ -174,21 +183,32 @@ pub async fn compare(
         }
         None => vec![GenerationMode::Normal, GenerationMode::Lookup],
     };
+    let repeats = body.repeats.unwrap_or(1);
+    if !(1..=MAX_REPEATS).contains(&repeats) {
+        return Err(ApiError::invalid_parameter(format!(
+            "repeats must be between 1 and {MAX_REPEATS}"
+        )));
+    }
     // Refuse bad input before anything runs.
-    let checked = modes
-        .iter()
-        .map(|&mode| Ok::<_, ApiError>(playground.check(body.to_request(mode)?)?))
-        .collect::<Result<Vec<_>, _>>()?;
-    let prompt = prompt_record(&checked[0].request().prompt);
+    for &mode in &modes {
+        playground.check(body.to_request(mode)?)?;
+    }
+    let prompt = prompt_record(&body.to_request(modes[0])?.prompt);
     let mut results = BTreeMap::new();
     let mut run_ids = Vec::new();
-    for (mode, checked) in modes.into_iter().zip(checked) {
-        let collected = run_one(&playground, checked).await?;
-        run_ids.push(collected.run_id);
-        results.insert(
-            mode.as_str(),
-            response(&playground, &collected, &prompt).await?,
-        );
+    for round in 0..repeats as usize {
+        for i in 0..modes.len() {
+            let mode = modes[(i + round) % modes.len()];
+            let checked = playground.check(body.to_request(mode)?)?;
+            let collected = run_one(&playground, checked).await?;
+            run_ids.push(collected.run_id);
+            if round == 0 {
+                results.insert(
+                    mode.as_str(),
+                    response(&playground, &collected, &prompt).await?,
+                );
+            }
+        }
     }
     let comparison = playground
         .store()
@@ -196,6 +216,8 @@ pub async fn compare(
         .await?;
     Ok(Json(CompareResponse {
         modes: results,
+        repeats: comparison.repeats,
+        figures: comparison.modes,
         speedup: comparison.speedup,
         outputs_identical: comparison.outputs_identical,
         first_difference: comparison.first_difference,

@@ -50,6 +50,48 @@ fn seed_api_generates_and_compares() {
     let (status, comparison) = get(&format!("/api/comparisons/{id}"));
     assert_eq!(status, 200);
     assert_eq!(comparison["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(compared["repeats"], 1);
+    assert_eq!(comparison["repeats"], 1);
+    assert_eq!(
+        compared["figures"][1]["verdict"],
+        comparison["modes"][1]["verdict"]
+    );
+
+    // Repeats: every mode three times, rounds in rotating order, medians and ranges per mode.
+    let (status, repeated) = post(
+        "/compare",
+        &json!({"prompt": "One, two, three, one, two, three, one, two,", "max_length": 6,
+                "modes": ["normal", "lookup"], "repeats": 3}),
+    );
+    assert_eq!(status, 200, "{repeated}");
+    assert_eq!(repeated["repeats"], 3);
+    let id = repeated["comparison_id"].as_i64().unwrap();
+    let (_, comparison) = get(&format!("/api/comparisons/{id}"));
+    let order: Vec<&str> = comparison["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        ["normal", "lookup", "lookup", "normal", "normal", "lookup"]
+    );
+    let lookup = &repeated["figures"][1];
+    assert_eq!(lookup["mode"], "lookup");
+    assert_eq!(lookup["runs"], 3);
+    let speed = &lookup["decode_tokens_per_second"];
+    assert!(speed["min"].as_f64() <= speed["median"].as_f64());
+    assert!(speed["median"].as_f64() <= speed["max"].as_f64());
+    assert_eq!(lookup["speedup"]["count"], 3);
+    assert!(lookup["verdict"].is_string(), "{lookup}");
+    for repeats in [0, 21] {
+        assert_error(
+            post("/compare", &json!({"prompt": "Hi", "repeats": repeats})),
+            400,
+            "invalid_parameter",
+        );
+    }
     let (status, list) = get("/api/comparisons");
     assert_eq!(status, 200);
     assert!(list["comparisons"]
