@@ -12,6 +12,7 @@ use engine::{
     ChatMessage, Engine, GenerateRequest, GenerationMode, Prompt, RunSummary, SamplingParams,
 };
 use serde::Serialize;
+use store::Spread;
 
 use crate::model_args::ModelArgs;
 
@@ -54,6 +55,8 @@ struct Totals {
     /// Per depth: (accepted, steps that reached it), rebuilt from each run's rates.
     depth_counts: Vec<(f64, f64)>,
     identical_to_normal: usize,
+    /// Per round: (tokens, ms) over that round's prompts.
+    rounds: Vec<(usize, f64)>,
 }
 
 impl Totals {
@@ -64,8 +67,13 @@ impl Totals {
         self.runs += 1;
     }
 
-    fn add_run(&mut self, run: &RunSummary) {
+    fn add_run(&mut self, round: usize, run: &RunSummary) {
         self.add(run.tokens_generated, run.total_ms, run.ttft_ms);
+        if self.rounds.len() <= round {
+            self.rounds.resize(round + 1, (0, 0.0));
+        }
+        self.rounds[round].0 += run.tokens_generated;
+        self.rounds[round].1 += run.total_ms;
         self.steps += run.steps;
         if self.depth_counts.len() < run.acceptance_by_depth.len() {
             self.depth_counts
@@ -84,6 +92,13 @@ impl Totals {
         } else {
             0.0
         }
+    }
+
+    fn round_tokens_per_second(&self) -> Vec<f64> {
+        self.rounds
+            .iter()
+            .map(|&(tokens, ms)| tokens as f64 * 1000.0 / ms.max(1e-9))
+            .collect()
     }
 
     fn mean_ttft_ms(&self) -> f64 {
@@ -106,6 +121,12 @@ struct ModeResult {
     acceptance_by_depth: Vec<f64>,
     /// This mode's tokens/s over normal mode's, measured in the same run.
     speedup_vs_normal: f64,
+    /// Tokens/s of each round (all prompts once).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    round_tokens_per_second: Vec<f64>,
+    /// The median and range over rounds of this mode's tokens/s over normal's in the same round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    round_speedup: Option<Spread>,
     /// Runs whose tokens equal normal mode's exactly (greedy; near-ties may differ).
     outputs_identical_to_normal: usize,
     /// For concurrency above 1: aggregate tokens/s of the same requests run one after another.
@@ -213,7 +234,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 base_run.tokens_per_second
             );
             for (total, run) in totals.iter_mut().zip(&runs) {
-                total.add_run(run);
+                total.add_run(round, run);
                 total.identical_to_normal += usize::from(&run.token_ids == normal_tokens);
                 line.push_str(&format!(
                     ", {} {:.1} tok/s ({:.2}/step)",
@@ -225,6 +246,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
 
     let normal_tps = totals[0].tokens_per_second();
+    let normal_rounds = totals[0].round_tokens_per_second();
     let results = modes
         .iter()
         .zip(&totals)
@@ -243,6 +265,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .map(|&(accepted, reached)| accepted / reached.max(1.0))
                 .collect(),
             speedup_vs_normal: t.tokens_per_second() / normal_tps.max(1e-9),
+            round_speedup: Spread::of(
+                t.round_tokens_per_second()
+                    .iter()
+                    .zip(&normal_rounds)
+                    .map(|(run, normal)| run / normal.max(1e-9)),
+            ),
+            round_tokens_per_second: t.round_tokens_per_second(),
             outputs_identical_to_normal: t.identical_to_normal,
             sequential_tokens_per_second: None,
             throughput_vs_sequential: None,
@@ -421,6 +450,8 @@ fn bench_concurrency(
             mean_accepted: t.tokens as f64 / t.steps.max(1) as f64,
             acceptance_by_depth: Vec::new(),
             speedup_vs_normal: t.tokens_per_second() / normal_tps.max(1e-9),
+            round_tokens_per_second: Vec::new(),
+            round_speedup: None,
             outputs_identical_to_normal: t.identical_to_normal,
             sequential_tokens_per_second: Some(seq.tokens_per_second()),
             throughput_vs_sequential: Some(
@@ -495,8 +526,18 @@ fn print_table(r: &BenchReport) {
         let vs_sequential = m.throughput_vs_sequential.map_or_else(String::new, |x| {
             format!("  {x:.2}x the same requests one after another")
         });
+        // With several rounds, how far the speed-up moved between them: what one run is worth.
+        let spread = m
+            .round_speedup
+            .filter(|s| s.count > 1)
+            .map_or_else(String::new, |s| {
+                format!(
+                    "  rounds {:.2}x-{:.2}x, median {:.2}x",
+                    s.min, s.max, s.median
+                )
+            });
         println!(
-            "{:<28} {:>9.1} {:>9.1} {:>8} {:>10.2} {:>8.2}x {:>7}/{}{vs_sequential}",
+            "{:<28} {:>9.1} {:>9.1} {:>8} {:>10.2} {:>8.2}x {:>7}/{}{vs_sequential}{spread}",
             format!("{} (concurrency {})", m.mode, m.concurrency),
             m.tokens_per_second,
             m.ttft_ms,

@@ -88,10 +88,13 @@ fn bench_json_compares_with_the_raw_loop() {
         "8",
         "--modes",
         "lookup",
+        "--rounds",
+        "2",
         "--prompts",
         prompts.to_str().unwrap(),
     ]));
     assert_eq!(out["prompts"], 2);
+    assert_eq!(out["rounds"], 2);
     assert!(out["threads"].as_u64().unwrap() >= 1);
     let normal = &out["results"][0];
     assert_eq!(normal["mode"], "normal");
@@ -102,7 +105,7 @@ fn bench_json_compares_with_the_raw_loop() {
     assert!(out["baseline"]["tokens_per_second"].as_f64().unwrap() > 0.0);
     assert!(out["normal_vs_baseline"].as_f64().unwrap() > 0.0);
     assert_eq!(
-        out["outputs_identical"], 2,
+        out["outputs_identical"], 4,
         "greedy engine and raw loop must agree"
     );
     assert_eq!(normal["mean_accepted"], 1.0);
@@ -112,6 +115,16 @@ fn bench_json_compares_with_the_raw_loop() {
     assert!(lookup["mean_accepted"].as_f64().unwrap() >= 1.0);
     assert!(lookup["speedup_vs_normal"].as_f64().unwrap() > 0.0);
     assert!(lookup["acceptance_by_depth"].is_array());
+    // The spread of the rounds: each round's speed, and the speed-up's median and range.
+    assert_eq!(
+        lookup["round_tokens_per_second"].as_array().unwrap().len(),
+        2
+    );
+    let spread = &lookup["round_speedup"];
+    assert_eq!(spread["count"], 2);
+    assert!(spread["min"].as_f64() <= spread["median"].as_f64());
+    assert!(spread["median"].as_f64() <= spread["max"].as_f64());
+    assert_eq!(normal["round_speedup"]["median"], 1.0);
     let costs = out["decode_cost_ms"]
         .as_array()
         .expect("measured for speculative modes");
