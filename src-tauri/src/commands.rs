@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures_util::StreamExt;
 use playground::history::{export_filename, ComparisonList, RunList, RunsQuery};
 use playground::tuning::TuneRequest;
-use playground::{AppError, Info, LoadModelRequest, Playground, PlaygroundRequest, RunEvent};
+use playground::{
+    AppError, Info, LoadModelRequest, Playground, PlaygroundRequest, RunEvent, SetTreeRequest,
+};
 use serde::Deserialize;
 use tauri::ipc::Channel;
 use tauri::{AppHandle, Runtime, State};
@@ -164,6 +166,15 @@ pub fn load_model(
     request: LoadModelRequest,
 ) -> Result<(), AppError> {
     playground.load_model(request.into_load_request()?)
+}
+
+/// Settings' tree, applied without reloading the model.
+#[tauri::command]
+pub fn set_tree(
+    playground: State<'_, Playground>,
+    request: SetTreeRequest,
+) -> Result<Info, AppError> {
+    playground.set_default_tree(request.tree)
 }
 
 /// Measures the heads and this machine and predicts each tree size's speed (about a minute).

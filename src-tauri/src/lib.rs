@@ -26,6 +26,7 @@ pub fn invoke_handler<R: tauri::Runtime>(
         commands::create_comparison,
         commands::export_runs,
         commands::load_model,
+        commands::set_tree,
         commands::tune,
         commands::pick_file,
     ]

@@ -211,10 +211,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                     let request = GenerateRequest::new(chat(text), args.max_tokens)
                         .with_sampling(SamplingParams::greedy())
                         .with_mode(modes[runner - 1]);
-                    let request = GenerateRequest {
+                    let request = args.model.with_default_draft(GenerateRequest {
                         max_draft_tokens: args.max_draft,
                         ..request
-                    };
+                    });
                     runs[runner - 1] = Some(engine.generate(request)?.wait()?);
                 }
             }
@@ -388,11 +388,13 @@ fn bench_concurrency(
             let requests = || {
                 texts
                     .iter()
-                    .map(|t| GenerateRequest {
-                        max_draft_tokens: args.max_draft,
-                        ..GenerateRequest::new(chat(t), args.max_tokens)
-                            .with_sampling(SamplingParams::greedy())
-                            .with_mode(mode)
+                    .map(|t| {
+                        args.model.with_default_draft(GenerateRequest {
+                            max_draft_tokens: args.max_draft,
+                            ..GenerateRequest::new(chat(t), args.max_tokens)
+                                .with_sampling(SamplingParams::greedy())
+                                .with_mode(mode)
+                        })
                     })
                     .collect::<Vec<_>>()
             };

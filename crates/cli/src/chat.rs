@@ -55,9 +55,11 @@ pub fn run(args: ChatArgs) -> anyhow::Result<()> {
             _ => {}
         }
         history.push(ChatMessage::new("user", line));
-        let request = args.speculative.apply(
-            GenerateRequest::new(Prompt::Chat(history.clone()), args.max_tokens)
-                .with_sampling(args.sampling.params()),
+        let request = args.model.with_default_draft(
+            args.speculative.apply(
+                GenerateRequest::new(Prompt::Chat(history.clone()), args.max_tokens)
+                    .with_sampling(args.sampling.params()),
+            ),
         );
         let answer = engine
             .generate(request)

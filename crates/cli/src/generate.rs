@@ -87,10 +87,12 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     } else {
         Prompt::Text(args.prompt.clone())
     };
-    let request = args.speculative.apply(
-        GenerateRequest::new(prompt, args.max_tokens)
-            .with_sampling(args.sampling.params())
-            .with_stop(args.stop.clone()),
+    let request = args.model.with_default_draft(
+        args.speculative.apply(
+            GenerateRequest::new(prompt, args.max_tokens)
+                .with_sampling(args.sampling.params())
+                .with_stop(args.stop.clone()),
+        ),
     );
     let plan = engine.info().medusa_plan.as_ref();
     if let (GenerationMode::Medusa, Some(plan), false) = (request.mode, plan, args.json) {

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use engine::{Engine, EngineConfig, TreeSpec};
+use engine::{DraftPolicy, Engine, EngineConfig, GenerateRequest, GenerationMode, TreeSpec};
 
 /// Which model to load and how to size its context.
 #[derive(Args, Debug, Clone)]
@@ -34,8 +34,9 @@ pub struct ModelArgs {
     pub no_heads: bool,
     /// Token tree for Medusa mode. `auto` (the default): a tree sized for this machine from the
     /// heads' held-out accuracy (or stored with heads that record none), drafted as far as it
-    /// pays. `mc_sim_7b_63`, `chain-N` or a JSON file of paths: that tree, drafted in full at
-    /// every step whatever it costs, to watch what the heads guess.
+    /// pays. `tuned`, `mc_sim_7b_63`, `chain-N` or a JSON file of paths: that tree, drafted in
+    /// full at every step whatever it costs, to watch what the heads guess (`tuned`: the fastest
+    /// tree the tuner found for this machine, even when plain decoding is faster still).
     #[arg(long, value_name = "TREE", default_value = "auto")]
     pub tree: String,
 }
@@ -69,13 +70,36 @@ impl ModelArgs {
             (None, Some(_)) => None,
         };
         config.tree = match self.tree.trim() {
-            "auto" => None,
+            // Known only once the heads are loaded and the costs measured: given per request.
+            "auto" | TUNED => None,
             name => {
                 Some(TreeSpec::from_name_or_file(name).with_context(|| format!("--tree {name}"))?)
             }
         };
         config.decode_costs_dir = models::decode_costs_dir().ok();
         Ok(config)
+    }
+}
+
+const TUNED: &str = "tuned";
+
+impl ModelArgs {
+    /// What Medusa requests that name no tree draft: the tuned tree for `--tree tuned`, else
+    /// what the engine was loaded with.
+    pub fn default_draft(&self) -> DraftPolicy {
+        if self.tree.trim() == TUNED {
+            DraftPolicy::Tuned
+        } else {
+            DraftPolicy::Auto
+        }
+    }
+
+    /// `request` with [`ModelArgs::default_draft`] where it is a Medusa request drafting `auto`.
+    pub fn with_default_draft(&self, mut request: GenerateRequest) -> GenerateRequest {
+        if request.mode == GenerationMode::Medusa && request.draft == DraftPolicy::Auto {
+            request.draft = self.default_draft();
+        }
+        request
     }
 }
 

@@ -95,6 +95,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("opening the run history {}", db.display()))?;
         let playground = playground::Playground::new(engine, store, config);
+        if args.model.default_draft() == engine::DraftPolicy::Tuned {
+            playground
+                .set_default_tree(playground::TreeChoice::Name("tuned".into()))
+                .context("--tree tuned")?;
+        }
         let config = server::ServerConfig {
             host: args.host,
             port: args.port,

@@ -30,6 +30,7 @@ use crate::quantize::file_type_name;
 use crate::request::MAX_DRAFT_TOKENS;
 use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, Prompt, ValidRequest};
 use crate::scheduler::{Command, EngineMetrics, Scheduler, Shared};
+use crate::speculative::tree::TreeSpec;
 
 /// A loaded model, ready to generate. Dropping it stops its thread.
 pub struct Engine {
@@ -87,10 +88,13 @@ impl Engine {
 
     /// The one check of a request: its own fields, and what it asks of this engine (heads for
     /// Medusa mode, hidden states). Only a [`ValidRequest`] can be queued.
-    pub fn validate(&self, request: GenerateRequest) -> Result<ValidRequest, EngineError> {
+    pub fn validate(&self, mut request: GenerateRequest) -> Result<ValidRequest, EngineError> {
         request.validate()?;
         if request.mode == GenerationMode::Medusa {
             let heads = self.info.heads.as_ref().ok_or(EngineError::NoMedusaHeads)?;
+            if request.draft == DraftPolicy::Tuned {
+                request.draft = DraftPolicy::Tree(self.tuned_tree()?);
+            }
             if let DraftPolicy::Tree(tree) = &request.draft {
                 tree.check_heads(heads.head_count)
                     .map_err(|e| EngineError::InvalidParameter {
@@ -106,6 +110,20 @@ impl Engine {
             });
         }
         Ok(ValidRequest::accepted(request))
+    }
+
+    /// The tree `tuned` names: the fastest the tuner predicted for these heads on this machine.
+    fn tuned_tree(&self) -> Result<TreeSpec, EngineError> {
+        self.info
+            .medusa_plan
+            .as_ref()
+            .and_then(|plan| plan.tuned_tree.clone())
+            .ok_or_else(|| EngineError::InvalidParameter {
+                name: "tree",
+                message: "there is no tuned tree: these heads record no held-out accuracy to \
+                          size one from, or a tree was given at load"
+                    .into(),
+            })
     }
 
     /// [`Engine::validate`], then [`Engine::submit`].
@@ -357,7 +375,7 @@ fn engine_thread(
 fn plan_medusa(
     runtime: &mut LlamaRuntime<'_>,
     heads: Arc<MedusaHeads>,
-    given: Option<crate::speculative::tree::TreeSpec>,
+    given: Option<TreeSpec>,
 ) -> Result<MedusaSetup, EngineError> {
     let plan = plan_tree(heads.info(), given, || {
         let costs = runtime.ensure_cost_model()?.clone();

@@ -241,6 +241,9 @@ pub enum DraftPolicy {
     Auto,
     /// Medusa mode: this whole tree at every step, whatever it costs.
     Tree(TreeSpec),
+    /// Medusa mode: the fastest tree the tuner found for this machine, drafted in full at every
+    /// step; the engine makes it a `Tree` when it accepts the request.
+    Tuned,
     /// Lookup mode: this many tokens at every step that finds a match, whatever they cost.
     Length(usize),
 }
@@ -248,7 +251,7 @@ pub enum DraftPolicy {
 impl DraftPolicy {
     fn validate(&self, mode: GenerationMode) -> Result<(), EngineError> {
         match (self, mode) {
-            (Self::Auto, _) => Ok(()),
+            (Self::Auto, _) | (Self::Tuned, GenerationMode::Medusa) => Ok(()),
             (Self::Tree(tree), GenerationMode::Medusa) if tree.len() <= MAX_DRAFT_TOKENS => Ok(()),
             (Self::Tree(tree), GenerationMode::Medusa) => Err(invalid(
                 "tree",
@@ -264,7 +267,7 @@ impl DraftPolicy {
                 "draft_length",
                 format!("must be between 1 and {MAX_DRAFT_TOKENS}, got {n}"),
             )),
-            (Self::Tree(_), mode) => Err(invalid(
+            (Self::Tree(_) | Self::Tuned, mode) => Err(invalid(
                 "tree",
                 format!("a tree is drafted in medusa mode, not in {mode} mode"),
             )),

@@ -60,6 +60,7 @@ pub fn typescript() -> String {
         engine::EngineMetrics,
         crate::model_host::LoadingStatus,
         crate::LoadModelRequest,
+        crate::SetTreeRequest,
         crate::tuning::TuneRequest,
         engine::tuning::TuneReport,
         engine::speculative::tree_builder::TunedSize,

@@ -2,7 +2,7 @@
 //! name, or its rank paths) and `draft_length` for lookup mode. Every API takes these two fields.
 
 use engine::{DraftPolicy, GenerationMode, TreeSpec};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use crate::error::AppError;
@@ -11,8 +11,9 @@ use crate::error::AppError;
 #[derive(Debug, Default, Clone, PartialEq, Deserialize, TS)]
 #[ts(optional_fields)]
 pub struct DraftFields {
-    /// Medusa mode: `"auto"` (the default: as much of the tree sized for this machine as pays),
-    /// or a tree drafted in full at every step whatever it costs: `"mc_sim_7b_63"`,
+    /// Medusa mode: `"auto"` (the default: as much of the tree sized for this machine as pays,
+    /// or the model's default tree set in Settings), or a tree drafted in full at every step
+    /// whatever it costs: `"tuned"` (the fastest tree the tuner found here), `"mc_sim_7b_63"`,
     /// `"chain-N"`, or its rank paths such as `[[0], [0, 0], [1]]`.
     #[serde(default)]
     pub tree: Option<TreeChoice>,
@@ -23,7 +24,7 @@ pub struct DraftFields {
 }
 
 /// A tree by name or by its paths. Files are not read here: a path is somebody else's input.
-#[derive(Debug, Clone, PartialEq, Deserialize, TS)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(untagged)]
 pub enum TreeChoice {
     Name(String),
@@ -41,14 +42,15 @@ impl DraftFields {
             GenerationMode::Medusa => match &self.tree {
                 None => Ok(DraftPolicy::Auto),
                 Some(TreeChoice::Name(name)) if name.trim() == "auto" => Ok(DraftPolicy::Auto),
+                Some(TreeChoice::Name(name)) if name.trim() == "tuned" => Ok(DraftPolicy::Tuned),
                 Some(TreeChoice::Name(name)) if TreeSpec::is_builtin_name(name.trim()) => {
                     TreeSpec::from_name_or_file(name.trim())
                         .map(DraftPolicy::Tree)
                         .map_err(invalid)
                 }
                 Some(TreeChoice::Name(name)) => Err(AppError::invalid_parameter(format!(
-                    "tree {:?} is not auto, mc_sim_7b_63, chain-N (N from 1 to 8) or a list of \
-                     rank paths such as [[0], [0, 0], [1]]",
+                    "tree {:?} is not auto, tuned, mc_sim_7b_63, chain-N (N from 1 to 8) or a \
+                     list of rank paths such as [[0], [0, 0], [1]]",
                     name.chars().take(64).collect::<String>()
                 ))),
                 Some(TreeChoice::Paths(paths)) => TreeSpec::new(paths.clone())
@@ -78,6 +80,10 @@ mod tests {
         assert_eq!(
             fields(r#"{"tree": "auto"}"#).policy(medusa),
             Ok(DraftPolicy::Auto)
+        );
+        assert_eq!(
+            fields(r#"{"tree": "tuned"}"#).policy(medusa),
+            Ok(DraftPolicy::Tuned)
         );
         assert_eq!(
             fields(r#"{"tree": "chain-3"}"#).policy(medusa),

@@ -5,6 +5,7 @@ use engine::{EngineMetrics, GenerationMode, ModelInfo, TreeSpec};
 use serde::Serialize;
 use ts_rs::TS;
 
+use crate::draft::TreeChoice;
 use crate::error::ErrorBody;
 use crate::model_host::LoadingStatus;
 use crate::playground::Playground;
@@ -20,6 +21,9 @@ pub struct Info {
     pub heads_path: Option<String>,
     /// The Medusa tree in use (paths of ranks), null without heads.
     pub tree: Option<TreeSpec>,
+    /// The tree Medusa requests drafting `auto` draft in full instead, as set in Settings; null
+    /// keeps `auto`.
+    pub default_tree: Option<TreeChoice>,
     pub modes: Vec<GenerationMode>,
     pub metrics: Option<EngineMetrics>,
     pub database: String,
@@ -47,6 +51,7 @@ impl Playground {
                 .and_then(|m| m.heads_path.as_ref())
                 .map(|p| p.display().to_string()),
             tree: info.as_ref().and_then(|i| i.medusa_tree.clone()),
+            default_tree: model.as_ref().and_then(|m| m.default_tree()),
             modes,
             metrics: model.as_ref().map(|m| m.engine.metrics()),
             database: self.store().path().display().to_string(),

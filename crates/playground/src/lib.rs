@@ -29,6 +29,6 @@ pub use events::{FinishedEvent, RunEvent};
 pub use info::Info;
 pub use model_host::{HostedModel, LoadRequest, ModelHost, ModelSource};
 pub use playground::{CheckedRequest, Playground};
-pub use requests::{LoadModelRequest, PlaygroundRequest, PLAYGROUND_MAX_TOKENS};
+pub use requests::{LoadModelRequest, PlaygroundRequest, SetTreeRequest, PLAYGROUND_MAX_TOKENS};
 pub use run_counters::{RunCounters, RunCountsSnapshot};
 pub use runs::RunHandle;

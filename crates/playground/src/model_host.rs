@@ -7,21 +7,84 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
-use engine::{Engine, EngineConfig, LoadProgress, TreeSpec};
+use engine::{
+    DraftPolicy, Engine, EngineConfig, GenerateRequest, GenerationMode, LoadProgress, Prompt,
+    TreeSpec,
+};
 use serde::Serialize;
 use ts_rs::TS;
 
+use crate::draft::{DraftFields, TreeChoice};
 use crate::error::{AppError, ErrorBody, ErrorKind};
 
 /// A loaded model with the heads file it was loaded with (the engine only knows the contents).
 pub struct HostedModel {
     pub engine: Arc<Engine>,
     pub heads_path: Option<PathBuf>,
+    /// The tree Medusa requests drafting `auto` draft instead, as the user named it; `None`
+    /// keeps `auto`. Changed in Settings without reloading the model.
+    default_tree: RwLock<Option<(TreeChoice, DraftPolicy)>>,
 }
 
 impl HostedModel {
+    pub fn new(engine: Arc<Engine>, heads_path: Option<PathBuf>) -> Self {
+        Self {
+            engine,
+            heads_path,
+            default_tree: RwLock::new(None),
+        }
+    }
+
     pub fn has_heads(&self) -> bool {
         self.engine.info().heads.is_some()
+    }
+
+    /// The tree Medusa requests drafting `auto` draft, as the user named it.
+    pub fn default_tree(&self) -> Option<TreeChoice> {
+        self.default_tree
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|(choice, _)| choice.clone())
+    }
+
+    /// Makes `choice` the tree of Medusa requests that draft `auto` (`"auto"` undoes it), after
+    /// checking that these heads can draft it.
+    pub fn set_default_tree(&self, choice: TreeChoice) -> Result<(), AppError> {
+        let policy = DraftFields {
+            tree: Some(choice.clone()),
+            draft_length: None,
+        }
+        .policy(GenerationMode::Medusa)?;
+        let setting = match policy {
+            DraftPolicy::Auto => None,
+            policy => {
+                let probe = GenerateRequest::new(Prompt::Text("tree check".into()), 1)
+                    .with_mode(GenerationMode::Medusa)
+                    .with_draft(policy.clone());
+                self.engine.validate(probe)?;
+                Some((choice, policy))
+            }
+        };
+        *self
+            .default_tree
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = setting;
+        Ok(())
+    }
+
+    /// `request` drafting the default tree where it is a Medusa request drafting `auto`.
+    pub(crate) fn with_default_tree(&self, mut request: GenerateRequest) -> GenerateRequest {
+        let setting = self
+            .default_tree
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let (Some((_, policy)), GenerationMode::Medusa, DraftPolicy::Auto) =
+            (setting.as_ref(), request.mode, &request.draft)
+        {
+            request.draft = policy.clone();
+        }
+        request
     }
 }
 
@@ -205,10 +268,7 @@ impl ModelHost {
         }));
         tracing::info!(model = %config.model_path.display(), "loading");
         let result = Engine::load(config)
-            .map(|engine| HostedModel {
-                engine: Arc::new(engine),
-                heads_path: request.heads,
-            })
+            .map(|engine| HostedModel::new(Arc::new(engine), request.heads))
             .map_err(AppError::from);
         self.finish_load(result);
     }

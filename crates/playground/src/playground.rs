@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use engine::{Canceller, Engine, EngineConfig, GenerateRequest, ValidRequest};
 use store::Store;
 
+use crate::draft::TreeChoice;
 use crate::error::{AppError, ErrorKind};
+use crate::info::Info;
 use crate::model_host::{HostedModel, LoadRequest, ModelHost};
 use crate::run_counters::RunCounters;
 
@@ -50,10 +52,7 @@ impl Playground {
     /// A playground serving `engine`, loaded from `config` (kept to load other models the same
     /// way).
     pub fn new(engine: Arc<Engine>, store: Store, config: EngineConfig) -> Self {
-        let hosted = HostedModel {
-            engine,
-            heads_path: config.heads_path.clone(),
-        };
+        let hosted = HostedModel::new(engine, config.heads_path.clone());
         Self::with_host(ModelHost::new(config, Some(hosted)), store)
     }
 
@@ -98,8 +97,15 @@ impl Playground {
     /// it asks of the model now served (heads for Medusa mode).
     pub fn check(&self, request: GenerateRequest) -> Result<CheckedRequest, AppError> {
         let model = self.model()?;
-        let request = model.engine.validate(request)?;
+        let request = model.engine.validate(model.with_default_tree(request))?;
         Ok(CheckedRequest { model, request })
+    }
+
+    /// Makes `choice` the tree Medusa requests drafting `auto` draft in full (`"auto"` undoes
+    /// it), without reloading the model.
+    pub fn set_default_tree(&self, choice: TreeChoice) -> Result<Info, AppError> {
+        self.model()?.set_default_tree(choice)?;
+        Ok(self.info())
     }
 
     pub fn store(&self) -> &Store {

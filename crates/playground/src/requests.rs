@@ -6,7 +6,7 @@ use engine::{ChatMessage, GenerateRequest, GenerationMode, Prompt, SamplingParam
 use serde::Deserialize;
 use ts_rs::TS;
 
-use crate::draft::DraftFields;
+use crate::draft::{DraftFields, TreeChoice};
 use crate::error::AppError;
 use crate::model_host::{LoadRequest, ModelSource};
 
@@ -143,4 +143,11 @@ mod tests {
             "invalid_parameter"
         );
     }
+}
+
+/// Settings' tree: what Medusa requests drafting `auto` draft in full, changed without reloading
+/// the model. `"auto"` undoes it.
+#[derive(Debug, Clone, PartialEq, Deserialize, TS)]
+pub struct SetTreeRequest {
+    pub tree: TreeChoice,
 }

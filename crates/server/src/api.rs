@@ -12,7 +12,7 @@ use axum::Json;
 use futures_util::StreamExt;
 use playground::history::{ComparisonList, RunList, RunsQuery};
 use playground::tuning::TuneRequest;
-use playground::{Info, LoadModelRequest, Playground, PlaygroundRequest};
+use playground::{Info, LoadModelRequest, Playground, PlaygroundRequest, SetTreeRequest};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use store::{ExportDocument, ImportReport};
@@ -121,6 +121,15 @@ pub async fn load_model(
     let playground = &state.playground;
     playground.load_model(body.into_load_request()?)?;
     Ok((StatusCode::ACCEPTED, Json(playground.info())))
+}
+
+/// Settings' tree, applied without reloading the model.
+#[tracing::instrument(skip_all)]
+pub async fn set_tree(
+    State(playground): State<Playground>,
+    JsonBody(body): JsonBody<SetTreeRequest>,
+) -> Result<Json<Info>, ApiError> {
+    Ok(Json(playground.set_default_tree(body.tree)?))
 }
 
 #[tracing::instrument(skip_all)]

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::extract::FromRef;
-use axum::routing::{any, get, post};
+use axum::routing::{any, get, post, put};
 use axum::{Extension, Router};
 use extract::BodyLimit;
 use metrics::RequestCounts;
@@ -122,6 +122,7 @@ pub fn router_with_ui(
         .route("/api/comparisons/{id}", get(api::get_comparison))
         .route("/api/info", get(api::info))
         .route("/api/model", post(api::load_model))
+        .route("/api/model/tree", put(api::set_tree))
         .route("/api/tune", post(api::tune))
         .route("/api/generate", post(api::generate))
         .route("/health", get(api::health))

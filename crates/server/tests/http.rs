@@ -1024,3 +1024,83 @@ fn a_client_that_never_finishes_its_headers_is_disconnected() {
     let closed = stream.read_to_end(&mut rest);
     assert!(closed.is_ok(), "the connection stayed open: {closed:?}");
 }
+
+#[test]
+fn settings_tree_applies_without_reloading_and_steps_keep_their_trees() {
+    let base = start(|config| {
+        config.heads_path = Some(models::default_heads_path().expect("default heads installed"));
+    });
+    let put_tree = |tree: Value| {
+        let url = format!("{base}/api/model/tree");
+        let (status, response) = send(
+            agent().put(&url),
+            Some(&json!({ "tree": tree }).to_string()),
+        );
+        (status, response.into_json::<Value>().expect("JSON answer"))
+    };
+    // Drafts with what Settings set; returns the stored run's steps.
+    let medusa_steps = || {
+        let (status, answer) = post_to(
+            &base,
+            "/generate/medusa",
+            &json!({"prompt": "The capital of France is", "max_length": 12}).to_string(),
+        );
+        assert_eq!(status, 200, "{answer}");
+        let (_, run) = get_from(&base, &format!("/api/runs/{}", answer["run_id"]));
+        run["steps"].as_array().unwrap().clone()
+    };
+    let (_, info) = get_from(&base, "/api/info");
+    assert!(info["default_tree"].is_null());
+
+    let (status, info) = put_tree(json!("chain-2"));
+    assert_eq!(status, 200, "{info}");
+    assert_eq!(info["default_tree"], "chain-2");
+    assert!(info["loading"].is_null(), "nothing is reloaded: {info}");
+    let steps = medusa_steps();
+    assert!(!steps.is_empty());
+    for step in &steps {
+        let nodes = step["tree"]["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len() as u64, step["tree_size"].as_u64().unwrap());
+        assert!(nodes.len() <= 2, "{step}");
+        assert!(step["tree"]["root"]["text"].is_string());
+        assert!(step["tree"]["model_token"]["token"].is_i64());
+    }
+    // Whole chains wherever two more tokens were left.
+    assert!(steps.iter().filter(|s| s["tree_size"] == 2).count() >= steps.len() - 2);
+
+    // The tuner's fastest tree, whatever it costs here.
+    let (status, info) = put_tree(json!("tuned"));
+    assert_eq!(status, 200, "{info}");
+    assert_eq!(info["default_tree"], "tuned");
+    let tuned = info["model"]["medusa_plan"]["tuned_tree"]
+        .as_array()
+        .unwrap()
+        .len() as u64;
+    let first = &medusa_steps()[0];
+    assert_eq!(
+        first["tree_size"].as_u64().unwrap(),
+        tuned.min(10),
+        "{first}"
+    );
+
+    let (status, info) = put_tree(json!([[0], [1], [0, 0]]));
+    assert_eq!(status, 200, "{info}");
+    assert_eq!(info["default_tree"], json!([[0], [1], [0, 0]]));
+    for bad in [
+        json!("chain-9"),
+        json!("/etc/passwd"),
+        json!([[0, 0]]),
+        json!(7),
+    ] {
+        let (status, answer) = put_tree(bad.clone());
+        assert!(status == 400 || status == 422, "{bad}: {status} {answer}");
+        assert!(answer["error"]["code"].is_string(), "{answer}");
+    }
+    assert_eq!(
+        get_from(&base, "/api/info").1["default_tree"],
+        json!([[0], [1], [0, 0]])
+    );
+    let (status, info) = put_tree(json!("auto"));
+    assert_eq!(status, 200);
+    assert!(info["default_tree"].is_null());
+}

@@ -39,6 +39,9 @@ pub struct MedusaPlan {
     pub decision: String,
     /// For a tuned plan: what each named tree would do here drafted in full at every step.
     pub forecasts: Vec<TreeForecast>,
+    /// For a tuned plan: the fastest tree predicted here, even when plain decoding is faster
+    /// still. Requests name it `tuned` to see it drafted in full.
+    pub tuned_tree: Option<TreeSpec>,
 }
 
 impl MedusaPlan {
@@ -71,6 +74,7 @@ pub fn plan_tree<E>(
             expected_tokens_per_step: None,
             predicted_speedup: None,
             forecasts: Vec::new(),
+            tuned_tree: None,
         });
     }
     let table = heads
@@ -91,6 +95,7 @@ pub fn plan_tree<E>(
             expected_tokens_per_step: None,
             predicted_speedup: None,
             forecasts: Vec::new(),
+            tuned_tree: None,
         });
     };
     let (costs, head_ms) = measure()?;
@@ -100,6 +105,7 @@ pub fn plan_tree<E>(
         .iter()
         .map(|(name, tree)| forecast(name, tree, &table, &costs, head_ms))
         .collect();
+    let tuned_tree = result.fastest().map(|i| result.trees[i].tree.clone());
     Ok(match result.chosen {
         Some(i) => MedusaPlan {
             origin: TreeOrigin::Tuned,
@@ -108,6 +114,7 @@ pub fn plan_tree<E>(
             predicted_speedup: Some(result.sizes[i].predicted_speedup),
             decision,
             forecasts,
+            tuned_tree,
         },
         None => MedusaPlan {
             origin: TreeOrigin::Tuned,
@@ -116,6 +123,7 @@ pub fn plan_tree<E>(
             predicted_speedup: Some(1.0),
             decision,
             forecasts,
+            tuned_tree,
         },
     })
 }

@@ -187,6 +187,17 @@ impl TuneResult {
         self.chosen.map(|i| &self.trees[i])
     }
 
+    /// Index into `sizes` of the fastest tree predicted, whether or not it beats plain decoding.
+    pub fn fastest(&self) -> Option<usize> {
+        self.chosen.or_else(|| {
+            (0..self.sizes.len()).max_by(|&a, &b| {
+                self.sizes[a]
+                    .predicted_speedup
+                    .total_cmp(&self.sizes[b].predicted_speedup)
+            })
+        })
+    }
+
     /// The outcome in words: the chosen tree and its prediction, or why plain decoding stays.
     pub fn decision(&self) -> String {
         if let Some(size) = self.chosen.map(|i| &self.sizes[i]) {
@@ -196,10 +207,7 @@ impl TuneResult {
                 size.nodes, size.expected_tokens, size.predicted_speedup
             );
         }
-        let best = self
-            .sizes
-            .iter()
-            .max_by(|a, b| a.predicted_speedup.total_cmp(&b.predicted_speedup));
+        let best = self.fastest().map(|i| &self.sizes[i]);
         let reason = match best {
             Some(best) => format!(
                 "its best tree, {} node{} at {:.2} tokens per step, would run at {:.2}x",

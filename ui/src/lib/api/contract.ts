@@ -60,8 +60,9 @@ sampling?: Partial<SamplingParams>,
  */
 max_draft_tokens?: number, 
 /**
- * Medusa mode: `"auto"` (the default: as much of the tree sized for this machine as pays),
- * or a tree drafted in full at every step whatever it costs: `"mc_sim_7b_63"`,
+ * Medusa mode: `"auto"` (the default: as much of the tree sized for this machine as pays,
+ * or the model's default tree set in Settings), or a tree drafted in full at every step
+ * whatever it costs: `"tuned"` (the fastest tree the tuner found here), `"mc_sim_7b_63"`,
  * `"chain-N"`, or its rank paths such as `[[0], [0, 0], [1]]`.
  */
 tree?: TreeChoice, 
@@ -278,7 +279,12 @@ export type Info = { model: ModelInfo | null, heads: HeadsInfo | null, heads_pat
 /**
  * The Medusa tree in use (paths of ranks), null without heads.
  */
-tree: TreeSpec | null, modes: Array<Mode>, metrics: EngineMetrics | null, database: string, loading: LoadingStatus | null, error: ApiErrorBody | null, };
+tree: TreeSpec | null, 
+/**
+ * The tree Medusa requests drafting `auto` draft in full instead, as set in Settings; null
+ * keeps `auto`.
+ */
+default_tree: TreeChoice | null, modes: Array<Mode>, metrics: EngineMetrics | null, database: string, loading: LoadingStatus | null, error: ApiErrorBody | null, };
 
 /**
  * What a loaded model is, for display and for recording next to every run.
@@ -390,7 +396,12 @@ decision: string,
 /**
  * For a tuned plan: what each named tree would do here drafted in full at every step.
  */
-forecasts: Array<TreeForecast>, };
+forecasts: Array<TreeForecast>, 
+/**
+ * For a tuned plan: the fastest tree predicted here, even when plain decoding is faster
+ * still. Requests name it `tuned` to see it drafted in full.
+ */
+tuned_tree: TreeSpec | null, };
 
 /**
  * Where Medusa mode's tree came from.
@@ -488,6 +499,12 @@ heads?: string | null,
  * Tree name (`mc_sim_7b_63`, `chain-N`) or a JSON file; null for the heads' default.
  */
 tree?: string | null, };
+
+/**
+ * Settings' tree: what Medusa requests drafting `auto` draft in full, changed without reloading
+ * the model. `"auto"` undoes it.
+ */
+export type SetTreeRequest = { tree: TreeChoice, };
 
 /**
  * How long an answer each tuning prompt gets and the largest tree considered; the engine's
