@@ -46,7 +46,8 @@ function zeroHeads(dir, heads = 4) {
 
 /**
  * With `apiKey`, the server requires it: `openUrl` is the link it prints for browsers, and
- * `headers` what Node's own requests must carry.
+ * `headers` what Node's own requests must carry. `restart()` stops the server and starts it again
+ * on the same history database (on a new port: `url` and `openUrl` change).
  */
 export async function startServer({ apiKey } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'medusa-e2e-'));
@@ -55,34 +56,42 @@ export async function startServer({ apiKey } = {}) {
   const env = { ...process.env };
   delete env.MEDUSA_API_KEY;
   if (apiKey) env.MEDUSA_API_KEY = apiKey;
-  const server = spawn(
-    medusa,
-    ['serve', '--port', '0', '--db', db, '--ui', join(root, 'ui/dist'), '--ctx-size', '1024', '--heads', heads],
-    { stdio: ['ignore', 'pipe', 'inherit'], env },
-  );
-  const [url, openUrl] = await new Promise((resolveUrl, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`server did not start: ${seen}`)), 180_000);
-    server.stdout.on('data', (chunk) => {
-      seen += chunk;
-      const listening = /listening on (http:\/\/\S+)/.exec(seen);
-      const link = /open the web UI at (http:\/\/\S+)/.exec(seen);
-      if (listening && (link || !apiKey)) {
-        clearTimeout(timer);
-        resolveUrl([listening[1], link ? link[1] : listening[1]]);
-      }
-    });
-    server.on('exit', (code) => reject(new Error(`server exited with ${code}: ${seen}`)));
-  });
-  return {
-    url,
-    openUrl,
+  const args = ['serve', '--port', '0', '--db', db, '--ui', join(root, 'ui/dist'), '--ctx-size', '1024', '--heads', heads];
+  let server;
+  const handle = {
+    url: '',
+    openUrl: '',
     headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {},
     async stop() {
+      if (server.exitCode !== null || server.signalCode !== null) return;
       server.kill('SIGTERM');
       await new Promise((r) => server.once('exit', r));
     },
+    async restart() {
+      await handle.stop();
+      await launch();
+    },
   };
+  async function launch() {
+    server = spawn(medusa, args, { stdio: ['ignore', 'pipe', 'inherit'], env });
+    const started = server;
+    [handle.url, handle.openUrl] = await new Promise((resolveUrl, reject) => {
+      let seen = '';
+      const timer = setTimeout(() => reject(new Error(`server did not start: ${seen}`)), 180_000);
+      started.stdout.on('data', (chunk) => {
+        seen += chunk;
+        const listening = /listening on (http:\/\/\S+)/.exec(seen);
+        const link = /open the web UI at (http:\/\/\S+)/.exec(seen);
+        if (listening && (link || !apiKey)) {
+          clearTimeout(timer);
+          resolveUrl([listening[1], link ? link[1] : listening[1]]);
+        }
+      });
+      started.on('exit', (code) => reject(new Error(`server exited with ${code}: ${seen}`)));
+    });
+  }
+  await launch();
+  return handle;
 }
 
 export async function startBrowser() {

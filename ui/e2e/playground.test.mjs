@@ -10,6 +10,9 @@ import { artifacts, parseCsv, startBrowser, startServer } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 const LONG = 240_000;
+// Five rounds: two modes that decode alike then have overlapping ranges all but by a rare chance.
+const COMPARE_REPEATS = 5;
+const COMPARE_TOKENS = 24;
 
 let server;
 let browser;
@@ -87,11 +90,13 @@ test('Esc stops a chat run, which is kept as cancelled', async () => {
   await page.getByTestId('chat-new').click();
 });
 
-test('compare runs normal, Medusa and lookup side by side with speed-ups and charts', async () => {
+test('compare repeats every mode and shows medians, ranges and an honest verdict', async () => {
   await openTab('compare');
   await page.getByTestId('compare-input').fill('List the days of the week, one per line.');
+  await page.getByTestId('compare-max-tokens').fill(String(COMPARE_TOKENS));
+  await page.getByTestId('compare-repeats').fill(String(COMPARE_REPEATS));
   await page.getByTestId('compare-run').click();
-  await page.getByTestId('compare-speedup').first().waitFor();
+  await page.getByTestId('compare-stored').waitFor({ timeout: LONG });
   const panels = page.getByTestId('compare-panel');
   assert.deepEqual(
     await panels.evaluateAll((els) => els.map((e) => e.dataset.mode)),
@@ -99,24 +104,48 @@ test('compare runs normal, Medusa and lookup side by side with speed-ups and cha
   );
   const speedups = await page.getByTestId('compare-speedup').allInnerTexts();
   assert.equal(speedups.length, 2);
-  for (const s of speedups) assert.match(s, /^\d+\.\d\d×$/);
-  // The verdicts match the texts shown. (Greedy verification is lossless up to the rare near-tie
-  // that batch shapes can flip; the engine's own tests check that bound.)
-  const outputs = await page
-    .locator('[data-testid="compare-panel"] [data-testid="tinted-text"]')
-    .allInnerTexts();
-  const differsAt = (a, b) => {
-    for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return i;
-    return a.length === b.length ? null : Math.min(a.length, b.length);
-  };
-  assert.deepEqual(
-    await page.getByTestId('compare-identical').allInnerTexts(),
-    outputs.slice(1).map((text) => {
-      const at = differsAt(outputs[0], text);
-      return at === null ? 'Identical output' : `Differs from character ${at}`;
-    }),
+  // A median with its range over the rounds.
+  for (const s of speedups) assert.match(s, /^\d+\.\d\d× \(\d+\.\d\d×–\d+\.\d\d×\)$/);
+  const rows = await page.getByTestId('compare-figures-row').evaluateAll((els) =>
+    els.map((e) => [e.dataset.mode, ...[...e.querySelectorAll('td')].map((td) => td.textContent.trim())]),
   );
-  assert.equal(await page.locator('[data-testid="compare-chart"] canvas').count(), 2);
+  assert.deepEqual(rows.map((r) => r[0]), ['normal', 'medusa', 'lookup']);
+  const range = (text) => {
+    const m = text.match(/^([\d.]+) \(([\d.]+)–([\d.]+)\)$/);
+    assert.ok(m, `a median and range: ${text}`);
+    const [median, min, max] = m.slice(1).map(Number);
+    assert.ok(min <= median && median <= max, text);
+    return { min, max };
+  };
+  for (const row of rows) {
+    assert.equal(row[2], String(COMPARE_REPEATS));
+    range(row[3]); // decode tokens per second
+    range(row[4]); // time to first token
+  }
+  assert.equal(rows[0][5], '–', 'normal runs show no tokens per step');
+  // Medusa with `auto` on this CPU: the verdict follows the ranges shown, and overlapping ranges
+  // are called noise, in a neutral colour.
+  const normal = range(rows[0][3]);
+  for (const [i, mode] of [[1, 'medusa'], [2, 'lookup']]) {
+    const own = range(rows[i][3]);
+    const card = page.locator(`[data-testid="compare-verdict"][data-mode="${mode}"]`);
+    const verdict = await card.getAttribute('data-verdict');
+    const overlap = own.min <= normal.max && normal.min <= own.max;
+    if (overlap && verdict !== 'unexplained') {
+      assert.equal(verdict, 'within_noise', `${mode}: overlapping ranges`);
+      assert.match(await card.getByTestId('compare-verdict-text').innerText(), /^within noise/);
+      assert.ok(!(await card.getByTestId('compare-speedup').getAttribute('class')).includes('faster'));
+    } else {
+      assert.ok(['faster', 'slower', 'unexplained'].includes(verdict), `${mode}: ${verdict}`);
+    }
+  }
+  // Greedy runs are checked against normal's, every one of them.
+  for (const text of await page.getByTestId('compare-identical').allInnerTexts()) {
+    assert.match(text, new RegExp(`^(Identical output in all ${COMPARE_REPEATS} runs|Differs from normal in \\d+ of ${COMPARE_REPEATS} runs)$`));
+  }
+  const stored = await (await fetch(`${server.url}/api/comparisons`, { headers: server.headers })).json();
+  assert.equal(stored.comparisons[0].repeats, COMPARE_REPEATS);
+  assert.equal(stored.comparisons[0].runs.length, 3 * COMPARE_REPEATS);
   await shoot('compare');
 });
 
@@ -146,8 +175,8 @@ test('three concurrent prompts stream in three lanes and finish', async () => {
 test('history lists the runs and exports them as CSV', async () => {
   await openTab('history');
   const stored = await (await fetch(`${server.url}/api/runs?limit=1000`, { headers: server.headers })).json();
-  // 1 chat + 1 stopped chat + 3 compared + 3 concurrent.
-  assert.equal(stored.runs.length, 8);
+  // 1 chat + 1 stopped chat + the compared runs + 3 concurrent.
+  assert.equal(stored.runs.length, 5 + 3 * COMPARE_REPEATS);
   await page.waitForFunction(
     (n) => document.querySelectorAll('[data-testid="history-row"]').length === n,
     stored.runs.length,

@@ -1,38 +1,66 @@
 import { describe, expect, it } from 'vitest';
-import { baselineDifference, comparedModes, formatSpeedup, verdicts } from './compare';
+import type { ModeFigures } from './api/types';
+import {
+  baselineDifference,
+  comparedModes,
+  differences,
+  formatSpeedup,
+  formatSpread,
+  runOrder,
+  verdictText,
+} from './compare';
 
-describe('verdicts', () => {
-  it('measures each run against the first', () => {
+const spread = (median: number, min: number, max: number, count = 3) => ({ median, min, max, count });
+
+function figures(over: Partial<ModeFigures>): ModeFigures {
+  return {
+    mode: 'medusa',
+    runs: 3,
+    decode_tokens_per_second: spread(100, 95, 105),
+    ttft_ms: spread(40, 38, 45),
+    mean_accepted: 1.0,
+    speedup: spread(1.01, 0.97, 1.04),
+    verdict: 'within_noise',
+    ...over,
+  };
+}
+
+describe('compare', () => {
+  it('measures each text against the first', () => {
     expect(
-      verdicts([
-        { mode: 'normal', text: 'abc', tokensPerSecond: 100 },
-        { mode: 'medusa', text: 'abc', tokensPerSecond: 150 },
-        { mode: 'lookup', text: 'abd', tokensPerSecond: 80 },
+      differences([
+        { mode: 'normal', text: 'abc' },
+        { mode: 'medusa', text: 'abc' },
+        { mode: 'lookup', text: 'abd' },
       ]),
     ).toEqual([
-      { mode: 'normal', speedup: null, identical: null, firstDifference: null },
-      { mode: 'medusa', speedup: 1.5, identical: true, firstDifference: null },
-      { mode: 'lookup', speedup: 0.8, identical: false, firstDifference: 2 },
+      { mode: 'normal', identical: null, firstDifference: null },
+      { mode: 'medusa', identical: true, firstDifference: null },
+      { mode: 'lookup', identical: false, firstDifference: 2 },
     ]);
   });
 
-  it('formats speed-ups', () => {
+  it('formats speed-ups and spreads', () => {
     expect(formatSpeedup(1.234)).toBe('1.23×');
     expect(formatSpeedup(null)).toBe('–');
+    expect(formatSpread(spread(98.14, 95, 101.2))).toBe('98.1 (95.0–101.2)');
+    expect(formatSpread(spread(0.981, 0.95, 1.012), 2, '×')).toBe('0.98× (0.95×–1.01×)');
+    expect(formatSpread(spread(98.14, 98.14, 98.14, 1))).toBe('98.1');
+    expect(formatSpread(null)).toBe('–');
   });
 
   it('marks the baseline where the first run departs from it', () => {
-    const results = verdicts([
-      { mode: 'normal', text: 'abcdef', tokensPerSecond: 10 },
-      { mode: 'medusa', text: 'abcdeX', tokensPerSecond: 10 },
-      { mode: 'lookup', text: 'abX', tokensPerSecond: 10 },
+    const results = differences([
+      { mode: 'normal', text: 'abcdef' },
+      { mode: 'medusa', text: 'abcdeX' },
+      { mode: 'lookup', text: 'abX' },
     ]);
     expect(baselineDifference(results)).toBe(2);
     expect(
       baselineDifference(
-        verdicts([
-          { mode: 'normal', text: 'a', tokensPerSecond: 1 },
-          { mode: 'lookup', text: 'a', tokensPerSecond: 2 },
+        differences([
+          { mode: 'normal', text: 'a' },
+          { mode: 'lookup', text: 'a' },
         ]),
       ),
     ).toBeNull();
@@ -46,5 +74,30 @@ describe('verdicts', () => {
     ]);
     expect(comparedModes({ medusa: true, lookup: true }, ['normal', 'lookup'])).toEqual(['normal', 'lookup']);
     expect(comparedModes({ medusa: false, lookup: true }, ['normal', 'medusa', 'lookup'])).toEqual(['normal', 'lookup']);
+  });
+
+  it('rotates the order of the modes round by round', () => {
+    expect(runOrder(['normal', 'medusa', 'lookup'], 3)).toEqual([
+      'normal', 'medusa', 'lookup',
+      'medusa', 'lookup', 'normal',
+      'lookup', 'normal', 'medusa',
+    ]);
+    expect(runOrder(['normal', 'lookup'], 1)).toEqual(['normal', 'lookup']);
+    expect(runOrder(['normal', 'lookup'], 0)).toEqual([]);
+  });
+
+  it('shows only a real speed-up loudly', () => {
+    expect(verdictText(figures({ verdict: 'faster' })).tone).toBe('faster');
+    expect(verdictText(figures({ verdict: 'within_noise' }))).toEqual({
+      text: 'within noise: the ranges of the two speeds overlap',
+      tone: 'neutral',
+    });
+    expect(verdictText(figures({ verdict: 'unexplained', speedup: spread(9.75, 8, 11) }))).toEqual({
+      text: 'noise: 9.75× at 1.00 tokens per step cannot come from drafting',
+      tone: 'warning',
+    });
+    expect(verdictText(figures({ verdict: 'single_run' })).tone).toBe('neutral');
+    expect(verdictText(figures({ verdict: 'slower' })).tone).toBe('neutral');
+    expect(verdictText(figures({ verdict: null })).text).toBe('no finished pair of runs to compare');
   });
 });

@@ -1,35 +1,28 @@
-// Figures of a side-by-side comparison, computed from the runs as they finish.
+// Figures of a side-by-side comparison: the order runs go in, where outputs part, and what the
+// stored comparison's medians and ranges say.
 
-import type { Mode } from './api/types';
+import type { Mode, ModeFigures, SpeedVerdict, Spread } from './api/types';
 import { firstDifference } from './run';
 
-export interface ComparedRun {
+export interface ComparedText {
   mode: Mode;
   text: string;
-  tokensPerSecond: number;
 }
 
-export interface Verdict {
+export interface Difference {
   mode: Mode;
-  /** Tokens/s over the baseline's; null for the baseline. */
-  speedup: number | null;
   identical: boolean | null;
   /** Character index of the first difference from the baseline, null when identical. */
   firstDifference: number | null;
 }
 
-/** Each run against the first one (the normal baseline). */
-export function verdicts(runs: ComparedRun[]): Verdict[] {
+/** Each run's text against the first one (the normal baseline). */
+export function differences(runs: ComparedText[]): Difference[] {
   const [baseline] = runs;
   return runs.map((run, i) => {
-    if (i === 0) return { mode: run.mode, speedup: null, identical: null, firstDifference: null };
+    if (i === 0) return { mode: run.mode, identical: null, firstDifference: null };
     const diff = firstDifference(baseline.text, run.text);
-    return {
-      mode: run.mode,
-      speedup: baseline.tokensPerSecond > 0 ? run.tokensPerSecond / baseline.tokensPerSecond : null,
-      identical: diff === null,
-      firstDifference: diff,
-    };
+    return { mode: run.mode, identical: diff === null, firstDifference: diff };
   });
 }
 
@@ -39,7 +32,7 @@ export function formatSpeedup(speedup: number | null): string {
 }
 
 /** Where the baseline's text is marked: the earliest point any other run departs from it. */
-export function baselineDifference(results: Verdict[]): number | null {
+export function baselineDifference(results: Difference[]): number | null {
   const points = results.slice(1).flatMap((v) => (v.firstDifference === null ? [] : [v.firstDifference]));
   return points.length ? Math.min(...points) : null;
 }
@@ -49,4 +42,48 @@ export function comparedModes(wanted: Partial<Record<Mode, boolean>>, available:
   return (['normal', 'medusa', 'lookup'] as Mode[]).filter(
     (m) => m === 'normal' || (wanted[m] === true && available.includes(m)),
   );
+}
+
+/**
+ * Every run of a comparison in order: `repeats` rounds, each round starting one mode later, so
+ * that no mode always runs first (on a cold cache) or last (on a warm machine).
+ */
+export function runOrder(modes: readonly Mode[], repeats: number): Mode[] {
+  const order: Mode[] = [];
+  for (let round = 0; round < repeats; round++) {
+    for (let i = 0; i < modes.length; i++) order.push(modes[(i + round) % modes.length]);
+  }
+  return order;
+}
+
+/** "98.1 (95.0–101.2)": the median and, over several runs, the range. */
+export function formatSpread(spread: Spread | null, digits = 1, unit = ''): string {
+  if (!spread) return '–';
+  const f = (v: number) => `${v.toFixed(digits)}${unit}`;
+  return spread.count > 1 ? `${f(spread.median)} (${f(spread.min)}–${f(spread.max)})` : f(spread.median);
+}
+
+export type Tone = 'faster' | 'neutral' | 'warning';
+
+/** A mode's verdict against normal in words, and how loudly to show it. */
+export function verdictText(figures: ModeFigures): { text: string; tone: Tone } {
+  const verdict: SpeedVerdict | null = figures.verdict;
+  const speedup = figures.speedup;
+  switch (verdict) {
+    case 'faster':
+      return { text: 'faster in every round', tone: 'faster' };
+    case 'slower':
+      return { text: 'slower in every round', tone: 'neutral' };
+    case 'within_noise':
+      return { text: 'within noise: the ranges of the two speeds overlap', tone: 'neutral' };
+    case 'unexplained':
+      return {
+        text: `noise: ${formatSpeedup(speedup?.median ?? null)} at ${(figures.mean_accepted ?? 1).toFixed(2)} tokens per step cannot come from drafting`,
+        tone: 'warning',
+      };
+    case 'single_run':
+      return { text: 'one run each: repeat to tell speed from noise', tone: 'neutral' };
+    default:
+      return { text: 'no finished pair of runs to compare', tone: 'neutral' };
+  }
 }

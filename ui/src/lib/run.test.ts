@@ -17,8 +17,8 @@ describe('applyEvent', () => {
     expect(run.text).toBe('The cat sat on');
     expect(run.tokens).toBe(4);
     expect(run.segments).toEqual([
-      { text: 'The cat', source: 'model' },
-      { text: ' sat on', source: 'medusa_head_1' },
+      { text: 'The cat', source: 'model', token: 0 },
+      { text: ' sat on', source: 'medusa_head_1', token: 2 },
     ]);
     expect(isDone(run)).toBe(false);
   });

@@ -7,6 +7,8 @@ import type { FinishedEvent, RunEvent, StepEvent, TokenSource } from './api/type
 export interface Segment {
   text: string;
   source: TokenSource;
+  /** Index (0-based, among the generated tokens) of the piece's first token: which step made it. */
+  token: number;
 }
 
 export interface RunState {
@@ -62,7 +64,7 @@ export function applyEvent(state: RunState, event: RunEvent, now: number = Date.
         const source = dominantSource(event.sources);
         const last = state.segments[state.segments.length - 1];
         if (last && last.source === source) last.text += event.text;
-        else state.segments.push({ text: event.text, source });
+        else state.segments.push({ text: event.text, source, token: state.tokens });
         state.text += event.text;
       }
       state.tokens += event.token_ids.length;

@@ -1,11 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { draftFields, forecastText, treeNames } from './trees';
+import { draftFields, forecastText, treeLabel, treeNames } from './trees';
 
 describe('trees', () => {
   it('offers the trees the heads can fill', () => {
     expect(treeNames(0)).toEqual(['auto']);
     expect(treeNames(2)).toEqual(['auto', 'chain-1', 'chain-2']);
     expect(treeNames(4)).toEqual(['auto', 'mc_sim_7b_63', 'chain-1', 'chain-2', 'chain-3', 'chain-4']);
+    expect(treeNames(1, true)).toEqual(['auto', 'tuned', 'chain-1']);
+    expect(treeNames(0, true)).toEqual(['auto']);
+  });
+
+  it('labels a tree by its name or its paths', () => {
+    expect(treeLabel('chain-2')).toBe('chain-2');
+    expect(treeLabel([[0], [0, 1]])).toBe('[[0],[0,1]]');
   });
 
   it('sends a tree for medusa runs and a length for lookup runs, none for auto', () => {

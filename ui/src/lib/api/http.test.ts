@@ -123,6 +123,12 @@ describe('HttpTransport', () => {
     fetch.mockResolvedValue(json(202, {}));
     await new HttpTransport().loadModel({ model: '/m.gguf', heads: null });
     expect(fetch.mock.calls[1][0]).toBe('/api/model');
+    fetch.mockResolvedValue(json(200, { default_tree: 'chain-2' }));
+    const info = await new HttpTransport().setTree({ tree: 'chain-2' });
+    expect(info.default_tree).toBe('chain-2');
+    expect(fetch.mock.calls[2][0]).toBe('/api/model/tree');
+    expect(fetch.mock.calls[2][1].method).toBe('PUT');
+    expect(fetch.mock.calls[2][1].body).toBe('{"tree":"chain-2"}');
   });
 });
 

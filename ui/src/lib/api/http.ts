@@ -9,6 +9,7 @@ import type {
   GenerateRequest,
   Info,
   LoadModelRequest,
+  SetTreeRequest,
   RunEvent,
   RunList,
   RunQuery,
@@ -65,8 +66,12 @@ export class HttpTransport implements Transport {
   }
 
   private post<T>(path: string, body: unknown): Promise<T> {
+    return this.send('POST', path, body);
+  }
+
+  private send<T>(method: 'POST' | 'PUT', path: string, body: unknown): Promise<T> {
     return this.request<T>(path, {
-      method: 'POST',
+      method,
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify(body),
     });
@@ -178,6 +183,10 @@ export class HttpTransport implements Transport {
 
   async loadModel(request: LoadModelRequest): Promise<void> {
     await this.post('/api/model', request);
+  }
+
+  setTree(request: SetTreeRequest): Promise<Info> {
+    return this.send('PUT', '/api/model/tree', request);
   }
 
   tune(options: TuneRequest = {}): Promise<TuneReport> {

@@ -23,11 +23,13 @@ describe('TauriTransport', () => {
     await t.createComparison([1, 2]);
     await t.getRun(5);
     await t.loadModel({ model: '/m.gguf' });
+    await t.setTree({ tree: [[0], [1]] });
     expect(invoke.mock.calls).toEqual([
       ['list_runs', { query: { mode: 'normal' } }],
       ['create_comparison', { runIds: [1, 2] }],
       ['get_run', { id: 5 }],
       ['load_model', { request: { model: '/m.gguf' } }],
+      ['set_tree', { request: { tree: [[0], [1]] } }],
     ]);
   });
 

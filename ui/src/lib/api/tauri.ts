@@ -9,6 +9,7 @@ import type {
   GenerateRequest,
   Info,
   LoadModelRequest,
+  SetTreeRequest,
   RunEvent,
   RunList,
   RunQuery,
@@ -93,6 +94,10 @@ export class TauriTransport implements Transport {
 
   loadModel(request: LoadModelRequest): Promise<void> {
     return call('load_model', { request });
+  }
+
+  setTree(request: SetTreeRequest): Promise<Info> {
+    return call('set_tree', { request });
   }
 
   tune(options: TuneRequest = {}): Promise<TuneReport> {

@@ -7,6 +7,7 @@ import type {
   GenerateRequest,
   Info,
   LoadModelRequest,
+  SetTreeRequest,
   RunEvent,
   RunQuery,
   RunRecord,
@@ -45,6 +46,8 @@ export interface Transport {
   exportRuns(query: RunQuery, format: ExportFormat): Promise<string | null>;
   /** Starts loading another model (and heads) in the background; `info().loading` tracks it. */
   loadModel(request: LoadModelRequest): Promise<void>;
+  /** Settings' tree for Medusa runs that draft `auto`, applied without reloading the model. */
+  setTree(request: SetTreeRequest): Promise<Info>;
   /** Measures the loaded heads and this machine, predicting each tree size's speed (slow). */
   tune(options?: TuneRequest): Promise<TuneReport>;
   /** Desktop only: a native file picker. The browser transport returns null (type a path). */

@@ -1,0 +1,203 @@
+// The step inspector end to end: a real `medusa serve` on the default model with zero-residual
+// Medusa heads (each head repeats the model's next token, so repeated words are accepted), a real
+// SQLite history kept across a server restart, and headless Chromium. Screenshots go to
+// test-artifacts/ui/.
+
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { artifacts, startBrowser, startServer } from './harness.mjs';
+
+/** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
+const LONG = 240_000;
+
+let server;
+let browser;
+let page;
+
+before(async () => {
+  server = await startServer();
+  browser = await startBrowser();
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  page = await context.newPage();
+  page.setDefaultTimeout(LONG);
+  await page.goto(server.url);
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+async function openTab(name) {
+  await page.getByTestId(`tab-${name}`).click();
+  await page.getByTestId(`view-${name}`).waitFor({ state: 'visible' });
+}
+
+/** The inspector alone, then the page at the smallest layout the UI supports, light and dark. */
+async function shoot(name) {
+  const inspector = page.getByTestId('step-inspector');
+  const size = page.viewportSize();
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await inspector.screenshot({ path: join(artifacts, `${name}-${scheme}.png`) });
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.setViewportSize({ width: 800, height: 600 });
+  await inspector.scrollIntoViewIfNeeded();
+  // Let the resized page settle (charts follow their width on the next frame).
+  await page.waitForTimeout(500);
+  await page.screenshot({ path: join(artifacts, `${name}-800x600.png`) });
+  await page.setViewportSize(size);
+}
+
+test('a tinted token opens its step’s drafted tree; the arrow keys move between steps', async () => {
+  await openTab('chat');
+  await page.getByTestId('chat-mode').selectOption('medusa');
+  await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
+  const input = page.getByTestId('chat-input');
+  // Repeated words are what heads that repeat the model's next token guess right.
+  await input.fill('Write the word "yes" twenty times, separated by spaces, and nothing else.');
+  await input.press('Enter');
+  await page.getByTestId('chat-stats').last().waitFor();
+  const answer = page.locator('[data-testid="chat-message"][data-role="assistant"]').last();
+
+  // A token that is only a line break draws no box to click: take one with visible text.
+  const drafted = answer.getByTestId('drafted-token').filter({ hasText: /\S/ });
+  assert.ok((await drafted.count()) > 0, 'the answer has tinted drafted tokens');
+  await drafted.first().click();
+  const inspector = answer.getByTestId('step-inspector');
+  await inspector.waitFor();
+  const nodes = inspector.getByTestId('step-tree-node');
+  assert.ok((await nodes.count()) > 10, `${await nodes.count()} nodes drawn`);
+  assert.equal(await inspector.locator('[data-testid="step-tree-node"][data-kind="root"]').count(), 1);
+  assert.equal(await inspector.locator('[data-testid="step-tree-node"][data-kind="model"]').count(), 1);
+  // The step of a tinted token accepted at least one guess.
+  const accepted = inspector.locator('[data-testid="step-tree-node"][data-kind="draft"][data-accepted="true"]');
+  assert.ok((await accepted.count()) >= 1, 'an accepted drafted node');
+  assert.match(await inspector.getByTestId('step-tree-caption').innerText(), /the model (chose|added)/i);
+  await inspector.getByTestId('accepted-histogram').waitFor();
+  await inspector.getByTestId('head-rank-acceptance').waitFor();
+
+  const title = inspector.getByTestId('step-inspector-title');
+  const first = await title.innerText();
+  assert.match(first, /^Step \d+ of \d+ · drafted \d+ · accepted \d+$/);
+  const last = await inspector.getByTestId('step-inspector-next').isDisabled();
+  await page.keyboard.press(last ? 'ArrowLeft' : 'ArrowRight');
+  await page.waitForFunction(
+    (before) => document.querySelector('[data-testid="step-inspector-title"]')?.textContent?.trim() !== before,
+    first,
+  );
+  const moved = await title.innerText();
+  const number = (t) => Number(/^Step (\d+)/.exec(t)[1]);
+  assert.equal(number(moved), number(first) + (last ? -1 : 1));
+
+  // Arrow keys typed into the message box stay there.
+  await input.fill('abc');
+  await input.press('ArrowLeft');
+  assert.equal(await title.innerText(), moved);
+  await input.fill('');
+
+  await shoot('inspector-chat');
+
+  // Esc closes it from inside.
+  await inspector.focus();
+  await page.keyboard.press('Escape');
+  await inspector.waitFor({ state: 'detached' });
+});
+
+test('a stored run’s step tree is drawn after the server restarts', async () => {
+  const list = await (await fetch(`${server.url}/api/runs?limit=10`)).json();
+  const run = list.runs.find((r) => r.mode === 'medusa');
+  assert.ok(run, 'the chat run was stored');
+  assert.ok(run.decode_tokens_per_second > 0, 'the run keeps its decode speed');
+
+  await server.restart();
+  await page.goto(server.url);
+  await openTab('history');
+  const stored = await (await fetch(`${server.url}/api/runs/${run.id}`)).json();
+  const first = stored.steps[0];
+  assert.equal(first.tree.nodes.length, first.tree_size, 'the stored step keeps its tree');
+
+  await page.locator(`[data-testid="history-row"][data-run-id="${run.id}"]`).click();
+  const detail = page.getByTestId('history-detail');
+  await detail.waitFor();
+  assert.match(await detail.innerText(), /after the first token/);
+  await detail.getByTestId('history-step-row').first().click();
+  const inspector = detail.getByTestId('step-inspector');
+  await inspector.waitFor();
+  assert.match(await inspector.getByTestId('step-inspector-title').innerText(), new RegExp(`^Step 1 of ${stored.steps.length} `));
+  const nodes = inspector.getByTestId('step-tree-node');
+  assert.equal(await nodes.count(), first.tree.nodes.length + 2, 'every drafted node, the root and the model token');
+  assert.ok((await nodes.count()) > 10);
+  await inspector.getByTestId('accepted-histogram').waitFor();
+  await inspector.getByTestId('head-rank-acceptance').waitFor();
+  // The next step from its button, then back with the keyboard.
+  await inspector.getByTestId('step-inspector-next').click();
+  assert.match(await inspector.getByTestId('step-inspector-title').innerText(), /^Step 2 of /);
+  await page.keyboard.press('ArrowLeft');
+  await page.waitForFunction(() =>
+    /^Step 1 of /.test(document.querySelector('[data-testid="step-inspector-title"]')?.textContent?.trim() ?? ''),
+  );
+  await shoot('inspector-history');
+});
+
+test('a click on a compared run’s chart opens that step’s tree', async () => {
+  await openTab('compare');
+  await page.getByTestId('compare-input').fill('Say "yes yes yes yes".');
+  await page.getByTestId('compare-lookup').uncheck();
+  await page.getByTestId('compare-tree').selectOption('mc_sim_7b_63');
+  await page.getByTestId('compare-max-tokens').fill('16');
+  await page.getByTestId('compare-run').click();
+  const panel = page.locator('[data-testid="compare-panel"][data-mode="medusa"][data-state="done"]');
+  await panel.waitFor();
+  const over = panel.locator('[data-testid="compare-chart"] .u-over');
+  const box = await over.boundingBox();
+  // The middle of the chart: a step whatever their number.
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+  const inspector = panel.getByTestId('step-inspector');
+  await inspector.waitFor();
+  assert.match(await inspector.getByTestId('step-inspector-title').innerText(), /^Step \d+ of \d+ · drafted \d+/);
+  assert.ok((await inspector.getByTestId('step-tree-node').count()) >= 2, 'the root and the model token at least');
+  await inspector.getByTestId('step-inspector-close').click();
+  await inspector.waitFor({ state: 'detached' });
+});
+
+test('run details say why a run drafted nothing', async () => {
+  await openTab('chat');
+  const fresh = page.getByTestId('chat-new');
+  if (await fresh.isEnabled()) await fresh.click();
+  await page.getByTestId('chat-mode').selectOption('medusa');
+  await page.getByTestId('chat-tree').selectOption('auto');
+  const input = page.getByTestId('chat-input');
+  await input.fill('Say hello.');
+  await input.press('Enter');
+  await page.getByTestId('chat-stats').last().waitFor();
+  const list = await (await fetch(`${server.url}/api/runs?limit=1`)).json();
+  const { run, steps } = await (await fetch(`${server.url}/api/runs/${list.runs[0].id}`)).json();
+  const skipped = steps.filter((s) => s.skip !== null);
+
+  await openTab('history');
+  await page.locator(`[data-testid="history-row"][data-run-id="${run.id}"]`).click();
+  const detail = page.getByTestId('history-detail');
+  await detail.waitFor();
+  // Auto drafting here usually finds that no draft pays; when it drafted at every step, there is
+  // nothing to explain.
+  if (skipped.length === 0) {
+    assert.equal(await detail.getByTestId('history-skips').count(), 0);
+  } else {
+    // One line per reason: how many steps, and the first such step's message.
+    const reasons = new Map();
+    for (const { skip } of skipped) {
+      const group = reasons.get(skip.reason) ?? { count: 0, message: skip.message };
+      group.count += 1;
+      reasons.set(skip.reason, group);
+    }
+    const text = await detail.getByTestId('history-skips').innerText();
+    for (const { count, message } of reasons.values()) {
+      const line = `Drafted nothing at ${count} of ${steps.length} step${steps.length === 1 ? '' : 's'}: ${message}`;
+      assert.ok(text.includes(line), `${line}\nnot in\n${text}`);
+    }
+  }
+});

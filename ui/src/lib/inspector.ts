@@ -1,0 +1,365 @@
+// The step inspector's logic: where a step's drafted tree is drawn, which nodes lie on the
+// accepted path, and the per-run figures beside it (accepted lengths, acceptance per head and
+// rank, why steps drafted nothing). Pure, so it is unit-tested directly.
+//
+// Everything here reads structural types that both the live `StepEvent` and the stored
+// `StepRecord` satisfy (inspector.test.ts checks it): a stored node's `source` is a plain string.
+
+import { headOf } from './run';
+
+/** A token and its text. */
+export interface TreeToken {
+  token: number;
+  text: string;
+}
+
+/** One drafted token, as `DraftNode` and `DraftNodeRecord` both have it. */
+export interface TreeNode {
+  token: number;
+  text: string;
+  /** Index into the tree's nodes; null hangs from the root. */
+  parent: number | null;
+  source: string;
+  /** Rank among its proposer's guesses: 0 is a head's top-1; for lookup, which earlier match. */
+  rank: number;
+  accepted: boolean;
+}
+
+/** A step's drafted tree (`StepTree`, `StepTreeRecord`): parents come before children. */
+export interface DraftTree {
+  root: TreeToken;
+  nodes: readonly TreeNode[];
+  model_token: TreeToken;
+}
+
+/** Why a step drafted nothing (`DraftSkip`, `DraftSkipRecord`). */
+export interface SkipInfo {
+  reason: string;
+  message: string;
+}
+
+/** What the inspector reads of a step. `tree` is null for runs stored before trees were kept. */
+export interface InspectedStep {
+  tree_size: number;
+  tree_depth: number;
+  accepted_len: number;
+  tokens: readonly number[];
+  draft_ms: number;
+  verify_ms: number;
+  tree: DraftTree | null;
+  skip: SkipInfo | null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layout
+
+export type NodeKind = 'root' | 'draft' | 'model';
+
+export interface LaidOutNode {
+  /** `root`, `model`, or the drafted node's index as `n<i>`. */
+  key: string;
+  kind: NodeKind;
+  /** Index into the tree's nodes for drafts; null for the root and the model's token. */
+  index: number | null;
+  token: number;
+  text: string;
+  /** `model` for the model's token and the root; a drafted node's proposer otherwise. */
+  source: string;
+  rank: number | null;
+  /** Column: 0 for the root, 1 for what hangs from it, and so on. */
+  depth: number;
+  /** Row, in leaf slots: leaves take 0, 1, 2, …; a parent sits midway between its first and last child. */
+  slot: number;
+  /**
+   * On the emitted path: the root, the accepted drafts and the model's token. A drafted node is
+   * on it only when it was accepted and its parent is on it too.
+   */
+  accepted: boolean;
+  /** Judged by the model: hangs from a node on the path. False under a rejected parent. */
+  tried: boolean;
+}
+
+export interface LaidOutEdge {
+  from: string;
+  to: string;
+  /** Both ends on the emitted path. */
+  accepted: boolean;
+}
+
+export interface TreeLayout {
+  nodes: LaidOutNode[];
+  edges: LaidOutEdge[];
+  /** Deepest column used (0 for a lone root). */
+  depth: number;
+  /** Leaf slots used: the layout is `slots` rows tall. */
+  slots: number;
+}
+
+/**
+ * Positions for drawing a step's tree: the root in column 0, each node one column right of its
+ * parent, and the model's own token as a child of the last accepted node (the root when nothing
+ * was accepted), listed before that node's drafted children so it sits next to the guesses it
+ * beat. Rows follow a simple tidy layout: leaves take consecutive slots in depth-first order
+ * (children in the order the tree lists them), each parent is centred over its first and last
+ * child, so subtrees never overlap.
+ */
+export function layoutTree(tree: DraftTree): TreeLayout {
+  const { children, rootChildren, onPath, last } = structure(tree);
+  const nodes: LaidOutNode[] = [];
+  const edges: LaidOutEdge[] = [];
+  let nextSlot = 0;
+  let deepest = 0;
+
+  const draftNode = (i: number, depth: number, tried: boolean): LaidOutNode => {
+    const d = tree.nodes[i];
+    return {
+      key: `n${i}`,
+      kind: 'draft',
+      index: i,
+      token: d.token,
+      text: d.text,
+      source: d.source,
+      rank: d.rank,
+      depth,
+      slot: 0,
+      accepted: onPath[i],
+      tried,
+    };
+  };
+
+  const childrenOf = (node: LaidOutNode): LaidOutNode[] => {
+    if (node.kind === 'model') return [];
+    const drafted = (node.kind === 'root' ? rootChildren : children[node.index!]).map((i) =>
+      draftNode(i, node.depth + 1, node.accepted),
+    );
+    if (node.index !== last) return drafted;
+    const model: LaidOutNode = {
+      key: 'model',
+      kind: 'model',
+      index: null,
+      token: tree.model_token.token,
+      text: tree.model_token.text,
+      source: 'model',
+      rank: null,
+      depth: node.depth + 1,
+      slot: 0,
+      accepted: true,
+      tried: true,
+    };
+    return [model, ...drafted];
+  };
+
+  /** Places `node` and its subtree, depth first; returns its slot. */
+  const place = (node: LaidOutNode): number => {
+    nodes.push(node);
+    deepest = Math.max(deepest, node.depth);
+    const kids = childrenOf(node);
+    if (kids.length === 0) {
+      node.slot = nextSlot++;
+    } else {
+      const slots = kids.map((kid) => {
+        edges.push({ from: node.key, to: kid.key, accepted: kid.accepted });
+        return place(kid);
+      });
+      node.slot = (slots[0] + slots[slots.length - 1]) / 2;
+    }
+    return node.slot;
+  };
+
+  place({
+    key: 'root',
+    kind: 'root',
+    index: null,
+    token: tree.root.token,
+    text: tree.root.text,
+    source: 'model',
+    rank: null,
+    depth: 0,
+    slot: 0,
+    accepted: true,
+    tried: true,
+  });
+  return { nodes, edges, depth: deepest, slots: nextSlot };
+}
+
+/**
+ * The tree's links: each node's children, the root's, which nodes lie on the accepted path (from
+ * the root, always into the first accepted child) and its last node (null: the root).
+ */
+function structure(tree: DraftTree) {
+  const n = tree.nodes.length;
+  const children: number[][] = Array.from({ length: n }, () => []);
+  const rootChildren: number[] = [];
+  tree.nodes.forEach((node, i) => {
+    // A parent must come before its child; a node breaking that is hung from the root, not lost.
+    const p = node.parent;
+    if (p !== null && p >= 0 && p < i) children[p].push(i);
+    else rootChildren.push(i);
+  });
+  const onPath = new Array<boolean>(n).fill(false);
+  let last: number | null = null;
+  for (let level = rootChildren; ; ) {
+    const next = level.find((i) => tree.nodes[i].accepted);
+    if (next === undefined) break;
+    onPath[next] = true;
+    last = next;
+    level = children[next];
+  }
+  return { children, rootChildren, onPath, last };
+}
+
+/**
+ * Where the step stopped: the last node on the accepted path (null: the root), the drafted
+ * guesses under it that the model turned down, and the token it chose instead.
+ */
+export function firstRejection(tree: DraftTree): { after: number | null; rejected: TreeNode[]; model: TreeToken } {
+  const { children, rootChildren, last } = structure(tree);
+  const under = last === null ? rootChildren : children[last];
+  return { after: last, rejected: under.map((i) => tree.nodes[i]), model: tree.model_token };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Labels
+
+const CONTROL_PICTURES: Record<string, string> = { ' ': '␣', '\n': '↵', '\t': '⇥', '\r': '␍' };
+
+/**
+ * A token's text with its whitespace made visible: `␣` for spaces, `↵` for newlines, `⇥` for
+ * tabs, control characters as their Unicode control pictures; `∅` for an empty text.
+ */
+export function visibleText(text: string): string {
+  if (text === '') return '∅';
+  let out = '';
+  for (const ch of text) {
+    const code = ch.codePointAt(0)!;
+    if (ch in CONTROL_PICTURES) out += CONTROL_PICTURES[ch];
+    else if (code < 0x20) out += String.fromCodePoint(0x2400 + code);
+    else if (code === 0x7f) out += '␡';
+    else out += ch;
+  }
+  return out;
+}
+
+/** `text` cut to `max` characters (code points), an ellipsis marking the cut. */
+export function clip(text: string, max: number): string {
+  const chars = [...text];
+  return chars.length <= max ? text : chars.slice(0, Math.max(1, max - 1)).join('') + '…';
+}
+
+/** Who proposed a drafted token, for people: "Medusa head 2, rank 3", "prompt lookup, match 1". */
+export function proposerText(source: string, rank: number): string {
+  // Heads and ranks are 0-based inside, 1-based on screen (rank 1 is a head's best guess).
+  const head = headOf(source);
+  if (head !== null) return `Medusa head ${head + 1}, rank ${rank + 1}`;
+  if (source === 'lookup') return `prompt lookup, match ${rank + 1}`;
+  return `${source}, rank ${rank + 1}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-run figures
+
+/** Steps per accepted length, for lengths 1 (only the model's own token) to the longest seen. */
+export function acceptedLengthHistogram(
+  steps: readonly Pick<InspectedStep, 'accepted_len'>[],
+): { length: number; count: number }[] {
+  const counts: number[] = [];
+  for (const s of steps) {
+    const len = Math.max(1, s.accepted_len);
+    counts[len] = (counts[len] ?? 0) + 1;
+  }
+  const out: { length: number; count: number }[] = [];
+  for (let len = 1; len < counts.length; len++) out.push({ length: len, count: counts[len] ?? 0 });
+  return out;
+}
+
+export interface HeadRankAcceptance {
+  source: string;
+  rank: number;
+  /** Nodes of this source and rank in all trees. */
+  drafted: number;
+  /**
+   * Of them, those that had a chance: hanging from the root or from an accepted parent. A node
+   * under a rejected parent was never judged on its own, so it counts as drafted, not tried.
+   */
+  tried: number;
+  accepted: number;
+}
+
+/** Sort order of sources: heads by number, then lookup, then anything else by name. */
+function sourceOrder(source: string): [number, string] {
+  const head = headOf(source);
+  if (head !== null) return [head, ''];
+  return [source === 'lookup' ? 1e6 : 2e6, source];
+}
+
+/**
+ * Acceptance per proposer and rank over every drafted node of `steps`, sorted by source (heads
+ * in order, then lookup) and rank. Steps without a tree (stored before trees were kept) add
+ * nothing.
+ */
+export function acceptanceByHeadAndRank(steps: readonly Pick<InspectedStep, 'tree'>[]): HeadRankAcceptance[] {
+  const rows = new Map<string, HeadRankAcceptance>();
+  for (const step of steps) {
+    const nodes = step.tree?.nodes ?? [];
+    nodes.forEach((node) => {
+      const key = `${node.source}\u0000${node.rank}`;
+      let row = rows.get(key);
+      if (!row) {
+        row = { source: node.source, rank: node.rank, drafted: 0, tried: 0, accepted: 0 };
+        rows.set(key, row);
+      }
+      row.drafted += 1;
+      const parent = node.parent === null ? null : nodes[node.parent];
+      if (parent === null || parent?.accepted) {
+        row.tried += 1;
+        if (node.accepted) row.accepted += 1;
+      }
+    });
+  }
+  return [...rows.values()].sort((a, b) => {
+    const [ka, na] = sourceOrder(a.source);
+    const [kb, nb] = sourceOrder(b.source);
+    return ka - kb || na.localeCompare(nb) || a.rank - b.rank;
+  });
+}
+
+/**
+ * Which step (index into `steps`) emitted generated token `tokenIndex` (0-based). The first
+ * generated token comes from reading the prompt, before any step: null, as is an index past the
+ * steps. Each step emits `accepted_len` tokens in order.
+ */
+export function stepAtToken(steps: readonly Pick<InspectedStep, 'accepted_len'>[], tokenIndex: number): number | null {
+  if (!Number.isInteger(tokenIndex) || tokenIndex < 1) return null;
+  let end = 1;
+  for (let i = 0; i < steps.length; i++) {
+    end += steps[i].accepted_len;
+    if (tokenIndex < end) return i;
+  }
+  return null;
+}
+
+export interface SkipGroup {
+  reason: string;
+  /** Steps that drafted nothing for this reason. */
+  count: number;
+  /** The first such step's message. */
+  message: string;
+}
+
+/** Why steps drafted nothing, grouped by reason, the most frequent first. */
+export function skipGroups(steps: readonly Pick<InspectedStep, 'skip'>[]): SkipGroup[] {
+  const groups = new Map<string, SkipGroup>();
+  for (const { skip } of steps) {
+    if (!skip) continue;
+    const group = groups.get(skip.reason);
+    if (group) group.count += 1;
+    else groups.set(skip.reason, { reason: skip.reason, count: 1, message: skip.message });
+  }
+  // A stable sort keeps first-seen order among equal counts.
+  return [...groups.values()].sort((a, b) => b.count - a.count);
+}
+
+/** A reason group in words: "Drafted nothing at 46 of 47 steps: <the first message>". */
+export function skipText(group: SkipGroup, steps: number): string {
+  return `Drafted nothing at ${group.count} of ${steps} step${steps === 1 ? '' : 's'}: ${group.message}`;
+}
