@@ -129,6 +129,11 @@ fn commands_answer_like_the_http_api() {
     )
     .expect_err("a missing model file is refused");
     assert_eq!(err["code"], "file_not_found");
+    let err = invoke(&window, "set_tree", json!({"request": {"tree": "chain-2"}}))
+        .expect_err("a tree needs heads");
+    assert_eq!(err["code"], "no_medusa_heads");
+    let info = invoke(&window, "set_tree", json!({"request": {"tree": "auto"}})).unwrap();
+    assert!(info["default_tree"].is_null(), "{info}");
     let err = invoke(&window, "create_comparison", json!({"runIds": [run_id]}))
         .expect_err("one run is no comparison");
     assert_eq!(err["code"], "invalid_parameter");

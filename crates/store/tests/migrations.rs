@@ -6,24 +6,29 @@ use common::*;
 use sqlx::Executor;
 use store::{ExportDocument, ExportFormat, RunFilter, Store};
 
+/// Runs `sql` on the store's file behind its back (to put it back as an older version left it),
+/// then opens it again, which migrates it.
+async fn reopen_after(store: Store, sql: &str) -> Store {
+    let mut raw = raw_connection(&store).await;
+    raw.execute(sql).await.unwrap();
+    drop(raw);
+    let path = store.path().to_path_buf();
+    drop(store);
+    Store::open(&path).await.unwrap()
+}
+
 #[tokio::test]
 async fn a_history_from_before_the_acceptance_rename_keeps_its_acceptance() {
     let (dir, store) = temp_store().await;
     let new = new_run("medusa", "m", chat("hi"), 0);
     let id = finished_run(&store, &new, &outcome("answer", 10.0, 1), 2).await;
     // Put the file back as the first schema left it.
-    let mut raw = raw_connection(&store).await;
-    raw.execute(
+    let reopened = reopen_after(
+        store,
         "ALTER TABLE runs RENAME COLUMN acceptance_by_depth TO acceptance_by_head; \
          DELETE FROM _sqlx_migrations WHERE version = 2;",
     )
-    .await
-    .unwrap();
-    drop(raw);
-    let path = store.path().to_path_buf();
-    drop(store);
-
-    let reopened = Store::open(&path).await.unwrap();
+    .await;
     let run = reopened.get_run(id).await.unwrap().run;
     assert_eq!(run.acceptance_by_depth, Some(vec![0.5, 0.25, 0.125]));
     drop(dir);
@@ -66,19 +71,13 @@ async fn a_history_from_before_step_trees_opens_with_derived_decode_speeds() {
     let finished = outcome("answer", 10.0, 1);
     let id = finished_run(&store, &new, &finished, 2).await;
     // Put the file back as the third schema left it.
-    let mut raw = raw_connection(&store).await;
-    raw.execute(
+    let reopened = reopen_after(
+        store,
         "ALTER TABLE steps DROP COLUMN tree; ALTER TABLE steps DROP COLUMN skip; \
          ALTER TABLE runs DROP COLUMN decode_tokens_per_second; \
          DELETE FROM _sqlx_migrations WHERE version = 4;",
     )
-    .await
-    .unwrap();
-    drop(raw);
-    let path = store.path().to_path_buf();
-    drop(store);
-
-    let reopened = Store::open(&path).await.unwrap();
+    .await;
     let stored = reopened.get_run(id).await.unwrap();
     // 63 tokens after the first in (6400 - 35.5) ms.
     let expected = 63.0 * 1000.0 / (finished.total_ms - finished.ttft_ms);
