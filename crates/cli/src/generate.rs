@@ -76,6 +76,8 @@ impl SpeculativeArgs {
 }
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
+    // Refuse out-of-range settings before the model loads.
+    args.sampling.params().validate()?;
     let engine = args.model.load()?;
     let prompt = if args.chat {
         let mut messages = Vec::new();

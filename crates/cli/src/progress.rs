@@ -69,8 +69,14 @@ impl LiveLine {
 
 pub fn stats_line(s: &RunSummary) -> String {
     let mut line = format!(
-        "[{} prompt tokens, {} generated, {:.1} tok/s, first token {:.0} ms, total {:.0} ms, stop: {:?}, seed {}",
-        s.prompt_tokens, s.tokens_generated, s.tokens_per_second, s.ttft_ms, s.total_ms, s.stop_reason, s.seed
+        "[{} prompt tokens, {} generated, {:.1} tok/s, first token {:.0} ms, total {:.0} ms, stop: {}, seed {}",
+        s.prompt_tokens,
+        s.tokens_generated,
+        s.tokens_per_second,
+        s.ttft_ms,
+        s.total_ms,
+        s.stop_reason.as_str(),
+        s.seed
     );
     if s.mode != engine::GenerationMode::Normal {
         let by_head: Vec<String> = s

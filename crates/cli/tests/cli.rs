@@ -384,3 +384,87 @@ fn info_forecasts_each_named_tree_drafted_in_full() {
     assert!(figure(0, "step_ms") > figure(1, "step_ms"));
     assert_eq!(forecasts[0]["nodes"], 63);
 }
+
+#[test]
+fn out_of_range_sampling_gets_the_range_error() {
+    for args in [
+        &["generate", "-p", "Hi", "--temperature", "-1"][..],
+        &["chat", "--temperature", "-1"][..],
+    ] {
+        let command = args[0];
+        let out = medusa(args);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("temperature"), "{command}: {stderr}");
+        assert!(
+            !stderr.contains("unexpected argument"),
+            "{command}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn chat_in_a_terminal_stops_an_answer_on_ctrl_c_and_keeps_the_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("talk.json");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_medusa"));
+    command
+        .args([
+            "chat",
+            "--no-heads",
+            "--max-tokens",
+            "400",
+            "--temperature",
+            "0",
+        ])
+        .env("MEDUSA_MODEL", models::default_model_path().unwrap())
+        .env("TERM", "xterm");
+    let mut chat = rexpect::session::spawn_command(command, Some(180_000)).expect("spawns");
+    chat.exp_string("> ").unwrap();
+    // Commands are answered by the program, never sent to the model.
+    chat.send_line("/help").unwrap();
+    chat.exp_string("/system TEXT").unwrap();
+    chat.send_line("/mode fast").unwrap();
+    chat.exp_string("unknown mode").unwrap();
+    chat.send_line("/mode medusa").unwrap();
+    chat.exp_string("needs heads").unwrap();
+    chat.send_line("/system You are a storyteller.").unwrap();
+    chat.exp_string("(system message set)").unwrap();
+
+    chat.send_line("Write a long story about a dragon who learns to read.")
+        .unwrap();
+    // The live status line: at least 10 tokens of the answer have streamed.
+    chat.exp_regex(r"\[[1-9][0-9]+ tokens, ").unwrap();
+    // Typed while the answer streams: not in the answer, and dropped rather than left to the
+    // next prompt (where it would turn "/save" into a message).
+    chat.send("zzqx").unwrap();
+    chat.flush().unwrap();
+    chat.send_control('c').unwrap();
+    let answer = chat.exp_string("(stopped").unwrap();
+    assert!(!answer.contains("zzqx"), "{answer}");
+    assert!(answer.contains("stop: cancelled"), "{answer}");
+    chat.exp_string("> ").unwrap();
+
+    chat.send_line(&format!("/save {}", saved.display()))
+        .unwrap();
+    chat.exp_string("(saved to").unwrap();
+    let conversation: Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let messages = conversation["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant"], "{conversation}");
+    let partial = messages[2]["content"].as_str().unwrap();
+    assert!(
+        !partial.is_empty() && !partial.contains("zzqx"),
+        "{partial}"
+    );
+
+    // Ctrl-C on an empty line asks first; a second one leaves.
+    chat.send_control('c').unwrap();
+    chat.exp_string("Ctrl-C again").unwrap();
+    chat.send_control('c').unwrap();
+    chat.exp_eof().unwrap();
+}

@@ -454,7 +454,8 @@ fn model_info(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     ModelInfo {
-        name: header.name.clone().unwrap_or(file_name),
+        name: header.display_name(&file_name),
+        metadata_name: header.name.clone(),
         architecture: header.architecture.clone(),
         file_type: model
             .meta_val_str("general.file_type")

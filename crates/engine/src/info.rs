@@ -12,7 +12,10 @@ use crate::speculative::tree::TreeSpec;
 pub struct ModelInfo {
     #[ts(type = "string")]
     pub path: PathBuf,
+    /// The name people know the model by (see `GgufHeader::display_name`).
     pub name: String,
+    /// The file's own `general.name`, when it has one.
+    pub metadata_name: Option<String>,
     pub architecture: String,
     /// Weight format, e.g. "Q4_1".
     pub file_type: String,

@@ -11,10 +11,61 @@ use crate::error::EngineError;
 const GGUF_MAGIC: &[u8; 4] = b"GGUF";
 
 /// Facts read from the GGUF header alone.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct GgufHeader {
     pub architecture: String,
+    /// `general.name`: often a long machine-made name ("Smollm2 135M 8k Lc100K Mix1 Ep2").
     pub name: Option<String>,
+    pub basename: Option<String>,
+    pub size_label: Option<String>,
+    pub finetune: Option<String>,
+}
+
+impl GgufHeader {
+    /// The name people know the model by: the file's name without its weight format when it
+    /// names the same model as `general.basename` (publishers name files with care, e.g.
+    /// "SmolLM2-135M-Instruct"), else basename, size and finetune ("llama-8B-instruct"), else
+    /// `general.name`, else the file's name.
+    pub fn display_name(&self, file_name: &str) -> String {
+        let stem = without_weight_format(file_name.strip_suffix(".gguf").unwrap_or(file_name));
+        let squash = |s: &str| {
+            s.chars()
+                .filter(char::is_ascii_alphanumeric)
+                .collect::<String>()
+                .to_ascii_lowercase()
+        };
+        let parts: Vec<&str> = [&self.basename, &self.size_label, &self.finetune]
+            .into_iter()
+            .filter_map(|p| p.as_deref().map(str::trim).filter(|p| !p.is_empty()))
+            .collect();
+        match self.basename.as_deref().map(squash) {
+            Some(base) if !stem.is_empty() && squash(stem).contains(&base) => stem.to_owned(),
+            Some(_) if !parts.is_empty() => parts.join("-"),
+            _ => self
+                .name
+                .clone()
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or_else(|| stem.to_owned()),
+        }
+    }
+}
+
+/// A file stem without its trailing weight format: `.Q4_1`, `-q4_k_m`, `.f16`, `-IQ3_XS`, `-BF16`.
+fn without_weight_format(stem: &str) -> &str {
+    let lower = stem.to_ascii_lowercase();
+    let is_format = |tail: &str| {
+        let digits_after = |prefix: &str| {
+            tail.strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+        };
+        digits_after("q") || digits_after("iq") || ["f16", "f32", "bf16"].contains(&tail)
+    };
+    lower
+        .char_indices()
+        .rev()
+        .find(|&(i, c)| (c == '.' || c == '-') && i > 0 && is_format(&lower[i + 1..]))
+        .map(|(i, _)| i)
+        .map_or(stem, |i| &stem[..i])
 }
 
 /// Verifies that `path` is a readable GGUF file and returns what its header says.
@@ -46,6 +97,9 @@ pub fn inspect(path: &Path) -> Result<GgufHeader, EngineError> {
     Ok(GgufHeader {
         architecture,
         name: string_value("general.name"),
+        basename: string_value("general.basename"),
+        size_label: string_value("general.size_label"),
+        finetune: string_value("general.finetune"),
     })
 }
 
@@ -53,6 +107,64 @@ pub fn inspect(path: &Path) -> Result<GgufHeader, EngineError> {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    fn header(name: &str, basename: &str, size_label: &str, finetune: &str) -> GgufHeader {
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        GgufHeader {
+            architecture: "llama".into(),
+            name: some(name),
+            basename: some(basename),
+            size_label: some(size_label),
+            finetune: some(finetune),
+        }
+    }
+
+    #[test]
+    fn models_are_named_as_people_know_them() {
+        let smollm = header(
+            "Smollm2 135M 8k Lc100K Mix1 Ep2",
+            "smollm2",
+            "135M",
+            "8k-lc100k-mix1-ep2",
+        );
+        assert_eq!(
+            smollm.display_name("SmolLM2-135M-Instruct.Q4_1.gguf"),
+            "SmolLM2-135M-Instruct"
+        );
+        assert_eq!(
+            smollm.display_name("SmolLM2-135M-Instruct.q4_0.gguf"),
+            "SmolLM2-135M-Instruct"
+        );
+        // A file name that says nothing of the model: the metadata's parts.
+        assert_eq!(
+            smollm.display_name("model.gguf"),
+            "smollm2-135M-8k-lc100k-mix1-ep2"
+        );
+        let llama = header("Meta Llama 3 8B Instruct", "Meta-Llama-3", "8B", "Instruct");
+        assert_eq!(
+            llama.display_name("Meta-Llama-3-8B-Instruct-Q4_K_M.gguf"),
+            "Meta-Llama-3-8B-Instruct"
+        );
+        assert_eq!(
+            llama.display_name("meta-llama-3-8b-instruct.IQ3_XS.gguf"),
+            "meta-llama-3-8b-instruct"
+        );
+        assert_eq!(
+            llama.display_name("x-BF16.gguf"),
+            "Meta-Llama-3-8B-Instruct"
+        );
+        // No basename: general.name, then the file.
+        assert_eq!(
+            header("Tiny Model", "", "", "").display_name("t.f16.gguf"),
+            "Tiny Model"
+        );
+        assert_eq!(
+            header("", "", "", "").display_name("tiny-q8_0.gguf"),
+            "tiny"
+        );
+        // Names that only look like formats stay.
+        assert_eq!(header("", "", "", "").display_name("qwen-2.gguf"), "qwen-2");
+    }
 
     #[test]
     fn missing_file() {

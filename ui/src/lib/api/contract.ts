@@ -289,7 +289,15 @@ default_tree: TreeChoice | null, modes: Array<Mode>, metrics: EngineMetrics | nu
 /**
  * What a loaded model is, for display and for recording next to every run.
  */
-export type ModelInfo = { path: string, name: string, architecture: string, 
+export type ModelInfo = { path: string, 
+/**
+ * The name people know the model by (see `GgufHeader::display_name`).
+ */
+name: string, 
+/**
+ * The file's own `general.name`, when it has one.
+ */
+metadata_name: string | null, architecture: string, 
 /**
  * Weight format, e.g. "Q4_1".
  */

@@ -1,0 +1,244 @@
+//! `medusa chat`: a conversation in the terminal. Lines are edited and recalled with rustyline;
+//! Ctrl-C stops an answer and keeps what it said; slash commands change the conversation's
+//! settings and are never sent to the model.
+
+mod commands;
+mod terminal;
+
+use std::io::{BufRead, IsTerminal};
+use std::path::Path;
+
+use anyhow::Context;
+use clap::Args;
+use engine::{
+    ChatMessage, DraftPolicy, Engine, GenerateRequest, GenerationMode, Prompt, StopReason, TreeSpec,
+};
+use rustyline::error::ReadlineError;
+use rustyline::DefaultEditor;
+
+use crate::generate::{stream_to_terminal, SpeculativeArgs};
+use crate::model_args::ModelArgs;
+use crate::sampling_args::SamplingArgs;
+use commands::{Line, HELP};
+use terminal::{Interrupts, QuietInput};
+
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// System message for the whole conversation.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Most tokens per answer.
+    #[arg(long, short = 'n', default_value_t = 512)]
+    pub max_tokens: u32,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub speculative: SpeculativeArgs,
+}
+
+/// The conversation and what `/mode` and `/tree` changed.
+struct Conversation {
+    system: Option<String>,
+    turns: Vec<ChatMessage>,
+    mode: GenerationMode,
+    tree: DraftPolicy,
+}
+
+impl Conversation {
+    fn messages(&self) -> Vec<ChatMessage> {
+        let system = self.system.iter().map(|s| ChatMessage::new("system", s));
+        system.chain(self.turns.iter().cloned()).collect()
+    }
+}
+
+pub fn run(args: ChatArgs) -> anyhow::Result<()> {
+    // Refuse out-of-range settings before the model loads.
+    args.sampling.params().validate()?;
+    let engine = args.model.load()?;
+    let info = engine.info();
+    eprintln!(
+        "{} ({}, {} threads). Type a message; /help lists the commands, /quit or Ctrl-D leaves.",
+        info.name, info.file_type, info.threads
+    );
+    let mut conversation = Conversation {
+        system: args.system.clone(),
+        turns: Vec::new(),
+        mode: args.speculative.mode,
+        tree: args.model.default_draft(),
+    };
+    let interrupts = Interrupts::install()?;
+    let mut input = Input::new()?;
+    while let Some(line) = input.next_line()? {
+        let line = match commands::parse(&line) {
+            None => continue,
+            Some(Ok(line)) => line,
+            Some(Err(message)) => {
+                eprintln!("{message}");
+                continue;
+            }
+        };
+        match line {
+            Line::Message(text) => {
+                conversation.turns.push(ChatMessage::new("user", text));
+                answer(&engine, &args, &mut conversation, &interrupts);
+            }
+            Line::Help => eprintln!("{HELP}"),
+            Line::Quit => break,
+            Line::Reset => {
+                conversation.turns.clear();
+                eprintln!("(conversation cleared)");
+            }
+            Line::System(None) => match &conversation.system {
+                Some(system) => eprintln!("system: {system}"),
+                None => eprintln!("(no system message)"),
+            },
+            Line::System(Some(text)) => {
+                conversation.system = (!text.is_empty()).then_some(text);
+                eprintln!(
+                    "(system message {})",
+                    if conversation.system.is_some() {
+                        "set"
+                    } else {
+                        "removed"
+                    }
+                );
+            }
+            Line::Mode(mode) => match mode {
+                GenerationMode::Medusa if info.heads.is_none() => {
+                    eprintln!("medusa mode needs heads: start medusa chat with --heads FILE");
+                }
+                mode => {
+                    conversation.mode = mode;
+                    eprintln!("(mode: {mode})");
+                }
+            },
+            Line::Tree(name) => match tree_policy(&name) {
+                Ok(policy) => {
+                    conversation.tree = policy;
+                    eprintln!("(tree for medusa mode: {name})");
+                }
+                Err(err) => eprintln!("{err:#}"),
+            },
+            Line::Save(path) => match save(&path, info.name.as_str(), &conversation.messages()) {
+                Ok(()) => eprintln!("(saved to {})", path.display()),
+                Err(err) => eprintln!("error: {err:#}"),
+            },
+        }
+    }
+    Ok(())
+}
+
+/// Streams the model's answer to the last user turn and keeps it, even when Ctrl-C stopped it.
+fn answer(
+    engine: &Engine,
+    args: &ChatArgs,
+    conversation: &mut Conversation,
+    interrupts: &Interrupts,
+) {
+    let mut request = args.speculative.apply(
+        GenerateRequest::new(Prompt::Chat(conversation.messages()), args.max_tokens)
+            .with_sampling(args.sampling.params()),
+    );
+    request.mode = conversation.mode;
+    if request.mode == GenerationMode::Medusa && request.draft == DraftPolicy::Auto {
+        request.draft = conversation.tree.clone();
+    }
+    let streamed = engine
+        .generate(request)
+        .map_err(anyhow::Error::from)
+        .and_then(|stream| {
+            let _quiet = QuietInput::new();
+            interrupts.during(stream.canceller(), || stream_to_terminal(stream, false))
+        });
+    match streamed {
+        Ok(summary) => {
+            if summary.stop_reason == StopReason::Cancelled {
+                eprintln!("(stopped: the answer so far stays in the conversation)");
+            }
+            conversation
+                .turns
+                .push(ChatMessage::new("assistant", summary.text));
+        }
+        Err(err) => {
+            // Keep the conversation usable: drop the turn that failed.
+            conversation.turns.pop();
+            eprintln!("error: {err:#}");
+        }
+    }
+}
+
+/// `/tree`'s argument as a request's draft policy.
+fn tree_policy(name: &str) -> anyhow::Result<DraftPolicy> {
+    Ok(match name {
+        "auto" => DraftPolicy::Auto,
+        "tuned" => DraftPolicy::Tuned,
+        name => DraftPolicy::Tree(TreeSpec::from_name_or_file(name)?),
+    })
+}
+
+/// Writes the conversation: Markdown for a `.md` file, JSON otherwise.
+fn save(path: &Path, model: &str, messages: &[ChatMessage]) -> anyhow::Result<()> {
+    let text = if path.extension().is_some_and(|e| e == "md") {
+        let mut text = format!("# Conversation with {model}\n");
+        for m in messages {
+            text.push_str(&format!("\n**{}**\n\n{}\n", m.role, m.content));
+        }
+        text
+    } else {
+        serde_json::to_string_pretty(&serde_json::json!({"model": model, "messages": messages}))?
+    };
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Typed lines: edited with history on a terminal, read plainly from a pipe.
+enum Input {
+    Editor {
+        editor: DefaultEditor,
+        /// Ctrl-C on the line before: a second one leaves.
+        interrupted: bool,
+    },
+    Piped(std::io::Lines<std::io::StdinLock<'static>>),
+}
+
+impl Input {
+    fn new() -> anyhow::Result<Self> {
+        if std::io::stdin().is_terminal() {
+            Ok(Self::Editor {
+                editor: DefaultEditor::new().context("starting the line editor")?,
+                interrupted: false,
+            })
+        } else {
+            Ok(Self::Piped(std::io::stdin().lock().lines()))
+        }
+    }
+
+    /// The next line, `None` at the end of input.
+    fn next_line(&mut self) -> anyhow::Result<Option<String>> {
+        match self {
+            Self::Piped(lines) => Ok(lines.next().transpose()?),
+            Self::Editor {
+                editor,
+                interrupted,
+            } => loop {
+                eprintln!();
+                match editor.readline("> ") {
+                    Ok(line) => {
+                        *interrupted = false;
+                        if !line.trim().is_empty() {
+                            let _ = editor.add_history_entry(line.as_str());
+                        }
+                        return Ok(Some(line));
+                    }
+                    Err(ReadlineError::Interrupted) if !*interrupted => {
+                        *interrupted = true;
+                        eprintln!("(Ctrl-C again to leave, or /quit)");
+                    }
+                    Err(ReadlineError::Interrupted | ReadlineError::Eof) => return Ok(None),
+                    Err(err) => return Err(err).context("reading the terminal"),
+                }
+            },
+        }
+    }
+}
