@@ -167,6 +167,8 @@ struct BenchReport {
     decode_cost_ms: Option<Vec<(usize, f64)>>,
     /// How Medusa mode's tree was settled, with its predicted speed-up, when Medusa ran.
     medusa_plan: Option<MedusaPlan>,
+    /// A follow-up turn of each conversation, its prompt read whole and with the prompt cache.
+    prompt_cache: PromptCacheResult,
     hint: Option<String>,
 }
 
@@ -211,8 +213,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                     let request = GenerateRequest::new(chat(text), args.max_tokens)
                         .with_sampling(SamplingParams::greedy())
                         .with_mode(modes[runner - 1]);
+                    // Every run reads its whole prompt, as the raw loop does.
                     let request = args.model.with_default_draft(GenerateRequest {
                         max_draft_tokens: args.max_draft,
+                        cache_prompt: false,
                         ..request
                     });
                     runs[runner - 1] = Some(engine.generate(request)?.wait()?);
@@ -283,6 +287,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             &engine, &prompts, &modes, streams, &args,
         )?);
     }
+    let prompt_cache = bench_prompt_cache(&engine, &prompts, args.max_tokens)?;
     let report = BenchReport {
         model: info.name.clone(),
         model_path: info.path.clone(),
@@ -311,6 +316,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             .medusa_plan
             .clone()
             .filter(|_| modes.contains(&GenerationMode::Medusa)),
+        prompt_cache,
         hint: quantization_hint(&info.file_type),
     };
     if args.json {
@@ -319,6 +325,87 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         print_table(&report);
     }
     Ok(())
+}
+
+/// A second turn of every bench conversation, normal mode, greedy: once with its prompt read
+/// whole (`cache_prompt: false`) and once reusing the first turn's cells, in alternating order.
+#[derive(Serialize)]
+struct PromptCacheResult {
+    follow_ups: usize,
+    /// Mean prompt tokens of a follow-up, and how many of them the cache held.
+    prompt_tokens: f64,
+    cached_prompt_tokens: f64,
+    ttft_ms_cold: f64,
+    ttft_ms_cached: f64,
+    cached_over_cold: f64,
+    /// Follow-ups whose greedy tokens were the same both ways.
+    outputs_identical: usize,
+}
+
+/// Tokens a follow-up answer may have: its time to first token is what is measured.
+const FOLLOW_UP_TOKENS: u32 = 16;
+
+fn bench_prompt_cache(
+    engine: &Engine,
+    prompts: &[String],
+    max_tokens: u32,
+) -> anyhow::Result<PromptCacheResult> {
+    let greedy = |prompt: Prompt, max_tokens: u32| {
+        GenerateRequest::new(prompt, max_tokens).with_sampling(SamplingParams::greedy())
+    };
+    let (mut cold_ms, mut cached_ms, mut prompt_tokens, mut cached_tokens) = (0.0, 0.0, 0, 0);
+    let mut identical = 0;
+    for (i, text) in prompts.iter().enumerate() {
+        let first = vec![ChatMessage::new("user", text.as_str())];
+        let answer = engine
+            .generate(greedy(Prompt::Chat(first.clone()), max_tokens))?
+            .wait()?;
+        let mut follow_up = first;
+        follow_up.push(ChatMessage::new("assistant", answer.text));
+        follow_up.push(ChatMessage::new(
+            "user",
+            "Thank you. Now say it again more briefly.",
+        ));
+        let run = |cache_prompt: bool| -> anyhow::Result<RunSummary> {
+            let request = GenerateRequest {
+                cache_prompt,
+                ..greedy(Prompt::Chat(follow_up.clone()), FOLLOW_UP_TOKENS)
+            };
+            Ok(engine.generate(request)?.wait()?)
+        };
+        // The cold run keeps nothing, so the cached one finds the first turn either way.
+        let (cold, cached) = if i % 2 == 0 {
+            let cold = run(false)?;
+            (cold, run(true)?)
+        } else {
+            let cached = run(true)?;
+            (run(false)?, cached)
+        };
+        eprintln!(
+            "[follow-up {}/{}] {} prompt tokens, first token after {:.0} ms read whole, {:.0} ms with {} cached",
+            i + 1,
+            prompts.len(),
+            cold.prompt_tokens,
+            cold.ttft_ms,
+            cached.ttft_ms,
+            cached.cached_prompt_tokens
+        );
+        cold_ms += cold.ttft_ms;
+        cached_ms += cached.ttft_ms;
+        prompt_tokens += cold.prompt_tokens;
+        cached_tokens += cached.cached_prompt_tokens;
+        identical += usize::from(cold.token_ids == cached.token_ids);
+    }
+    let n = prompts.len().max(1) as f64;
+    Ok(PromptCacheResult {
+        follow_ups: prompts.len(),
+        prompt_tokens: prompt_tokens as f64 / n,
+        cached_prompt_tokens: cached_tokens as f64 / n,
+        ttft_ms_cold: cold_ms / n,
+        ttft_ms_cached: cached_ms / n,
+        cached_over_cold: cached_ms / cold_ms.max(1e-9),
+        outputs_identical: identical,
+    })
 }
 
 /// Totals of N requests, run together or one after another.
@@ -391,6 +478,7 @@ fn bench_concurrency(
                     .map(|t| {
                         args.model.with_default_draft(GenerateRequest {
                             max_draft_tokens: args.max_draft,
+                            cache_prompt: false,
                             ..GenerateRequest::new(chat(t), args.max_tokens)
                                 .with_sampling(SamplingParams::greedy())
                                 .with_mode(mode)
@@ -575,6 +663,18 @@ fn print_table(r: &BenchReport) {
             );
         }
     }
+    let cache = &r.prompt_cache;
+    println!(
+        "prompt cache: {} follow-ups of {:.0} prompt tokens ({:.0} cached): first token after {:.1} ms read whole, {:.1} ms cached ({:.2}x); identical {}/{}",
+        cache.follow_ups,
+        cache.prompt_tokens,
+        cache.cached_prompt_tokens,
+        cache.ttft_ms_cold,
+        cache.ttft_ms_cached,
+        cache.cached_over_cold,
+        cache.outputs_identical,
+        cache.follow_ups
+    );
     if let Some(hint) = &r.hint {
         println!("hint: {hint}");
     }

@@ -125,6 +125,16 @@ fn bench_json_compares_with_the_raw_loop() {
     assert!(spread["min"].as_f64() <= spread["median"].as_f64());
     assert!(spread["median"].as_f64() <= spread["max"].as_f64());
     assert_eq!(normal["round_speedup"]["median"], 1.0);
+    // A follow-up turn per prompt, read whole and with the first turn's cells.
+    let cache = &out["prompt_cache"];
+    assert_eq!(cache["follow_ups"], 2);
+    assert!(
+        cache["cached_prompt_tokens"].as_f64().unwrap() > 0.0,
+        "{cache}"
+    );
+    assert!(cache["cached_prompt_tokens"].as_f64() < cache["prompt_tokens"].as_f64());
+    assert!(cache["ttft_ms_cold"].as_f64().unwrap() > 0.0);
+    assert!(cache["ttft_ms_cached"].as_f64().unwrap() > 0.0);
     let costs = out["decode_cost_ms"]
         .as_array()
         .expect("measured for speculative modes");

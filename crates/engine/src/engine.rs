@@ -284,8 +284,10 @@ fn engine_thread(
     let parallel = config.parallel;
     // Every request gets its own share of one unified KV cache.
     let n_ctx_total = n_ctx_seq * parallel as u32;
-    // Sequence ids: one per request, the rest for draft-tree leaves (llama.cpp allows 256).
-    let n_seq_max = (parallel + MAX_DRAFT_TOKENS).min(256);
+    // Sequence ids: one per request, one per request for the prompt cache where they fit, the
+    // rest for draft-tree leaves (llama.cpp allows 256).
+    let n_seq_max = (2 * parallel + MAX_DRAFT_TOKENS).min(256);
+    let cache_seqs = parallel.min(n_seq_max.saturating_sub(parallel + MAX_DRAFT_TOKENS));
     // A decode must hold a whole draft tree and a root per request, whatever the chunk size.
     let min_batch = (MAX_DRAFT_TOKENS + parallel) as u32;
     let n_batch = config.batch_size.max(min_batch);
@@ -367,7 +369,15 @@ fn engine_thread(
         return;
     }
 
-    Scheduler::new(runtime, Drafters::new(medusa), parallel, n_seq_max, shared).run(&mut commands);
+    Scheduler::new(
+        runtime,
+        Drafters::new(medusa),
+        parallel,
+        cache_seqs,
+        n_seq_max,
+        shared,
+    )
+    .run(&mut commands);
 }
 
 /// Settles Medusa mode's tree once the heads are loaded, from the heads' record and this

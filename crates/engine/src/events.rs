@@ -49,6 +49,9 @@ impl StopReason {
 pub struct RunSummary {
     pub text: String,
     pub prompt_tokens: usize,
+    /// Leading prompt tokens whose KV cells came from an earlier request (the prompt cache):
+    /// not decoded again.
+    pub cached_prompt_tokens: usize,
     pub tokens_generated: usize,
     /// Waiting for a free slot.
     pub queue_ms: f64,

@@ -16,6 +16,7 @@ pub mod medusa;
 mod model_file;
 mod output;
 mod prompt;
+mod prompt_cache;
 mod quantize;
 mod request;
 mod rng;

@@ -196,6 +196,10 @@ pub struct GenerateRequest {
     /// Most drafted tokens per step (speculative modes); `None` uses the drafter's default.
     #[serde(default)]
     pub max_draft_tokens: Option<usize>,
+    /// Reuse the cells of an earlier request that started with the same tokens, and keep this
+    /// one's for later requests (llama-server's `cache_prompt`). Off measures a cold start.
+    #[serde(default = "yes")]
+    pub cache_prompt: bool,
     /// How much to draft at each step: as much as pays on this machine, or a fixed draft.
     #[serde(default)]
     pub draft: DraftPolicy,
@@ -226,6 +230,10 @@ impl ValidRequest {
 
 fn lossless() -> AcceptanceRule {
     AcceptanceRule::Lossless
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Upper bound on drafted tokens per step: leaves need sequence ids, which llama.cpp caps.
@@ -289,6 +297,7 @@ impl GenerateRequest {
             mode: GenerationMode::Normal,
             acceptance: AcceptanceRule::Lossless,
             max_draft_tokens: None,
+            cache_prompt: true,
             draft: DraftPolicy::Auto,
             record_hidden_states: false,
         }

@@ -20,7 +20,9 @@ use crate::events::GenerationEvent;
 use crate::llama_runtime::{random_seed, LlamaRuntime};
 use crate::output::OutputSink;
 use crate::prompt::RenderedPrompt;
+use crate::prompt_cache::PromptCache;
 use crate::request::{Prompt, ValidRequest};
+use crate::sampler::TokenId;
 use crate::sequence::{no_room, NewSequence, Sequence, StepPlan};
 use crate::speculative::tree::DraftTree;
 
@@ -60,8 +62,11 @@ pub struct EngineMetrics {
     pub last_occupancy: f64,
     pub requests_finished: u64,
     pub requests_failed: u64,
-    /// Sequences holding KV cells, counted when the engine last went idle (0 when nothing leaked).
+    /// Sequences holding KV cells, counted when the engine last went idle (0 when nothing leaked);
+    /// the prompt cache's are not counted.
     pub idle_sequences_in_kv: usize,
+    /// Finished requests whose cells the prompt cache keeps.
+    pub cached_sequences: usize,
 }
 
 /// Shared between the engine handle and its thread.
@@ -83,18 +88,24 @@ pub(crate) struct Scheduler<'m> {
     /// Free sequence ids for tree leaves.
     leaf_pool: Vec<i32>,
     n_seq_max: usize,
+    /// Finished requests' cells, for later requests that start with the same tokens.
+    cache: PromptCache,
     drafters: Drafters,
     shared: Arc<Shared>,
 }
 
 impl<'m> Scheduler<'m> {
+    /// Sequence ids: `0..slots` for requests, the next `cache_seqs` for the prompt cache, the
+    /// rest up to `n_seq_max` for tree leaves.
     pub(crate) fn new(
         runtime: LlamaRuntime<'m>,
         drafters: Drafters,
         slots: usize,
+        cache_seqs: usize,
         n_seq_max: usize,
         shared: Arc<Shared>,
     ) -> Self {
+        let leaves_from = slots + cache_seqs;
         if let Ok(mut m) = shared.metrics.lock() {
             m.slots = slots;
         }
@@ -103,8 +114,9 @@ impl<'m> Scheduler<'m> {
             slots: (0..slots).map(|_| None).collect(),
             waiting: VecDeque::new(),
             diagnostics: VecDeque::new(),
-            leaf_pool: (slots..n_seq_max).map(|s| s as i32).rev().collect(),
+            leaf_pool: (leaves_from..n_seq_max).map(|s| s as i32).rev().collect(),
             n_seq_max,
+            cache: PromptCache::new((slots..leaves_from).map(|s| s as i32)),
             drafters,
             shared,
         }
@@ -122,12 +134,14 @@ impl<'m> Scheduler<'m> {
         loop {
             if self.idle() {
                 while let Some(diagnostic) = self.diagnostics.pop_front() {
-                    diagnostic.run(&mut self.runtime, self.drafters.heads());
+                    self.run_diagnostic(diagnostic);
                 }
                 self.count_idle_kv();
                 // Nothing holds cells now: start the next requests at the front of the cache,
                 // where attention scans the fewest cells.
-                self.runtime.clear_kv();
+                if self.cache.len() == 0 {
+                    self.runtime.clear_kv();
+                }
                 match commands.blocking_recv() {
                     None | Some(Command::Shutdown) => break,
                     Some(command) => self.accept(command),
@@ -159,12 +173,33 @@ impl<'m> Scheduler<'m> {
             Command::RenderPrompt { prompt, reply } => {
                 let _ = reply.send(self.runtime.render_prompt(&prompt));
             }
-            Command::Diagnostic(diagnostic) if self.idle() => {
-                diagnostic.run(&mut self.runtime, self.drafters.heads());
-            }
+            Command::Diagnostic(diagnostic) if self.idle() => self.run_diagnostic(diagnostic),
             Command::Diagnostic(diagnostic) => self.diagnostics.push_back(diagnostic),
             Command::Shutdown => {}
         }
+    }
+
+    /// Diagnostics clear the KV cache, and with it what the prompt cache kept.
+    fn run_diagnostic(&mut self, diagnostic: Diagnostic) {
+        self.drop_prompt_cache();
+        diagnostic.run(&mut self.runtime, self.drafters.heads());
+    }
+
+    fn drop_prompt_cache(&mut self) {
+        for seq in self.cache.clear() {
+            let _ = self.runtime.forget(seq);
+        }
+        self.update_cache_metrics();
+    }
+
+    /// Forgets cached cells until every active request (and `more` about to start) can have its
+    /// whole share of the KV cache.
+    fn fit_prompt_cache(&mut self, more: usize) {
+        let room = self.slots.len().saturating_sub(self.active() + more);
+        for seq in self.cache.evict_to(room) {
+            let _ = self.runtime.forget(seq);
+        }
+        self.update_cache_metrics();
     }
 
     /// Moves waiting requests into free slots.
@@ -209,8 +244,23 @@ impl<'m> Scheduler<'m> {
         let prompt = self.runtime.prompt_tokens(&request.prompt)?;
         // Measuring decode costs clears the KV cache, so it only happens with nothing running.
         if draft.drafter.is_some() && self.runtime.cost_model().is_none() && self.active() == 0 {
+            self.drop_prompt_cache();
             self.runtime.ensure_cost_model()?;
         }
+        // Cells of an earlier request starting the same way: shared, not decoded again. The
+        // last prompt token is always decoded, as its logits give the first token.
+        let cache_prompt = request.cache_prompt;
+        let hit = if cache_prompt {
+            let ids: Vec<TokenId> = prompt.iter().map(|t| t.0).collect();
+            self.cache.lookup(&ids, prompt.len().saturating_sub(1))
+        } else {
+            None
+        };
+        if let Some(hit) = hit {
+            self.runtime
+                .share_cells(hit.seq, slot as i32, Some(0), Some(hit.tokens as u32))?;
+        }
+        self.fit_prompt_cache(1);
         let out = OutputSink::new(
             self.runtime.model(),
             events,
@@ -219,7 +269,7 @@ impl<'m> Scheduler<'m> {
             &request.stop,
         );
         let seed = request.sampling.seed.unwrap_or_else(random_seed);
-        Ok(Sequence::new(NewSequence {
+        let mut sequence = Sequence::new(NewSequence {
             id: slot as i32,
             request,
             out,
@@ -228,7 +278,11 @@ impl<'m> Scheduler<'m> {
             seed,
             draft,
             queued_at,
-        }))
+        });
+        if let Some(hit) = hit {
+            sequence.reuse_cells(hit.tokens);
+        }
+        Ok(sequence)
     }
 
     /// One decode for every active request.
@@ -423,6 +477,7 @@ impl<'m> Scheduler<'m> {
                 .is_some_and(|s| s.ending.is_some())
             {
                 if let Some(sequence) = self.slots[slot].take() {
+                    self.keep_cells(&sequence);
                     let _ = self.runtime.forget(sequence.id);
                     if let Some((drafter, learnt)) = sequence.learnt() {
                         self.drafters.absorb(drafter, &learnt);
@@ -437,6 +492,27 @@ impl<'m> Scheduler<'m> {
         self.update_queue_metrics();
     }
 
+    /// Moves a finished request's cells into the prompt cache, when it may keep them.
+    fn keep_cells(&mut self, sequence: &Sequence<'_>) {
+        if !sequence.request.cache_prompt {
+            return;
+        }
+        if let Some((seq, forgotten)) = self.cache.store(sequence.cached_tokens().to_vec()) {
+            for old in forgotten {
+                let _ = self.runtime.forget(old);
+            }
+            if self
+                .runtime
+                .share_cells(sequence.id, seq, None, None)
+                .is_err()
+            {
+                self.cache.remove(seq);
+                let _ = self.runtime.forget(seq);
+            }
+        }
+        self.fit_prompt_cache(0);
+    }
+
     fn shut_down(&mut self) {
         for slot in 0..self.slots.len() {
             self.fail_slot(slot, EngineError::EngineStopped);
@@ -449,21 +525,23 @@ impl<'m> Scheduler<'m> {
     }
 
     fn count_idle_kv(&self) {
-        let in_use = (0..self.slots.len() + self.leaf_pool_capacity())
-            .filter(|&seq| self.runtime.holds_cells(seq as i32))
+        let in_use = (0..self.n_seq_max as i32)
+            .filter(|&seq| !self.cache.holds(seq) && self.runtime.holds_cells(seq))
             .count();
         if let Ok(mut m) = self.shared.metrics.lock() {
             m.idle_sequences_in_kv = in_use;
         }
     }
 
-    fn leaf_pool_capacity(&self) -> usize {
-        self.n_seq_max - self.slots.len()
-    }
-
     fn count_failed(&self) {
         if let Ok(mut m) = self.shared.metrics.lock() {
             m.requests_failed += 1;
+        }
+    }
+
+    fn update_cache_metrics(&self) {
+        if let Ok(mut m) = self.shared.metrics.lock() {
+            m.cached_sequences = self.cache.len();
         }
     }
 

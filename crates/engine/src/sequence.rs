@@ -54,6 +54,8 @@ pub(crate) struct Sequence<'m> {
     queued_at: Instant,
     queue_ms: f64,
     ttft_ms: Option<f64>,
+    /// Leading prompt tokens whose cells came from the prompt cache.
+    cached_prompt_tokens: usize,
     pub(crate) ending: Option<StopReason>,
 }
 
@@ -135,8 +137,25 @@ impl<'m> Sequence<'m> {
             queued_at: new.queued_at,
             queue_ms,
             ttft_ms: None,
+            cached_prompt_tokens: 0,
             ending: None,
         }
+    }
+
+    /// The first `tokens` prompt tokens already have cells (shared from the prompt cache).
+    pub(crate) fn reuse_cells(&mut self, tokens: usize) {
+        self.cached_prompt_tokens = tokens.min(self.prompt.len().saturating_sub(1));
+        self.prefilled = self.cached_prompt_tokens;
+    }
+
+    /// The tokens whose cells this sequence holds, position by position.
+    pub(crate) fn cached_tokens(&self) -> &[TokenId] {
+        let decoded = if self.prefill_done() {
+            self.pos
+        } else {
+            self.prefilled
+        };
+        &self.out.history[..decoded.min(self.out.history.len())]
     }
 
     pub(crate) fn prefill_done(&self) -> bool {
@@ -380,6 +399,7 @@ impl<'m> Sequence<'m> {
             prompt_tokens: self.prompt.len(),
             tokens_generated: generated,
             queue_ms: self.queue_ms,
+            cached_prompt_tokens: self.cached_prompt_tokens,
             ttft_ms,
             total_ms,
             tokens_per_second: tokens_per_second(generated, run_ms),

@@ -164,7 +164,12 @@ export type DraftSkipReason = "not_worth_it" | "costs_unknown" | "no_candidates"
 /**
  * The run's summary, with its id.
  */
-export type FinishedEvent = { run_id: number, text: string, prompt_tokens: number, tokens_generated: number, 
+export type FinishedEvent = { run_id: number, text: string, prompt_tokens: number, 
+/**
+ * Leading prompt tokens whose KV cells came from an earlier request (the prompt cache):
+ * not decoded again.
+ */
+cached_prompt_tokens: number, tokens_generated: number, 
 /**
  * Waiting for a free slot.
  */
@@ -214,7 +219,12 @@ draft_ms: number, verify_ms: number, };
 /**
  * Statistics of one finished run.
  */
-export type RunSummary = { text: string, prompt_tokens: number, tokens_generated: number, 
+export type RunSummary = { text: string, prompt_tokens: number, 
+/**
+ * Leading prompt tokens whose KV cells came from an earlier request (the prompt cache):
+ * not decoded again.
+ */
+cached_prompt_tokens: number, tokens_generated: number, 
 /**
  * Waiting for a free slot.
  */
@@ -474,9 +484,14 @@ last_batch_tokens: number,
  */
 last_occupancy: number, requests_finished: number, requests_failed: number, 
 /**
- * Sequences holding KV cells, counted when the engine last went idle (0 when nothing leaked).
+ * Sequences holding KV cells, counted when the engine last went idle (0 when nothing leaked);
+ * the prompt cache's are not counted.
  */
-idle_sequences_in_kv: number, };
+idle_sequences_in_kv: number, 
+/**
+ * Finished requests whose cells the prompt cache keeps.
+ */
+cached_sequences: number, };
 
 /**
  * A model being loaded (in the background) to replace the current one, if any.
