@@ -42,6 +42,9 @@ pub struct PlaygroundRequest {
     #[serde(flatten)]
     #[ts(flatten)]
     pub draft: DraftFields,
+    /// `false` reads the whole prompt: no cells reused from earlier requests, none kept.
+    #[serde(default)]
+    pub cache_prompt: Option<bool>,
 }
 
 impl PlaygroundRequest {
@@ -67,6 +70,7 @@ impl PlaygroundRequest {
                 .with_mode(mode)
                 .with_draft(self.draft.policy(mode)?);
         request.max_draft_tokens = self.max_draft_tokens;
+        request.cache_prompt = self.cache_prompt.unwrap_or(true);
         Ok(request)
     }
 }

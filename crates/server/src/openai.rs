@@ -47,6 +47,10 @@ pub struct Common {
     /// Not part of OpenAI's API: `tree` (Medusa mode) and `draft_length` (lookup mode).
     #[serde(flatten)]
     draft: DraftFields,
+    /// Not part of OpenAI's API (llama-server's): `false` reads the whole prompt, reusing no
+    /// cached cells and keeping none.
+    #[serde(default)]
+    cache_prompt: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,11 +88,12 @@ impl Common {
             .max_completion_tokens
             .or(self.max_tokens)
             .unwrap_or(playground.model()?.engine.info().n_ctx);
-        let request = GenerateRequest::new(prompt, max_tokens)
+        let mut request = GenerateRequest::new(prompt, max_tokens)
             .with_sampling(sampling)
             .with_stop(stop)
             .with_mode(mode)
             .with_draft(self.draft.policy(mode)?);
+        request.cache_prompt = self.cache_prompt.unwrap_or(true);
         Ok(playground.check(request)?)
     }
 

@@ -1104,3 +1104,41 @@ fn settings_tree_applies_without_reloading_and_steps_keep_their_trees() {
     assert_eq!(status, 200);
     assert!(info["default_tree"].is_null());
 }
+
+#[test]
+fn a_repeated_conversation_reuses_its_cells_unless_asked_not_to() {
+    // A server of its own: other tests' requests would take the cache's room.
+    let base = start(|_| {});
+    let finished = |extra: Value| {
+        let mut body = json!({
+            "messages": [{"role": "user", "content": "Which planet is closest to the sun?"}],
+            "max_tokens": 4, "sampling": {"temperature": 0},
+        });
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let (status, response) = send(
+            agent().post(&format!("{base}/api/generate")),
+            Some(&body.to_string()),
+        );
+        assert_eq!(status, 200);
+        let last = BufReader::new(response.into_reader())
+            .lines()
+            .map(|l| l.expect("line"))
+            .filter_map(|l| l.strip_prefix("data: ").map(str::to_owned))
+            .last()
+            .expect("events");
+        let last: Value = serde_json::from_str(&last).unwrap();
+        assert_eq!(last["type"], "finished", "{last}");
+        last
+    };
+    finished(json!({}));
+    let again = finished(json!({}));
+    assert_eq!(
+        again["cached_prompt_tokens"].as_u64().unwrap() + 1,
+        again["prompt_tokens"].as_u64().unwrap(),
+        "{again}"
+    );
+    let cold = finished(json!({"cache_prompt": false}));
+    assert_eq!(cold["cached_prompt_tokens"], 0, "{cold}");
+}

@@ -60,6 +60,10 @@ sampling?: Partial<SamplingParams>,
  */
 max_draft_tokens?: number, 
 /**
+ * `false` reads the whole prompt: no cells reused from earlier requests, none kept.
+ */
+cache_prompt?: boolean, 
+/**
  * Medusa mode: `"auto"` (the default: as much of the tree sized for this machine as pays,
  * or the model's default tree set in Settings), or a tree drafted in full at every step
  * whatever it costs: `"tuned"` (the fastest tree the tuner found here), `"mc_sim_7b_63"`,
