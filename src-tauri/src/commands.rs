@@ -107,6 +107,23 @@ pub async fn create_comparison(
     playground.create_comparison(&run_ids).await
 }
 
+/// Adds the runs of an exported history (the JSON export's document) to this one.
+#[tauri::command]
+pub async fn import_runs(
+    playground: State<'_, Playground>,
+    document: store::ExportDocument,
+) -> Result<store::ImportReport, AppError> {
+    playground.import_runs(&document).await
+}
+
+#[tauri::command]
+pub async fn delete_runs(
+    playground: State<'_, Playground>,
+    run_ids: Vec<i64>,
+) -> Result<store::DeleteReport, AppError> {
+    playground.delete_runs(&run_ids).await
+}
+
 /// Asks where to save the export of the runs matching `query`, then writes it. Resolves with the
 /// path written, or null when the user cancelled the dialog.
 #[tauri::command]

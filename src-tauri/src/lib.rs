@@ -27,6 +27,8 @@ pub fn invoke_handler<R: tauri::Runtime>(
         commands::export_runs,
         commands::load_model,
         commands::set_tree,
+        commands::delete_runs,
+        commands::import_runs,
         commands::tune,
         commands::pick_file,
     ]

@@ -134,6 +134,18 @@ fn commands_answer_like_the_http_api() {
     assert_eq!(err["code"], "no_medusa_heads");
     let info = invoke(&window, "set_tree", json!({"request": {"tree": "auto"}})).unwrap();
     assert!(info["default_tree"].is_null(), "{info}");
+    let err = invoke(&window, "delete_runs", json!({"runIds": []})).expect_err("nothing to delete");
+    assert_eq!(err["code"], "invalid_parameter");
+    let err = invoke(&window, "import_runs", json!({"document": {"runs": 7}}))
+        .expect_err("not an export");
+    assert!(err.to_string().contains("document"), "{err}");
+    let report = invoke(
+        &window,
+        "import_runs",
+        json!({"document": {"version": 1, "exported_at": "2026-01-02T03:04:05Z", "runs": [], "comparisons": []}}),
+    )
+    .unwrap();
+    assert_eq!(report["imported"], 0, "{report}");
     let err = invoke(&window, "create_comparison", json!({"runIds": [run_id]}))
         .expect_err("one run is no comparison");
     assert_eq!(err["code"], "invalid_parameter");

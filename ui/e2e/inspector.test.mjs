@@ -61,6 +61,9 @@ test('a tinted token opens its step’s drafted tree; the arrow keys move betwee
   await input.press('Enter');
   await page.getByTestId('chat-stats').last().waitFor();
   const answer = page.locator('[data-testid="chat-message"][data-role="assistant"]').last();
+  // Answers show as markdown until the tinted view is asked for.
+  assert.equal(await answer.getByTestId('drafted-token').count(), 0);
+  await page.getByTestId('chat-show-drafted').check();
 
   // A token that is only a line break draws no box to click: take one with visible text.
   const drafted = answer.getByTestId('drafted-token').filter({ hasText: /\S/ });

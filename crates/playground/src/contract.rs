@@ -85,6 +85,7 @@ pub fn typescript() -> String {
         store::SortOrder,
         store::ExportFormat,
         store::ImportReport,
+        store::DeleteReport,
         store::ImportRejection,
         crate::history::ComparisonList,
         store::Comparison,

@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use store::{
-    Comparison, ExportDocument, ExportFormat, ImportReport, Run, RunFilter, RunStatus,
-    RunWithSteps, SortKey, SortOrder,
+    Comparison, DeleteReport, ExportDocument, ExportFormat, ImportReport, Run, RunFilter,
+    RunStatus, RunWithSteps, SortKey, SortOrder, MAX_DELETED_RUNS,
 };
 use ts_rs::TS;
 
@@ -19,7 +19,10 @@ use crate::playground::Playground;
 pub struct RunsQuery {
     #[ts(as = "Option<engine::GenerationMode>")]
     pub mode: Option<String>,
+    /// Text the model name contains, in any case.
     pub model: Option<String>,
+    /// Words the prompt or the answer contains.
+    pub search: Option<String>,
     #[ts(as = "Option<RunStatus>")]
     pub status: Option<String>,
     /// RFC 3339.
@@ -77,6 +80,7 @@ impl RunsQuery {
             until: parse_time("until", self.until.as_deref())?,
             mode: self.mode.clone(),
             model: self.model.clone(),
+            search: self.search.clone(),
             status: parse_opt(self.status.as_deref())?,
             limit: self.limit,
             offset: self.offset,
@@ -157,6 +161,17 @@ impl Playground {
 
     pub async fn import_runs(&self, document: &ExportDocument) -> Result<ImportReport, AppError> {
         Ok(self.store().import_document(document).await?)
+    }
+
+    /// Deletes finished runs with their steps; comparisons that lose runs are measured again.
+    pub async fn delete_runs(&self, run_ids: &[i64]) -> Result<DeleteReport, AppError> {
+        if run_ids.is_empty() || run_ids.len() > MAX_DELETED_RUNS {
+            return Err(AppError::invalid_parameter(format!(
+                "name 1 to {MAX_DELETED_RUNS} runs to delete, not {}",
+                run_ids.len()
+            )));
+        }
+        Ok(self.store().delete_runs(run_ids).await?)
     }
 
     pub async fn list_comparisons(&self, limit: Option<i64>) -> Result<ComparisonList, AppError> {

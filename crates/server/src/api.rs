@@ -108,6 +108,28 @@ pub async fn create_comparison(
     Ok((StatusCode::CREATED, Json(comparison)))
 }
 
+/// The runs `POST /api/runs/delete` deletes.
+#[derive(Debug, Deserialize)]
+pub struct DeletedRuns {
+    run_ids: Vec<i64>,
+}
+
+#[tracing::instrument(skip_all)]
+pub async fn delete_runs(
+    State(playground): State<Playground>,
+    JsonBody(body): JsonBody<DeletedRuns>,
+) -> Result<Json<store::DeleteReport>, ApiError> {
+    Ok(Json(playground.delete_runs(&body.run_ids).await?))
+}
+
+#[tracing::instrument(skip_all)]
+pub async fn delete_run(
+    State(playground): State<Playground>,
+    RecordId(id): RecordId,
+) -> Result<Json<store::DeleteReport>, ApiError> {
+    Ok(Json(playground.delete_runs(&[id]).await?))
+}
+
 pub async fn info(State(playground): State<Playground>) -> Json<Info> {
     Json(playground.info())
 }

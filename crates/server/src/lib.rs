@@ -113,7 +113,8 @@ pub fn router_with_ui(
             "/api/runs/import",
             post(api::import_runs).layer(Extension(BodyLimit(IMPORT_BODY_LIMIT))),
         )
-        .route("/api/runs/{id}", get(api::get_run))
+        .route("/api/runs/delete", post(api::delete_runs))
+        .route("/api/runs/{id}", get(api::get_run).delete(api::delete_run))
         .route("/api/runs/{id}/cancel", post(api::cancel_run))
         .route(
             "/api/comparisons",

@@ -1142,3 +1142,50 @@ fn a_repeated_conversation_reuses_its_cells_unless_asked_not_to() {
     let cold = finished(json!({"cache_prompt": false}));
     assert_eq!(cold["cached_prompt_tokens"], 0, "{cold}");
 }
+
+#[test]
+fn runs_are_searched_by_their_words_and_deleted() {
+    let generate = |prompt: &str| {
+        let (status, answer) = post(
+            "/generate/normal",
+            &json!({"prompt": prompt, "max_length": 3}),
+        );
+        assert_eq!(status, 200, "{answer}");
+        answer["run_id"].as_i64().unwrap()
+    };
+    let first = generate("Quokkas are marsupials from");
+    let second = generate("Quokkas live on Rottnest");
+    let (_, found) = get("/api/runs?search=quokka%20rottnest");
+    let found: Vec<i64> = found["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(found, [second]);
+    let (_, by_model) = get("/api/runs?model=SMOLLM&limit=1000");
+    assert!(by_model["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["id"] == first));
+
+    let (status, report) = post("/api/runs/delete", &json!({"run_ids": [first]}));
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["deleted"], 1);
+    assert_error(get(&format!("/api/runs/{first}")), 404, "not_found");
+    let url = format!("{}/api/runs/{second}", base());
+    let (status, response) = send(agent().delete(&url), None);
+    assert_eq!(status, 200);
+    assert_eq!(response.into_json::<Value>().unwrap()["deleted"], 1);
+    assert_error(
+        post("/api/runs/delete", &json!({"run_ids": [second]})),
+        404,
+        "not_found",
+    );
+    assert_error(
+        post("/api/runs/delete", &json!({"run_ids": []})),
+        400,
+        "invalid_parameter",
+    );
+}

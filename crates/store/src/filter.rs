@@ -17,8 +17,11 @@ pub struct RunFilter {
     /// Runs created strictly before this instant.
     pub until: Option<DateTime<Utc>>,
     pub mode: Option<String>,
-    /// Exact model name.
+    /// Text the model name contains, in any case.
     pub model: Option<String>,
+    /// Words the prompt or the output contains (full-text search; every word must match, each
+    /// as a word or the start of one).
+    pub search: Option<String>,
     pub status: Option<RunStatus>,
     pub limit: Option<i64>,
     pub offset: Option<i64>,

@@ -26,6 +26,7 @@
 mod codec;
 mod comparisons;
 mod db;
+mod delete;
 mod error;
 mod export;
 mod filter;
@@ -36,6 +37,7 @@ mod runs;
 mod write;
 
 pub use db::{Store, DB_ENV};
+pub use delete::{DeleteReport, MAX_DELETED_RUNS};
 pub use error::{Result, StoreError};
 pub use export::{ExportDocument, ExportFormat, EXPORT_VERSION};
 pub use filter::{RunFilter, SortKey, SortOrder};

@@ -361,8 +361,17 @@ pub(crate) async fn list_runs(conn: &mut SqliteConnection, filter: &RunFilter) -
     if let Some(mode) = &filter.mode {
         query.push(" AND mode = ").push_bind(mode.clone());
     }
-    if let Some(model) = &filter.model {
-        query.push(" AND model_name = ").push_bind(model.clone());
+    if let Some(model) = filter.model.as_deref().filter(|m| !m.trim().is_empty()) {
+        query
+            .push(" AND instr(lower(model_name), lower(")
+            .push_bind(model.trim().to_owned())
+            .push(")) > 0");
+    }
+    if let Some(words) = filter.search.as_deref().and_then(match_expression) {
+        query
+            .push(" AND id IN (SELECT rowid FROM runs_search WHERE runs_search MATCH ")
+            .push_bind(words)
+            .push(")");
     }
     if let Some(status) = filter.status {
         query.push(" AND status = ").push_bind(status.as_str());
@@ -378,6 +387,16 @@ pub(crate) async fn list_runs(conn: &mut SqliteConnection, filter: &RunFilter) -
     query.push(" OFFSET ").push_bind(filter.offset.unwrap_or(0));
     let rows = query.build().fetch_all(&mut *conn).await?;
     rows.iter().map(run_from_row).collect()
+}
+
+/// The words of `text` as an FTS5 query: each a quoted prefix (never FTS5 syntax, whatever
+/// the user typed), all required. `None` without words.
+fn match_expression(text: &str) -> Option<String> {
+    let terms: Vec<String> = text
+        .split_whitespace()
+        .map(|word| format!("\"{}\"*", word.replace('"', "\"\"")))
+        .collect();
+    (!terms.is_empty()).then(|| terms.join(" "))
 }
 
 pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {

@@ -13,7 +13,10 @@ export function promptText(prompt: PromptRecord): string {
 export interface HistoryFilters {
   mode: Mode | '';
   status: RunStatus | '';
+  /** Text the model name contains, in any case. */
   model: string;
+  /** Words the prompt or the answer contains (each as a word or the start of one). */
+  search: string;
   /** yyyy-mm-dd, local dates. */
   since: string;
   until: string;
@@ -32,6 +35,7 @@ export function buildQuery(
   if (filters.mode) query.mode = filters.mode;
   if (filters.status) query.status = filters.status;
   if (filters.model.trim()) query.model = filters.model.trim();
+  if (filters.search.trim()) query.search = filters.search.trim();
   if (filters.since) query.since = new Date(`${filters.since}T00:00:00`).toISOString();
   // The whole last day counts.
   if (filters.until) query.until = new Date(`${filters.until}T23:59:59.999`).toISOString();

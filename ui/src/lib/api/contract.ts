@@ -585,7 +585,15 @@ export type ReferenceTree = { name: string, nodes: number, measured_tokens_per_s
 /**
  * Filters, order and paging of the run history (listing and export).
  */
-export type RunQuery = { mode?: Mode, model?: string, status?: RunStatus, 
+export type RunQuery = { mode?: Mode, 
+/**
+ * Text the model name contains, in any case.
+ */
+model?: string, 
+/**
+ * Words the prompt or the answer contains.
+ */
+search?: string, status?: RunStatus, 
 /**
  * RFC 3339.
  */
@@ -763,6 +771,19 @@ rejections: Array<ImportRejection>, comparisons_imported: number,
  * already belongs to a comparison here (typically the same one, imported before).
  */
 comparisons_skipped: number, };
+
+/**
+ * What a deletion did.
+ */
+export type DeleteReport = { deleted: number, 
+/**
+ * Comparisons that lost runs and were measured again from the ones left.
+ */
+comparisons_changed: Array<number>, 
+/**
+ * Comparisons left with no run, removed.
+ */
+comparisons_removed: Array<number>, };
 
 /**
  * One run an import refused.

@@ -132,6 +132,41 @@ describe('HttpTransport', () => {
   });
 });
 
+describe('HttpTransport deletes and imports', () => {
+  it('posts the run ids to delete and answers the report', async () => {
+    const report = { deleted: 2, comparisons_changed: [3], comparisons_removed: [] };
+    const fetch = vi.fn().mockResolvedValue(json(200, report));
+    vi.stubGlobal('fetch', fetch);
+    expect(await new HttpTransport().deleteRuns([1, 2])).toEqual(report);
+    expect(fetch.mock.calls[0][0]).toBe('/api/runs/delete');
+    expect(fetch.mock.calls[0][1].method).toBe('POST');
+    expect(fetch.mock.calls[0][1].body).toBe('{"run_ids":[1,2]}');
+  });
+
+  it('maps a refused deletion to an ApiError', async () => {
+    vi.stubGlobal('fetch', vi.fn(async () => json(400, { error: { code: 'invalid_parameter', message: 'run 4 is running' } })));
+    await expect(new HttpTransport().deleteRuns([4])).rejects.toEqual(new ApiError('invalid_parameter', 'run 4 is running', 400));
+  });
+
+  it('posts an export document as it is to import it', async () => {
+    const report = { imported: 1, skipped_duplicates: 0, rejected: 0, rejections: [], comparisons_imported: 0, comparisons_skipped: 0 };
+    const fetch = vi.fn().mockResolvedValue(json(200, report));
+    vi.stubGlobal('fetch', fetch);
+    const document = { format: 'medusa-runs', runs: [{ uid: 'a' }] };
+    const t = new HttpTransport('http://h');
+    expect(await t.importRuns(document)).toEqual(report);
+    expect(fetch.mock.calls[0][0]).toBe('http://h/api/runs/import');
+    expect(JSON.parse(fetch.mock.calls[0][1].body)).toEqual(document);
+  });
+
+  it('sends search and model filters as typed', async () => {
+    const fetch = vi.fn().mockResolvedValue(json(200, { runs: [] }));
+    vi.stubGlobal('fetch', fetch);
+    await new HttpTransport().listRuns({ search: 'giraff neck', model: 'smollm' });
+    expect(fetch.mock.calls[0][0]).toBe('/api/runs?search=giraff+neck&model=smollm');
+  });
+});
+
 describe('attachmentName', () => {
   it('reads the file name of a download', () => {
     expect(attachmentName('attachment; filename="medusa-runs-1.csv"')).toBe('medusa-runs-1.csv');

@@ -5,7 +5,9 @@ import { ApiError, type RunHandle, type Transport } from './transport';
 import type {
   Comparison,
   ComparisonList,
+  DeleteReport,
   ExportFormat,
+  ImportReport,
   GenerateRequest,
   Info,
   LoadModelRequest,
@@ -154,6 +156,14 @@ export class HttpTransport implements Transport {
 
   createComparison(runIds: number[]): Promise<Comparison> {
     return this.post('/api/comparisons', { run_ids: runIds });
+  }
+
+  deleteRuns(runIds: number[]): Promise<DeleteReport> {
+    return this.post('/api/runs/delete', { run_ids: runIds });
+  }
+
+  importRuns(document: unknown): Promise<ImportReport> {
+    return this.post('/api/runs/import', document);
   }
 
   exportUrl(query: RunQuery, format: ExportFormat): string {

@@ -65,6 +65,19 @@ describe('TauriTransport', () => {
     expect(invoke).toHaveBeenLastCalledWith('cancel_run', { runId: 12 });
   });
 
+  it('deletes runs through delete_runs with camelCase ids', async () => {
+    const report = { deleted: 1, comparisons_changed: [], comparisons_removed: [7] };
+    invoke.mockResolvedValue(report);
+    expect(await new TauriTransport().deleteRuns([5])).toEqual(report);
+    expect(invoke).toHaveBeenCalledWith('delete_runs', { runIds: [5] });
+  });
+
+  it('imports through the import_runs command', async () => {
+    invoke.mockResolvedValue({ imported: 0 });
+    expect(await new TauriTransport().importRuns({ runs: [] })).toEqual({ imported: 0 });
+    expect(invoke).toHaveBeenCalledWith('import_runs', { document: { runs: [] } });
+  });
+
   it('turns rejections into ApiError', async () => {
     invoke.mockRejectedValue({ code: 'empty_prompt', message: 'the prompt is empty' });
     await expect(new TauriTransport().info()).rejects.toEqual(

@@ -5,7 +5,9 @@ import { ApiError, type RunHandle, type Transport } from './transport';
 import type {
   Comparison,
   ComparisonList,
+  DeleteReport,
   ExportFormat,
+  ImportReport,
   GenerateRequest,
   Info,
   LoadModelRequest,
@@ -86,6 +88,14 @@ export class TauriTransport implements Transport {
 
   createComparison(runIds: number[]): Promise<Comparison> {
     return call('create_comparison', { runIds });
+  }
+
+  deleteRuns(runIds: number[]): Promise<DeleteReport> {
+    return call('delete_runs', { runIds });
+  }
+
+  importRuns(document: unknown): Promise<ImportReport> {
+    return call('import_runs', { document });
   }
 
   exportRuns(query: RunQuery, format: ExportFormat): Promise<string | null> {

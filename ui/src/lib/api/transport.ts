@@ -3,7 +3,9 @@
 
 import type {
   Comparison,
+  DeleteReport,
   ExportFormat,
+  ImportReport,
   GenerateRequest,
   Info,
   LoadModelRequest,
@@ -39,6 +41,16 @@ export interface Transport {
   getComparison(id: number): Promise<Comparison>;
   /** Links finished runs of one prompt (a `normal` one first as the baseline) as a comparison. */
   createComparison(runIds: number[]): Promise<Comparison>;
+  /**
+   * Deletes runs with their steps; comparisons that lose runs are measured again from the ones
+   * left, or removed when none is left. Refused (`invalid_parameter`) for a running run or none.
+   */
+  deleteRuns(runIds: number[]): Promise<DeleteReport>;
+  /**
+   * Adds the runs of an export document (the JSON `exportRuns` writes), skipping those already
+   * stored.
+   */
+  importRuns(document: unknown): Promise<ImportReport>;
   /**
    * Exports the runs matching `query`: a download in the browser, a save dialog in the desktop
    * app. Resolves to the file name or path written, or null when the user cancelled the dialog.

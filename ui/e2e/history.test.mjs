@@ -1,0 +1,184 @@
+// History end to end at the smallest layout the UI supports (800x600): full-text search, the model
+// filter by part of the name, deleting a run after confirming, and importing an export back,
+// against a real `medusa serve` (with an API key, so Node's requests carry the harness headers)
+// on the default model and a real SQLite history. Screenshots go to test-artifacts/ui/.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { artifacts, startBrowser, startServer } from './harness.mjs';
+
+/** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
+const LONG = 240_000;
+
+const PROMPTS = {
+  giraffe: 'Tell me one fact about giraffes.',
+  volcano: 'Tell me one fact about volcanoes.',
+  colour: 'Name a colour.',
+};
+
+let server;
+let browser;
+let page;
+/** The run id of each prompt above. */
+const ids = {};
+
+async function api(path, init = {}) {
+  const response = await fetch(`${server.url}${path}`, {
+    ...init,
+    headers: { ...server.headers, ...(init.body ? { 'Content-Type': 'application/json' } : {}) },
+  });
+  assert.equal(response.status, 200, `${path}: ${response.status}`);
+  return response;
+}
+
+async function listRuns(query = '') {
+  return (await (await api(`/api/runs?limit=1000${query}`)).json()).runs;
+}
+
+/** One short greedy run through the API; the SSE stream is read to its end. */
+async function generate(prompt) {
+  const response = await api('/api/generate', {
+    method: 'POST',
+    body: JSON.stringify({ messages: [{ role: 'user', content: prompt }], mode: 'normal', max_tokens: 8 }),
+  });
+  const stream = await response.text();
+  assert.match(stream, /"type":"finished"/, `the run of ${JSON.stringify(prompt)} finished`);
+  return Number(/"run_id":(\d+)/.exec(stream)[1]);
+}
+
+before(async () => {
+  server = await startServer({ apiKey: 'e2e-history-key-0123456789' });
+  for (const [name, prompt] of Object.entries(PROMPTS)) ids[name] = await generate(prompt);
+  browser = await startBrowser();
+  const context = await browser.newContext({ viewport: { width: 800, height: 600 } });
+  page = await context.newPage();
+  page.setDefaultTimeout(LONG);
+  await page.goto(server.openUrl);
+  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  await page.getByTestId('tab-history').click();
+  await page.getByTestId('view-history').waitFor({ state: 'visible' });
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+async function shoot(name) {
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.screenshot({ path: join(artifacts, `${name}-${scheme}.png`), fullPage: true });
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+}
+
+/** The run ids History's table shows, once it shows exactly `expected` (in any order). */
+async function rowsAre(expected) {
+  const want = [...expected].sort((a, b) => a - b).join(',');
+  await page.waitForFunction(
+    (want) =>
+      [...document.querySelectorAll('[data-testid="history-row"]')]
+        .map((r) => Number(r.dataset.runId))
+        .sort((a, b) => a - b)
+        .join(',') === want,
+    want,
+  );
+}
+
+test('search finds runs by a word of their prompt or answer', async () => {
+  await rowsAre(Object.values(ids));
+  await page.getByTestId('history-search').fill('giraff');
+  await rowsAre([ids.giraffe]);
+  assert.match(await page.getByTestId('history-row').innerText(), /giraffes/);
+  await shoot('history-search');
+  await page.getByTestId('history-search').fill('');
+  await rowsAre(Object.values(ids));
+});
+
+test('the model filter matches part of the name in any case', async () => {
+  const runs = await listRuns();
+  assert.ok(runs.every((r) => r.model.name === 'SmolLM2-135M-Instruct'), 'the default model made every run');
+  await page.getByTestId('history-filter-model').fill('smollm');
+  await rowsAre(Object.values(ids));
+  assert.equal((await listRuns('&model=smollm')).length, 3, 'the API matches it too');
+  await page.getByTestId('history-filter-model').fill('no-such-model');
+  await rowsAre([]);
+  await page.getByTestId('history-filter-model').fill('');
+  await rowsAre(Object.values(ids));
+});
+
+test('a run is deleted from its detail after confirming', async () => {
+  await page.locator(`[data-testid="history-row"][data-run-id="${ids.volcano}"]`).click();
+  const detail = page.getByTestId('history-detail');
+  await detail.waitFor();
+  assert.equal(await detail.getAttribute('data-run-id'), String(ids.volcano));
+
+  // Cancel leaves it.
+  await detail.getByTestId('history-delete').click();
+  await detail.getByTestId('history-delete-cancel').click();
+  assert.ok((await listRuns()).some((r) => r.id === ids.volcano));
+
+  await detail.getByTestId('history-delete').click();
+  assert.match(await detail.getByTestId('history-delete-question').innerText(), /Delete 1 run\b/);
+  await shoot('history-delete-confirm');
+  await detail.getByTestId('history-delete-confirm').click();
+  await page.getByTestId('history-report').filter({ hasText: 'Deleted 1 run' }).waitFor();
+  await rowsAre([ids.giraffe, ids.colour]);
+  assert.equal(await page.getByTestId('history-detail').count(), 0, 'the detail of a deleted run closes');
+  assert.ok(!(await listRuns()).some((r) => r.id === ids.volcano), 'the API no longer lists it');
+});
+
+test('an export imported back restores a deleted run', async () => {
+  const exported = await (await api('/api/runs/export?format=json')).text();
+  const file = join(mkdtempSync(join(tmpdir(), 'medusa-history-')), 'medusa-runs.json');
+  writeFileSync(file, exported);
+  const giraffeUid = (await listRuns()).find((r) => r.id === ids.giraffe).uid;
+  const report = await (await api('/api/runs/delete', { method: 'POST', body: JSON.stringify({ run_ids: [ids.giraffe] }) })).json();
+  assert.equal(report.deleted, 1);
+  await page.getByTestId('history-refresh').click();
+  await rowsAre([ids.colour]);
+
+  const [chooser] = await Promise.all([page.waitForEvent('filechooser'), page.getByTestId('history-import').click()]);
+  await chooser.setFiles(file);
+  const note = page.getByTestId('history-report').filter({ hasText: 'Imported' });
+  await note.waitFor();
+  assert.match(await note.innerText(), /Imported 1 run; skipped 1 duplicate; rejected 0/);
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="history-row"]').length === 2);
+  const back = (await listRuns()).find((r) => r.uid === giraffeUid);
+  assert.ok(back, 'the deleted run is back, under its uid');
+  assert.match(await page.locator(`[data-testid="history-row"][data-run-id="${back.id}"]`).innerText(), /giraffes/);
+  await shoot('history-import');
+});
+
+test('every view fits 800x600 without scrolling sideways', async () => {
+  for (const tab of ['chat', 'compare', 'concurrent', 'history', 'settings']) {
+    await page.getByTestId(`tab-${tab}`).click();
+    await page.getByTestId(`view-${tab}`).waitFor({ state: 'visible' });
+    const overflow = await page.evaluate(() => {
+      const main = document.querySelector('main');
+      return { page: document.documentElement.scrollWidth - innerWidth, main: main.scrollWidth - main.clientWidth };
+    });
+    assert.deepEqual(overflow, { page: 0, main: 0 }, `${tab} overflows sideways`);
+    await shoot(`layout-800-${tab}`);
+  }
+});
+
+test("History's toolbar holds one line at 1280 px, filters and their Clear included", async () => {
+  await page.setViewportSize({ width: 1280, height: 800 });
+  try {
+    await page.getByTestId('tab-history').click();
+    await page.getByTestId('history-search').fill('giraff');
+    await page.getByTestId('history-filter-model').fill('smollm');
+    await rowsAre([(await listRuns('&search=giraff'))[0].id]);
+    const tops = await page.evaluate(() =>
+      [...document.querySelector('.history .toolbar').children].map((c) => Math.round(c.getBoundingClientRect().top)),
+    );
+    assert.ok(Math.max(...tops) - Math.min(...tops) < 10, `the toolbar wrapped: tops ${tops}`);
+    await shoot('history-toolbar-1280');
+  } finally {
+    await page.setViewportSize({ width: 800, height: 600 });
+  }
+});
