@@ -4,9 +4,8 @@
 // its answers repeat) with a real SQLite history. Screenshots go to test-artifacts/ui/.
 
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { artifacts, startBrowser, startServer } from './harness.mjs';
+import { screenshots, startBrowser, startServer } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 const LONG = 240_000;
@@ -100,12 +99,8 @@ async function assertFits() {
   assert.deepEqual(overflow, []);
 }
 
-async function shoot(name) {
-  for (const scheme of ['light', 'dark']) {
-    await page.emulateMedia({ colorScheme: scheme });
-    await page.screenshot({ path: join(artifacts, `${name}-${scheme}.png`) });
-  }
-  await page.emulateMedia({ colorScheme: 'light' });
+function shoot(name) {
+  return screenshots(page, name);
 }
 
 test('an answer with code renders as markdown with highlighted code and Copy buttons', async () => {

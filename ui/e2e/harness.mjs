@@ -111,6 +111,15 @@ export async function startBrowser() {
 }
 
 /** Parses CSV (RFC 4180: quoted fields may hold commas, quotes and newlines). */
+/** Screenshots `page` as `NAME-light.png` and `NAME-dark.png` in `artifacts`. */
+export async function screenshots(page, name, options = {}) {
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.screenshot({ ...options, path: join(artifacts, `${name}-${scheme}.png`) });
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+}
+
 export function parseCsv(text) {
   const rows = [];
   let row = [];

@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { artifacts, startBrowser, startServer } from './harness.mjs';
+import { screenshots, startBrowser, startServer } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 const LONG = 240_000;
@@ -67,12 +67,8 @@ after(async () => {
   await server?.stop();
 });
 
-async function shoot(name) {
-  for (const scheme of ['light', 'dark']) {
-    await page.emulateMedia({ colorScheme: scheme });
-    await page.screenshot({ path: join(artifacts, `${name}-${scheme}.png`), fullPage: true });
-  }
-  await page.emulateMedia({ colorScheme: 'light' });
+function shoot(name) {
+  return screenshots(page, name, { fullPage: true });
 }
 
 /** The run ids History's table shows, once it shows exactly `expected` (in any order). */

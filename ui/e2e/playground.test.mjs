@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { artifacts, parseCsv, startBrowser, startServer } from './harness.mjs';
+import { artifacts, screenshots, parseCsv, startBrowser, startServer } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 const LONG = 240_000;
@@ -37,12 +37,8 @@ after(async () => {
   await server?.stop();
 });
 
-async function shoot(name) {
-  for (const scheme of ['light', 'dark']) {
-    await page.emulateMedia({ colorScheme: scheme });
-    await page.screenshot({ path: join(artifacts, `${name}-${scheme}.png`), fullPage: true });
-  }
-  await page.emulateMedia({ colorScheme: 'light' });
+function shoot(name) {
+  return screenshots(page, name, { fullPage: true });
 }
 
 async function openTab(name) {
