@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { attachmentName, HttpTransport, queryString } from './http';
+import { attachmentName, errorFrom, HttpTransport, queryString } from './http';
 import { ApiError } from './transport';
 import type { RunEvent } from './types';
 
@@ -164,6 +164,29 @@ describe('HttpTransport deletes and imports', () => {
     vi.stubGlobal('fetch', fetch);
     await new HttpTransport().listRuns({ search: 'giraff neck', model: 'smollm' });
     expect(fetch.mock.calls[0][0]).toBe('/api/runs?search=giraff+neck&model=smollm');
+  });
+});
+
+describe('errors in the app', () => {
+  it('speak of what the app offers, not of command-line flags', async () => {
+    const heads = await errorFrom(json(409, { error: { code: 'no_medusa_heads', message: 'pass a heads file (--heads PATH)' } }));
+    expect(heads.message).toBe(
+      'Medusa mode needs heads for this model: open it with a heads file in Settings, or use normal or lookup mode.',
+    );
+    const long = await errorFrom(
+      json(400, {
+        error: {
+          code: 'prompt_too_long',
+          message: 'the prompt has 5000 tokens but the context holds at most 4000 prompt tokens; shorten it or raise --ctx-size',
+        },
+      }),
+    );
+    expect(long.message).toBe(
+      'the prompt has 5000 tokens but the context holds at most 4000 prompt tokens: start a new chat or shorten the message (the context size is set when the server or app starts).',
+    );
+    expect(long.message).not.toContain('--');
+    const other = await errorFrom(json(400, { error: { code: 'empty_prompt', message: 'the prompt is empty' } }));
+    expect(other.message).toBe('the prompt is empty');
   });
 });
 

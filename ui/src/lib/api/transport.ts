@@ -73,7 +73,22 @@ export class ApiError extends Error {
     message: string,
     readonly status?: number,
   ) {
-    super(message);
+    super(inAppTerms(code, message));
     this.name = 'ApiError';
+  }
+}
+
+/**
+ * The backend's messages name command-line flags (it serves the command line too); in the app
+ * they point to what a user of the app can do instead.
+ */
+export function inAppTerms(code: string, message: string): string {
+  switch (code) {
+    case 'no_medusa_heads':
+      return 'Medusa mode needs heads for this model: open it with a heads file in Settings, or use normal or lookup mode.';
+    case 'prompt_too_long':
+      return `${message.replace(/;\s*shorten it or raise --ctx-size\.?$/, '')}: start a new chat or shorten the message (the context size is set when the server or app starts).`;
+    default:
+      return message;
   }
 }
