@@ -186,17 +186,21 @@ impl<'m> Scheduler<'m> {
     }
 
     fn drop_prompt_cache(&mut self) {
-        for seq in self.cache.clear() {
-            let _ = self.runtime.forget(seq);
-        }
-        self.update_cache_metrics();
+        let dropped = self.cache.clear();
+        self.forget_cached(dropped);
     }
 
     /// Forgets cached cells until every active request (and `more` about to start) can have its
     /// whole share of the KV cache.
     fn fit_prompt_cache(&mut self, more: usize) {
         let room = self.slots.len().saturating_sub(self.active() + more);
-        for seq in self.cache.evict_to(room) {
+        let evicted = self.cache.evict_to(room);
+        self.forget_cached(evicted);
+    }
+
+    /// Frees the cells of sequences the prompt cache let go.
+    fn forget_cached(&mut self, seqs: Vec<i32>) {
+        for seq in seqs {
             let _ = self.runtime.forget(seq);
         }
         self.update_cache_metrics();
@@ -249,8 +253,7 @@ impl<'m> Scheduler<'m> {
         }
         // Cells of an earlier request starting the same way: shared, not decoded again. The
         // last prompt token is always decoded, as its logits give the first token.
-        let cache_prompt = request.cache_prompt;
-        let hit = if cache_prompt {
+        let hit = if request.cache_prompt {
             let ids: Vec<TokenId> = prompt.iter().map(|t| t.0).collect();
             self.cache.lookup(&ids, prompt.len().saturating_sub(1))
         } else {
@@ -498,9 +501,7 @@ impl<'m> Scheduler<'m> {
             return;
         }
         if let Some((seq, forgotten)) = self.cache.store(sequence.cached_tokens().to_vec()) {
-            for old in forgotten {
-                let _ = self.runtime.forget(old);
-            }
+            self.forget_cached(forgotten);
             if self
                 .runtime
                 .share_cells(sequence.id, seq, None, None)
