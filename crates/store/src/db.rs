@@ -87,6 +87,7 @@ impl Store {
                 "runs left running by an earlier process are marked interrupted"
             );
         }
+        crate::conversations::settle_answers(&mut *pool.acquire().await?, None).await?;
         Ok(Self {
             pool,
             path,

@@ -46,6 +46,13 @@ impl StoreError {
         Self::NotFound { entity: "run", id }
     }
 
+    pub(crate) fn conversation_not_found(id: i64) -> Self {
+        Self::NotFound {
+            entity: "conversation",
+            id,
+        }
+    }
+
     pub(crate) fn comparison_not_found(id: i64) -> Self {
         Self::NotFound {
             entity: "comparison",

@@ -1,6 +1,7 @@
 //! Run history for Medusa Playground: every generation run kept in SQLite with its prompt,
 //! settings, output, timings, Medusa statistics and per-step events; comparisons that link runs of
-//! one prompt in different modes; export as JSON, JSON lines or CSV, and import of JSON exports.
+//! one prompt in different modes; chat conversations whose messages link to their runs; export
+//! as JSON, JSON lines or CSV, and import of JSON exports.
 //!
 //! The store knows nothing of the engine: it has its own plain records, and the caller maps engine
 //! results onto them.
@@ -25,6 +26,8 @@
 
 mod codec;
 mod comparisons;
+mod conversation_export;
+mod conversations;
 mod db;
 mod delete;
 mod error;
@@ -36,6 +39,11 @@ mod records;
 mod runs;
 mod write;
 
+pub use conversation_export::ConversationExport;
+pub use conversations::{
+    Conversation, ConversationMessage, ConversationPatch, ConversationSummary, ConversationTurn,
+    MAX_CONVERSATIONS_LISTED, MAX_TITLE_CHARS,
+};
 pub use db::{Store, DB_ENV};
 pub use delete::{DeleteReport, MAX_DELETED_RUNS};
 pub use error::{Result, StoreError};

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::conversations::ConversationTurn;
 use crate::error::StoreError;
 
 /// The model a run used.
@@ -83,6 +84,9 @@ pub struct NewRun {
     pub max_tokens: u32,
     pub stop: Vec<String>,
     pub comparison_id: Option<i64>,
+    /// The conversation this run answers, if any (linked in the store, not part of the run).
+    #[serde(skip)]
+    pub conversation: Option<ConversationTurn>,
     /// Time spent waiting in the queue before the run started.
     pub queue_ms: Option<f64>,
 }
@@ -108,6 +112,7 @@ impl NewRun {
             max_tokens,
             stop: Vec::new(),
             comparison_id: None,
+            conversation: None,
             queue_ms: None,
         }
     }

@@ -8,6 +8,7 @@ use crate::codec::{
     check_finite, decode_error, decode_time, decode_uuid, encode_time, from_json, to_json,
 };
 use crate::comparisons::refresh_comparison;
+use crate::conversations::{record_turn, settle_answers};
 use crate::db::Store;
 use crate::error::{Result, StoreError};
 use crate::filter::RunFilter;
@@ -27,7 +28,8 @@ const STEP_COLUMNS: &str = "step_index, tree_size, tree_depth, accepted_len, tok
 
 impl Store {
     /// Records a run that is starting; returns its local id. With `comparison_id`, the run joins
-    /// that comparison, whose figures are recomputed when the run ends.
+    /// that comparison, whose figures are recomputed when the run ends; with `conversation`, the
+    /// conversation takes the run's messages and the answer it writes.
     #[tracing::instrument(level = "debug", skip_all, fields(uid = %new.uid, mode = %new.mode), err)]
     pub async fn begin_run(&self, new: &NewRun) -> Result<i64> {
         if let Some(queue_ms) = new.queue_ms {
@@ -46,6 +48,9 @@ impl Store {
                 }
             }
             let id = insert_run(&mut tx, &Run::running(0, new)).await?;
+            if let Some(turn) = new.conversation {
+                record_turn(&mut tx, turn, &new.prompt, id).await?;
+            }
             tx.commit().await?;
             Ok(id)
         };
@@ -179,6 +184,7 @@ impl Store {
             if let Some(comparison_id) = comparison_id {
                 refresh_comparison(&mut tx, comparison_id).await?;
             }
+            settle_answers(&mut tx, Some(run_id)).await?;
             tx.commit().await
         };
         self.health.observe(write.await)
@@ -391,7 +397,7 @@ pub(crate) async fn list_runs(conn: &mut SqliteConnection, filter: &RunFilter) -
 
 /// The words of `text` as an FTS5 query: each a quoted prefix (never FTS5 syntax, whatever
 /// the user typed), all required. `None` without words.
-fn match_expression(text: &str) -> Option<String> {
+pub(crate) fn match_expression(text: &str) -> Option<String> {
     let terms: Vec<String> = text
         .split_whitespace()
         .map(|word| format!("\"{}\"*", word.replace('"', "\"\"")))
