@@ -65,6 +65,11 @@ pub async fn start(options: BackendOptions) -> Result<Playground, BackendError> 
     Ok(Playground::loading(
         store,
         template,
-        LoadRequest { model, heads, tree },
+        LoadRequest {
+            model,
+            heads,
+            tree,
+            ctx_size: None,
+        },
     ))
 }

@@ -29,6 +29,7 @@ use crate::prompt::RenderedPrompt;
 use crate::quantize::file_type_name;
 use crate::request::MAX_DRAFT_TOKENS;
 use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, Prompt, ValidRequest};
+use crate::sampling_defaults::SamplingDefaults;
 use crate::scheduler::{Command, EngineMetrics, Scheduler, Shared};
 use crate::speculative::tree::TreeSpec;
 
@@ -483,6 +484,7 @@ fn model_info(
         n_batch,
         threads,
         has_chat_template,
+        sampling_defaults: SamplingDefaults::from_metadata(|key| model.meta_val_str(key).ok()),
         heads: None,
         medusa_tree: None,
         medusa_plan: None,

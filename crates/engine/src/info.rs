@@ -5,6 +5,7 @@ use ts_rs::TS;
 
 use crate::medusa::heads::HeadsInfo;
 use crate::medusa::plan::MedusaPlan;
+use crate::sampling_defaults::SamplingDefaults;
 use crate::speculative::tree::TreeSpec;
 
 /// What a loaded model is, for display and for recording next to every run.
@@ -32,6 +33,8 @@ pub struct ModelInfo {
     pub n_batch: u32,
     pub threads: usize,
     pub has_chat_template: bool,
+    /// Sampling for chats: the model's recommendations, else the playground's chat default.
+    pub sampling_defaults: SamplingDefaults,
     /// The Medusa heads loaded with the model, if any.
     pub heads: Option<HeadsInfo>,
     /// The token tree Medusa mode uses; `None` with heads when it decodes plainly.

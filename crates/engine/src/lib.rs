@@ -21,6 +21,7 @@ mod quantize;
 mod request;
 mod rng;
 mod sampler;
+mod sampling_defaults;
 mod scheduler;
 mod sequence;
 pub mod speculative;
@@ -47,6 +48,7 @@ pub use request::{
     SamplingParams, ValidRequest, CHAT_ROLES, MAX_DRAFT_TOKENS, MAX_TOKENS_LIMIT,
 };
 pub use sampler::{argmax, Sampler, TokenId, TokenProb};
+pub use sampling_defaults::SamplingDefaults;
 pub use scheduler::EngineMetrics;
 pub use speculative::tree::{TokenSource, TreeSpec};
 pub use utf8::Utf8Stream;

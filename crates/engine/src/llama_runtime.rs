@@ -85,7 +85,7 @@ impl<'m> LlamaRuntime<'m> {
     }
 
     pub(crate) fn render_prompt(&self, prompt: &Prompt) -> Result<RenderedPrompt, EngineError> {
-        let text = prompt::render(self.model, self.template.as_ref(), prompt)?;
+        let text = prompt::render(self.model, self.template.as_ref(), prompt, false)?;
         let token_count = prompt::tokenize(self.model, &text).len();
         Ok(RenderedPrompt {
             text: text.text(),
@@ -93,9 +93,14 @@ impl<'m> LlamaRuntime<'m> {
         })
     }
 
-    /// Renders and tokenizes a prompt, refusing one that leaves no room to generate.
-    pub(crate) fn prompt_tokens(&self, prompt: &Prompt) -> Result<Vec<LlamaToken>, EngineError> {
-        let text = prompt::render(self.model, self.template.as_ref(), prompt)?;
+    /// Renders and tokenizes a prompt, refusing one that leaves no room to generate; with
+    /// `continues`, a chat's last message is left open (see [`prompt::render`]).
+    pub(crate) fn prompt_tokens(
+        &self,
+        prompt: &Prompt,
+        continues: bool,
+    ) -> Result<Vec<LlamaToken>, EngineError> {
+        let text = prompt::render(self.model, self.template.as_ref(), prompt, continues)?;
         let tokens = prompt::tokenize(self.model, &text);
         if tokens.is_empty() {
             return Err(EngineError::EmptyPrompt);

@@ -203,6 +203,10 @@ pub struct GenerateRequest {
     /// How much to draft at each step: as much as pays on this machine, or a fixed draft.
     #[serde(default)]
     pub draft: DraftPolicy,
+    /// The chat's last message is an unfinished assistant answer to write on from, instead of
+    /// a prompt to answer (vLLM's `continue_final_message`).
+    #[serde(default)]
+    pub continue_final_message: bool,
     /// Return the final hidden state behind every generated token (to train heads); needs an
     /// engine loaded with `EngineConfig::hidden_states` or heads.
     #[serde(skip)]
@@ -298,6 +302,7 @@ impl GenerateRequest {
             acceptance: AcceptanceRule::Lossless,
             max_draft_tokens: None,
             cache_prompt: true,
+            continue_final_message: false,
             draft: DraftPolicy::Auto,
             record_hidden_states: false,
         }
@@ -368,6 +373,18 @@ impl GenerateRequest {
                 ));
             }
             Prompt::Text(_) => {}
+        }
+        if self.continue_final_message {
+            let last = match &self.prompt {
+                Prompt::Chat(messages) => messages.last(),
+                Prompt::Text(_) => None,
+            };
+            if last.is_none_or(|m| m.role != "assistant") {
+                return Err(invalid(
+                    "continue_final_message",
+                    "continues the chat's last message, which must be the assistant's".into(),
+                ));
+            }
         }
         self.draft.validate(self.mode)?;
         if self.max_tokens == 0 || self.max_tokens > MAX_TOKENS_LIMIT {

@@ -245,7 +245,9 @@ impl<'m> Scheduler<'m> {
     ) -> Result<Sequence<'m>, EngineError> {
         let request = request.into_inner();
         let draft = self.drafters.for_request(&request);
-        let prompt = self.runtime.prompt_tokens(&request.prompt)?;
+        let prompt = self
+            .runtime
+            .prompt_tokens(&request.prompt, request.continue_final_message)?;
         // Measuring decode costs clears the KV cache, so it only happens with nothing running.
         if draft.drafter.is_some() && self.runtime.cost_model().is_none() && self.active() == 0 {
             self.drop_prompt_cache();

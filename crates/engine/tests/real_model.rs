@@ -159,6 +159,39 @@ fn chat_content_cannot_write_the_templates_markers() {
 }
 
 #[test]
+fn a_continued_answer_writes_on_from_where_it_stopped() {
+    let question = "Name three colours of the rainbow.";
+    let whole = run(greedy(chat(question), 32)).text;
+    let half = &whole[..whole.len() / 2];
+    // Cut before a space: the words before it tokenize as they were generated.
+    let cut = &whole[..half.rfind(' ').expect("the answer has several words")];
+    let partial = Prompt::Chat(vec![
+        ChatMessage::new("user", question),
+        ChatMessage::new("assistant", cut),
+    ]);
+    let mut request = greedy(partial.clone(), 8);
+    request.continue_final_message = true;
+    let continued = run(request).text;
+    assert!(
+        whole.starts_with(&format!("{cut}{continued}")),
+        "{cut:?} + {continued:?} is not how {whole:?} goes on"
+    );
+    // Without the flag the partial answer is a finished turn, and a new answer starts.
+    let new_answer = run(greedy(partial, 8)).text;
+    assert!(
+        !whole.starts_with(&format!("{cut}{new_answer}")),
+        "{new_answer:?}"
+    );
+    // Only an assistant message can be continued.
+    let mut bad = greedy(chat(question), 8);
+    bad.continue_final_message = true;
+    assert!(matches!(
+        engine().generate(bad).map(|_| ()),
+        Err(EngineError::InvalidParameter { .. })
+    ));
+}
+
+#[test]
 fn utf8_streaming_never_splits_a_character() {
     let all = events(greedy(chat("Reply with three emoji about the sun."), 40));
     let Some(GenerationEvent::Finished(summary)) = all.last() else {

@@ -47,9 +47,12 @@ pub fn typescript() -> String {
         engine::RunSummary,
         engine::StopReason,
         crate::ErrorBody,
+        crate::event_socket::StreamRequest,
+        crate::event_socket::StreamMessage,
         // The backend
         crate::Info,
         engine::ModelInfo,
+        engine::SamplingDefaults,
         engine::medusa::heads::HeadsInfo,
         engine::medusa::heads::BaseIdentity,
         engine::medusa::heads::TrainingRecord,
@@ -93,6 +96,14 @@ pub fn typescript() -> String {
         store::Spread,
         store::SpeedVerdict,
         store::ComparisonRun,
+        // Conversations
+        crate::conversations::ConversationsQuery,
+        crate::conversations::ConversationList,
+        store::ConversationSummary,
+        store::Conversation,
+        store::ConversationMessage,
+        store::ConversationPatch,
+        store::ConversationExport,
         serde_json::Value,
     );
     let mut out = String::from(

@@ -10,8 +10,10 @@
 //! in the store) -> [`RunEvent`]s back to the adapter.
 
 pub mod contract;
+pub mod conversations;
 mod draft;
 mod error;
+pub mod event_socket;
 mod events;
 pub mod history;
 mod info;

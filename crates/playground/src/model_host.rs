@@ -100,6 +100,8 @@ pub struct LoadRequest {
     pub model: ModelSource,
     pub heads: Option<PathBuf>,
     pub tree: Option<TreeSpec>,
+    /// Context cells per request; `None` keeps the size the host was started with.
+    pub ctx_size: Option<u32>,
 }
 
 /// A model being loaded (in the background) to replace the current one, if any.
@@ -263,6 +265,9 @@ impl ModelHost {
         config.model_path = model_path;
         config.heads_path = request.heads.clone();
         config.tree = request.tree;
+        if let Some(ctx_size) = request.ctx_size {
+            config.ctx_size = Some(ctx_size);
+        }
         config.load_progress = Some(LoadProgress::new(move |share| {
             progress.store(share.to_bits(), Ordering::Relaxed);
         }));

@@ -45,11 +45,22 @@ pub struct PlaygroundRequest {
     /// `false` reads the whole prompt: no cells reused from earlier requests, none kept.
     #[serde(default)]
     pub cache_prompt: Option<bool>,
+    /// The conversation this chat belongs to: it takes the request's messages and the answer.
+    #[serde(default)]
+    pub conversation_id: Option<i64>,
+    /// Write on from the last (assistant) message instead of answering it.
+    #[serde(default)]
+    pub continue_final_message: Option<bool>,
 }
 
 impl PlaygroundRequest {
     /// The engine request this asks for; checked by [`crate::Playground::check`].
     pub fn into_request(self) -> Result<GenerateRequest, AppError> {
+        if self.conversation_id.is_some() && self.messages.is_none() {
+            return Err(AppError::invalid_parameter(
+                "a conversation's request sends messages, not a prompt",
+            ));
+        }
         let prompt = match (self.prompt, self.messages) {
             (Some(_), Some(_)) => {
                 return Err(AppError::invalid_parameter(
@@ -71,6 +82,7 @@ impl PlaygroundRequest {
                 .with_draft(self.draft.policy(mode)?);
         request.max_draft_tokens = self.max_draft_tokens;
         request.cache_prompt = self.cache_prompt.unwrap_or(true);
+        request.continue_final_message = self.continue_final_message.unwrap_or(false);
         Ok(request)
     }
 }
@@ -89,7 +101,15 @@ pub struct LoadModelRequest {
     #[serde(default)]
     #[ts(optional = nullable)]
     pub tree: Option<String>,
+    /// Context cells each request may use (prompt, answer and draft tree); null keeps the
+    /// size the backend was started with.
+    #[serde(default)]
+    #[ts(optional = nullable)]
+    pub ctx_size: Option<u32>,
 }
+
+/// Context sizes a load may ask for.
+pub const CTX_SIZE_RANGE: std::ops::RangeInclusive<u32> = 256..=1 << 20;
 
 impl LoadModelRequest {
     /// What to load; a tree that names no known tree and no readable file is refused here.
@@ -101,10 +121,18 @@ impl LoadModelRequest {
             .map(TreeSpec::from_name_or_file)
             .transpose()
             .map_err(|e| AppError::invalid_parameter(format!("tree: {e}")))?;
+        if let Some(ctx_size) = self.ctx_size.filter(|c| !CTX_SIZE_RANGE.contains(c)) {
+            return Err(AppError::invalid_parameter(format!(
+                "the context size must be between {} and {} tokens, not {ctx_size}",
+                CTX_SIZE_RANGE.start(),
+                CTX_SIZE_RANGE.end()
+            )));
+        }
         Ok(LoadRequest {
             model: ModelSource::Path(self.model),
             heads: self.heads,
             tree,
+            ctx_size: self.ctx_size,
         })
     }
 }
@@ -134,6 +162,43 @@ mod tests {
         assert_eq!(request.mode, GenerationMode::Lookup);
         assert_eq!(request.sampling.temperature, 0.0);
         assert_eq!(request.sampling.top_k, SamplingParams::default().top_k);
+    }
+
+    #[test]
+    fn context_sizes_out_of_range_are_refused_before_loading() {
+        let load = |ctx: &str| {
+            let body = format!(r#"{{"model": "/m.gguf", "ctx_size": {ctx}}}"#);
+            serde_json::from_str::<LoadModelRequest>(&body)
+                .unwrap()
+                .into_load_request()
+        };
+        assert_eq!(load("4096").unwrap().ctx_size, Some(4096));
+        assert_eq!(load("null").unwrap().ctx_size, None);
+        let Err(err) = load("100") else {
+            panic!("a context of 100 tokens was taken")
+        };
+        assert_eq!(err.code, "invalid_parameter");
+        assert!(
+            err.message.contains("between 256 and 1048576"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn a_conversation_takes_messages_only() {
+        let request: PlaygroundRequest =
+            serde_json::from_str(r#"{"prompt": "a", "conversation_id": 3}"#).unwrap();
+        assert_eq!(
+            request.into_request().unwrap_err().code,
+            "invalid_parameter"
+        );
+        let request: PlaygroundRequest = serde_json::from_str(
+            r#"{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+                "conversation_id": 3, "continue_final_message": true}"#,
+        )
+        .unwrap();
+        assert!(request.into_request().unwrap().continue_final_message);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use engine::{GenerationEvent, GenerationMode, Prompt, RunSummary, StepEvent};
 use futures_util::stream::{self, Stream};
-use store::{HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord};
+use store::{ConversationTurn, HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord};
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tracing::Instrument;
 
@@ -120,22 +120,29 @@ impl Playground {
         &self,
         request: PlaygroundRequest,
     ) -> Result<(i64, impl Stream<Item = RunEvent> + Send), AppError> {
+        let conversation_id = request.conversation_id;
         let checked = self.check(request.into_request()?)?;
-        let mut handle = start(self, checked, None).await?;
+        let conversation = conversation_id.map(|conversation_id| ConversationTurn {
+            conversation_id,
+            continues: checked.request().continue_final_message,
+        });
+        let mut handle = start(self, checked, conversation).await?;
         let first = handle.first().await?;
         Ok((handle.run_id, handle.into_events(first)))
     }
 }
 
-/// Queues a checked request on its engine, records the run and starts its recording task.
-/// Requests the engine refuses at once (queue full) are answered with an error and not recorded.
+/// Queues a checked request on its engine, records the run (in `conversation`, when it answers
+/// one) and starts its recording task. Requests the engine refuses at once (queue full) are
+/// answered with an error and not recorded.
 pub async fn start(
     playground: &Playground,
     checked: CheckedRequest,
-    comparison_id: Option<i64>,
+    conversation: Option<ConversationTurn>,
 ) -> Result<RunHandle, AppError> {
     let CheckedRequest { model, request } = checked;
-    let new_run = new_run(&model, request.get(), comparison_id);
+    let mut new_run = new_run(&model, request.get());
+    new_run.conversation = conversation;
     let mode = request.get().mode;
     let stream = model.engine.submit(request)?;
     // Dropping `stream` on a store error cancels the queued request.
@@ -147,11 +154,7 @@ pub async fn start(
     Ok(RunHandle { run_id, events: rx })
 }
 
-fn new_run(
-    hosted: &HostedModel,
-    request: &engine::GenerateRequest,
-    comparison_id: Option<i64>,
-) -> NewRun {
+fn new_run(hosted: &HostedModel, request: &engine::GenerateRequest) -> NewRun {
     let info = hosted.engine.info();
     let model = ModelRef {
         name: info.name.clone(),
@@ -168,7 +171,6 @@ fn new_run(
         request.max_tokens,
     );
     run.stop = request.stop.clone();
-    run.comparison_id = comparison_id;
     if request.mode == GenerationMode::Medusa {
         run.heads = hosted.heads_path.as_ref().map(|p| HeadsRef {
             path: p.display().to_string(),

@@ -72,7 +72,7 @@ impl AccessPolicy {
                 ),
             ));
         }
-        if changes_state(method) {
+        if changes_state(method) || opens_websocket(headers) {
             if let Some(origin) = headers.get(header::ORIGIN) {
                 let origin = origin.to_str().unwrap_or_default();
                 if !self.origin_allowed(origin, authority) {
@@ -142,6 +142,14 @@ pub fn cors(policy: &AccessPolicy) -> Option<CorsLayer> {
             .allow_methods([Method::GET, Method::POST])
             .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
     })
+}
+
+/// A WebSocket is opened with a GET, and browsers let any page open one to any host: its
+/// origin is checked like a state-changing request's.
+fn opens_websocket(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::UPGRADE)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
 }
 
 fn changes_state(method: &Method) -> bool {
@@ -297,5 +305,17 @@ mod tests {
             // Reading is left to the browser's same-origin policy: no CORS headers are sent.
             assert_eq!(code(&policy, Method::GET, host, Some(origin)), None);
         }
+    }
+
+    #[test]
+    fn pages_of_other_origins_cannot_open_the_event_socket() {
+        let policy = AccessPolicy::default();
+        let upgrade = |origin: &str| {
+            let mut headers = headers(Some("127.0.0.1:8080"), Some(origin));
+            headers.insert(header::UPGRADE, HeaderValue::from_static("WebSocket"));
+            policy.check(&Method::GET, &headers).err().map(|e| e.code)
+        };
+        assert_eq!(upgrade("https://evil.example"), Some("forbidden_origin"));
+        assert_eq!(upgrade("http://127.0.0.1:8080"), None);
     }
 }

@@ -5,7 +5,9 @@
 
 mod api;
 mod auth;
+mod conversations_api;
 mod error;
+mod event_socket;
 mod extract;
 mod guard;
 mod headers;
@@ -126,6 +128,21 @@ pub fn router_with_ui(
         .route("/api/model/tree", put(api::set_tree))
         .route("/api/tune", post(api::tune))
         .route("/api/generate", post(api::generate))
+        .route("/api/events", get(event_socket::upgrade))
+        .route(
+            "/api/conversations",
+            get(conversations_api::list).post(conversations_api::create),
+        )
+        .route(
+            "/api/conversations/{id}",
+            get(conversations_api::get)
+                .patch(conversations_api::update)
+                .delete(conversations_api::delete),
+        )
+        .route(
+            "/api/conversations/{id}/export",
+            get(conversations_api::export),
+        )
         .route("/health", get(api::health))
         .route("/metrics", get(api::metrics))
         .route("/api/{*rest}", any(api_not_found))

@@ -60,6 +60,7 @@ mod tests {
             model: model.to_path_buf(),
             heads: heads.map(Path::to_path_buf),
             tree: tree.map(str::to_owned),
+            ctx_size: None,
         }
     }
 

@@ -644,6 +644,7 @@ fn models_load_in_the_background_and_the_ui_is_served() {
                     model: ModelSource::Path(missing),
                     heads: None,
                     tree: None,
+                    ctx_size: None,
                 },
             )
         },

@@ -31,11 +31,12 @@ impl ConversationExport {
         }
     }
 
-    /// The file's name: the title's letters and digits, else the conversation's id.
+    /// The file's name: the title's ASCII letters and digits (a header carries it), else the
+    /// conversation's id.
     pub fn filename(self, conversation: &Conversation) -> String {
         let mut stem = String::new();
         for c in conversation.title.chars() {
-            if c.is_alphanumeric() {
+            if c.is_ascii_alphanumeric() {
                 stem.extend(c.to_lowercase());
             } else if !stem.ends_with('-') && !stem.is_empty() {
                 stem.push('-');

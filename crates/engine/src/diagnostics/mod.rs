@@ -55,7 +55,7 @@ impl Diagnostic {
                 max_tokens,
                 reply,
             } => {
-                let run = runtime.prompt_tokens(&prompt).and_then(|tokens| {
+                let run = runtime.prompt_tokens(&prompt, false).and_then(|tokens| {
                     let (model, ctx) = runtime.model_and_context();
                     baseline::raw_greedy_decode(model, ctx, &tokens, max_tokens)
                 });

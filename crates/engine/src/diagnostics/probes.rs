@@ -21,7 +21,11 @@ pub(super) fn next_token_logits(
     continuation: &[TokenId],
     top: usize,
 ) -> Result<Vec<(TokenId, f32)>, EngineError> {
-    let mut tokens: Vec<TokenId> = runtime.prompt_tokens(prompt)?.iter().map(|t| t.0).collect();
+    let mut tokens: Vec<TokenId> = runtime
+        .prompt_tokens(prompt, false)?
+        .iter()
+        .map(|t| t.0)
+        .collect();
     tokens.extend_from_slice(continuation);
     if tokens.len() >= runtime.n_ctx_seq() {
         return Err(EngineError::PromptTooLong {
@@ -84,7 +88,11 @@ fn decode_along(
     continuation: &[TokenId],
     mut visit: impl FnMut(&[TokenId], usize, &[f32]),
 ) -> Result<(), EngineError> {
-    let mut tokens: Vec<TokenId> = runtime.prompt_tokens(prompt)?.iter().map(|t| t.0).collect();
+    let mut tokens: Vec<TokenId> = runtime
+        .prompt_tokens(prompt, false)?
+        .iter()
+        .map(|t| t.0)
+        .collect();
     let first = tokens.len() - 1;
     tokens.extend_from_slice(continuation);
     if tokens.len() > runtime.n_ctx_seq() {
