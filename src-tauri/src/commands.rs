@@ -136,36 +136,56 @@ pub async fn export_runs<R: Runtime>(
     let mut query = query.unwrap_or_default();
     query.format = Some(format);
     let format = query.export_format()?;
+    let Some(path) = ask_save_path(&app, "Export runs", export_filename(format)).await? else {
+        return Ok(None);
+    };
+    export_to(&playground, &query, &path).await?;
+    Ok(Some(path))
+}
+
+/// The save dialog, offering `file_name` and files with its extension. `None`: cancelled.
+pub async fn ask_save_path<R: Runtime>(
+    app: &AppHandle<R>,
+    title: &str,
+    file_name: String,
+) -> Result<Option<PathBuf>, AppError> {
+    let extension = Path::new(&file_name)
+        .extension()
+        .map(|e| e.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let (tx, rx) = oneshot::channel();
     app.dialog()
         .file()
-        .set_title("Export runs")
-        .set_file_name(export_filename(format))
-        .add_filter(format.as_str().to_uppercase(), &[format.as_str()])
+        .set_title(title)
+        .set_file_name(file_name)
+        .add_filter(extension.to_uppercase(), &[extension.as_str()])
         .save_file(move |path| {
             let _ = tx.send(path);
         });
     let Some(path) = rx.await.ok().flatten() else {
         return Ok(None);
     };
-    let path = path
-        .into_path()
-        .map_err(|e| AppError::invalid_parameter(format!("cannot save there: {e}")))?;
-    export_to(&playground, &query, &path).await?;
-    Ok(Some(path))
+    path.into_path()
+        .map(Some)
+        .map_err(|e| AppError::invalid_parameter(format!("cannot save there: {e}")))
 }
 
-/// Writes the export of `query` to `path`, through a temporary file so that a failure leaves
-/// whatever was at `path` untouched.
+/// Writes the export of `query` to `path`.
 pub async fn export_to(
     playground: &Playground,
     query: &RunsQuery,
     path: &Path,
 ) -> Result<(), AppError> {
     let export = playground.export_runs(query).await?;
+    write_file(path, &export.body).await
+}
+
+/// Writes `body` to `path` through a temporary file, so that a failure leaves whatever was at
+/// `path` untouched.
+pub async fn write_file(path: &Path, body: &[u8]) -> Result<(), AppError> {
     let partial = path.with_extension("partial");
     let write = async {
-        tokio::fs::write(&partial, &export.body).await?;
+        tokio::fs::write(&partial, body).await?;
         tokio::fs::rename(&partial, path).await
     };
     write.await.map_err(|e| {

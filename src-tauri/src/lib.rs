@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod commands;
+pub mod conversation_commands;
 pub mod locale;
 mod shutdown;
 
@@ -31,6 +32,12 @@ pub fn invoke_handler<R: tauri::Runtime>(
         commands::import_runs,
         commands::tune,
         commands::pick_file,
+        conversation_commands::list_conversations,
+        conversation_commands::get_conversation,
+        conversation_commands::create_conversation,
+        conversation_commands::update_conversation,
+        conversation_commands::delete_conversation,
+        conversation_commands::export_conversation,
     ]
 }
 

@@ -243,3 +243,46 @@ fn events_stream_in_order_and_a_cancelled_run_is_recorded() {
     assert_eq!(rows.len(), 1);
     assert_eq!(&rows[0][status], "cancelled");
 }
+
+#[test]
+fn conversations_through_ipc() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_app, window) = app(state(&dir.path().join("history.sqlite")));
+    let created = invoke(&window, "create_conversation", json!({})).unwrap();
+    let id = created["id"].as_i64().unwrap();
+    let run_id = invoke(
+        &window,
+        "generate",
+        json!({
+            "request": {"messages": [{"role": "user", "content": "Say hello."}],
+                        "conversation_id": id, "max_tokens": 6,
+                        "sampling": {"temperature": 0.0}},
+            "onEvent": "__CHANNEL__:11",
+        }),
+    )
+    .unwrap()
+    .as_i64()
+    .unwrap();
+    let run = wait_for_status(&window, run_id, "finished");
+    let conversation = invoke(&window, "get_conversation", json!({"id": id})).unwrap();
+    assert_eq!(conversation["title"], "Say hello.");
+    assert_eq!(conversation["messages"][1]["run_id"], run_id);
+    assert_eq!(conversation["messages"][1]["content"], run["run"]["output"]);
+    let renamed = invoke(
+        &window,
+        "update_conversation",
+        json!({"id": id, "patch": {"title": "Greeting"}}),
+    )
+    .unwrap();
+    assert_eq!(renamed["title"], "Greeting");
+    let listed = invoke(
+        &window,
+        "list_conversations",
+        json!({"query": {"search": "greet"}}),
+    )
+    .unwrap();
+    assert_eq!(listed["conversations"][0]["id"], id);
+    invoke(&window, "delete_conversation", json!({"id": id})).unwrap();
+    let err = invoke(&window, "get_conversation", json!({"id": id})).expect_err("deleted");
+    assert_eq!(err["code"], "not_found");
+}

@@ -64,6 +64,14 @@ max_draft_tokens?: number,
  */
 cache_prompt?: boolean, 
 /**
+ * The conversation this chat belongs to: it takes the request's messages and the answer.
+ */
+conversation_id?: number, 
+/**
+ * Write on from the last (assistant) message instead of answering it.
+ */
+continue_final_message?: boolean, 
+/**
  * Medusa mode: `"auto"` (the default: as much of the tree sized for this machine as pays,
  * or the model's default tree set in Settings), or a tree drafted in full at every step
  * whatever it costs: `"tuned"` (the fastest tree the tuner found here), `"mc_sim_7b_63"`,
@@ -284,6 +292,16 @@ export type StopReason = "end_of_generation" | "max_tokens" | "stop_string" | "c
 export type ApiErrorBody = { code: string, message: string, };
 
 /**
+ * What the page sends.
+ */
+export type StreamRequest = { "type": "generate", id: number, request: GenerateRequest, } | { "type": "cancel", id: number, } | { "type": "status", every_ms: number, };
+
+/**
+ * What the backend sends.
+ */
+export type StreamMessage = { "type": "run", id: number, event: RunEvent, } | { "type": "refused", id: number, error: ApiErrorBody, } | { "type": "status", info: Info, } | { "type": "error", error: ApiErrorBody, };
+
+/**
  * The model (or the load in progress), heads, tree, modes, engine metrics and the database.
  * `model` is null until a first model has loaded; while another loads, the current one keeps
  * serving and `loading` says what is coming. `error` is the last load failure (the previous
@@ -325,6 +343,10 @@ n_ctx: number,
  */
 parallel: number, n_batch: number, threads: number, has_chat_template: boolean, 
 /**
+ * Sampling for chats: the model's recommendations, else the playground's chat default.
+ */
+sampling_defaults: SamplingDefaults, 
+/**
  * The Medusa heads loaded with the model, if any.
  */
 heads: HeadsInfo | null, 
@@ -336,6 +358,15 @@ medusa_tree: TreeSpec | null,
  * How Medusa mode's tree was settled on this machine, and the decision in words.
  */
 medusa_plan: MedusaPlan | null, };
+
+/**
+ * Sampling for chats on this model, and where each value came from.
+ */
+export type SamplingDefaults = { params: SamplingParams, 
+/**
+ * The GGUF keys the values came from; empty when the model recommends nothing.
+ */
+from_model: Array<string>, };
 
 /**
  * What a heads file says about itself.
@@ -525,7 +556,12 @@ heads?: string | null,
 /**
  * Tree name (`mc_sim_7b_63`, `chain-N`) or a JSON file; null for the heads' default.
  */
-tree?: string | null, };
+tree?: string | null, 
+/**
+ * Context cells each request may use (prompt, answer and draft tree); null keeps the
+ * size the backend was started with.
+ */
+ctx_size?: number | null, };
 
 /**
  * Settings' tree: what Medusa requests drafting `auto` draft in full, changed without reloading
@@ -887,5 +923,54 @@ speedup: number | null, output_identical: boolean | null,
  * Character index of the first difference from the baseline's output; `None` when equal.
  */
 first_difference: number | null, };
+
+/**
+ * Which conversations to list: those matching `search` (words of the title or of one message),
+ * at most `limit`, the latest changed first.
+ */
+export type ConversationsQuery = { search?: string, limit?: number, };
+
+export type ConversationList = { conversations: Array<ConversationSummary>, };
+
+/**
+ * A conversation as the list shows it.
+ */
+export type ConversationSummary = { id: number, 
+/**
+ * Empty until the first prompt names it (the UI says "New chat").
+ */
+title: string, created_at: string, updated_at: string, message_count: number, 
+/**
+ * With a search: a piece of the first message that matched, if a message did.
+ */
+snippet: string | null, };
+
+/**
+ * A conversation with its messages in order.
+ */
+export type Conversation = { id: number, title: string, system_prompt: string, created_at: string, updated_at: string, messages: Array<ConversationMessage>, };
+
+/**
+ * One message of a conversation.
+ */
+export type ConversationMessage = { id: number, role: 'user' | 'assistant', content: string, 
+/**
+ * The run that wrote this answer (null for prompts, and once that run was deleted).
+ */
+run_id: number | null, 
+/**
+ * Its run is still writing it; `content` holds what it wrote so far.
+ */
+answering: boolean, created_at: string, };
+
+/**
+ * What may change in a conversation besides its messages; absent fields stay.
+ */
+export type ConversationPatch = { title?: string, system_prompt?: string, };
+
+/**
+ * The formats a conversation exports to.
+ */
+export type ConversationExport = "json" | "markdown";
 
 export type JsonValue = number | string | boolean | Array<JsonValue> | { [key in string]: JsonValue } | null;
