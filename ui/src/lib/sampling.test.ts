@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SETTINGS, requestFields, settingsProblem } from './sampling';
+import { DEFAULT_SETTINGS, greedy, isGreedy, modelSettings, requestFields, settingsProblem, settingsSource } from './sampling';
+import type { Info } from './api/types';
 
 describe('generation settings', () => {
   it('accepts the defaults and sends them greedy with a fresh seed', () => {
@@ -20,5 +21,30 @@ describe('generation settings', () => {
     const fields = requestFields({ ...DEFAULT_SETTINGS, seed: ' 42 ', max_draft_tokens: 8 });
     expect(fields.sampling?.seed).toBe(42);
     expect(fields.max_draft_tokens).toBe(8);
+  });
+
+  it("starts chats from the model's sampling, else from the chat default the backend reports", () => {
+    const info = (from_model: string[]) =>
+      ({
+        model: {
+          sampling_defaults: {
+            params: { temperature: 0.7, top_k: 40, top_p: 0.9, min_p: 0.05, repeat_penalty: 1.1, repeat_last_n: 64, seed: null },
+            from_model,
+          },
+        },
+      }) as unknown as Info;
+    const settings = modelSettings(info([]), { ...DEFAULT_SETTINGS, max_tokens: 512 });
+    expect(settings).toEqual({ ...DEFAULT_SETTINGS, temperature: 0.7, top_p: 0.9, repeat_penalty: 1.1, max_tokens: 512 });
+    expect(settingsSource(info([]))).toBe("the playground's chat default");
+    expect(settingsSource(info(['general.sampling.temp']))).toBe("the model's recommended sampling");
+    expect(modelSettings(null)).toEqual(DEFAULT_SETTINGS);
+  });
+
+  it('makes settings greedy in one step', () => {
+    const warm = { ...DEFAULT_SETTINGS, temperature: 0.7, repeat_penalty: 1.1, seed: '3' };
+    expect(isGreedy(warm)).toBe(false);
+    expect(greedy(warm)).toEqual({ ...warm, temperature: 0, repeat_penalty: 1 });
+    expect(isGreedy(greedy(warm))).toBe(true);
+    expect(isGreedy(DEFAULT_SETTINGS)).toBe(true);
   });
 });

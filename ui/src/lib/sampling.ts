@@ -1,6 +1,6 @@
 // Generation settings as the UI edits them, checked before they are sent.
 
-import type { GenerateRequest, SamplingParams } from './api/types';
+import type { GenerateRequest, Info, SamplingParams } from './api/types';
 
 export interface GenerationSettings {
   temperature: number;
@@ -15,6 +15,7 @@ export interface GenerationSettings {
   max_draft_tokens: number;
 }
 
+/** Greedy decoding, the settings comparisons start from: every mode must then answer alike. */
 export const DEFAULT_SETTINGS: GenerationSettings = {
   temperature: 0,
   top_k: 40,
@@ -25,6 +26,33 @@ export const DEFAULT_SETTINGS: GenerationSettings = {
   max_tokens: 256,
   max_draft_tokens: 0,
 };
+
+/**
+ * The settings chats start with on the loaded model: its recommended sampling (GGUF
+ * `general.sampling.*`), else the backend's chat default (temperature 0.7, top-p 0.9, repeat
+ * penalty 1.1), which keeps small models from looping. Lengths come from `base`.
+ */
+export function modelSettings(info: Info | null, base: GenerationSettings = DEFAULT_SETTINGS): GenerationSettings {
+  const params = info?.model?.sampling_defaults.params;
+  if (!params) return { ...base };
+  const { temperature, top_k, top_p, min_p, repeat_penalty } = params;
+  return { ...base, temperature, top_k, top_p, min_p, repeat_penalty };
+}
+
+/** Where `modelSettings` took its sampling from, in words. */
+export function settingsSource(info: Info | null): string {
+  const keys = info?.model?.sampling_defaults.from_model ?? [];
+  return keys.length > 0 ? "the model's recommended sampling" : "the playground's chat default";
+}
+
+/** `s` made greedy: the most likely token every time, no repeat penalty. */
+export function greedy(s: GenerationSettings): GenerationSettings {
+  return { ...s, temperature: 0, repeat_penalty: 1 };
+}
+
+export function isGreedy(s: GenerationSettings): boolean {
+  return s.temperature === 0 && s.repeat_penalty === 1;
+}
 
 /** The first problem with `s`, or null when it can be sent. */
 export function settingsProblem(s: GenerationSettings): string | null {

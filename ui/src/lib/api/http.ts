@@ -4,6 +4,12 @@ import { SseParser } from './sse';
 import { ApiError, type RunHandle, type Transport } from './transport';
 import type {
   Comparison,
+  Conversation,
+  ConversationExport,
+  ConversationList,
+  ConversationPatch,
+  ConversationSummary,
+  ConversationsQuery,
   ComparisonList,
   DeleteReport,
   ExportFormat,
@@ -71,7 +77,7 @@ export class HttpTransport implements Transport {
     return this.send('POST', path, body);
   }
 
-  private send<T>(method: 'POST' | 'PUT', path: string, body: unknown): Promise<T> {
+  private send<T>(method: 'POST' | 'PUT' | 'PATCH', path: string, body: unknown): Promise<T> {
     return this.request<T>(path, {
       method,
       headers: { 'Content-Type': 'application/json' },
@@ -170,25 +176,55 @@ export class HttpTransport implements Transport {
     return `${this.base}/api/runs/export${queryString({ ...query, format })}`;
   }
 
-  async exportRuns(query: RunQuery, format: ExportFormat): Promise<string | null> {
+  exportRuns(query: RunQuery, format: ExportFormat): Promise<string | null> {
+    return this.download(this.exportUrl(query, format), `medusa-runs.${format}`);
+  }
+
+  /** Fetches `url` and saves the answer as a download; resolves to the file's name. */
+  private async download(url: string, fallbackName: string): Promise<string> {
     let response: Response;
     try {
-      response = await fetch(this.exportUrl(query, format));
+      response = await fetch(url);
     } catch (err) {
       throw new ApiError('network', `cannot reach the server: ${(err as Error).message}`);
     }
     if (!response.ok) throw await errorFrom(response);
-    const name =
-      attachmentName(response.headers.get('content-disposition')) ?? `medusa-runs.${format}`;
-    const url = URL.createObjectURL(await response.blob());
+    const name = attachmentName(response.headers.get('content-disposition')) ?? fallbackName;
+    const objectUrl = URL.createObjectURL(await response.blob());
     const link = document.createElement('a');
-    link.href = url;
+    link.href = objectUrl;
     link.download = name;
     document.body.append(link);
     link.click();
     link.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    setTimeout(() => URL.revokeObjectURL(objectUrl), 10_000);
     return name;
+  }
+
+  async listConversations(query: ConversationsQuery = {}): Promise<ConversationSummary[]> {
+    const path = `/api/conversations${queryString(query)}`;
+    return (await this.request<ConversationList>(path)).conversations;
+  }
+
+  getConversation(id: number): Promise<Conversation> {
+    return this.request(`/api/conversations/${id}`);
+  }
+
+  createConversation(patch: ConversationPatch = {}): Promise<Conversation> {
+    return this.post('/api/conversations', patch);
+  }
+
+  updateConversation(id: number, patch: ConversationPatch): Promise<Conversation> {
+    return this.send('PATCH', `/api/conversations/${id}`, patch);
+  }
+
+  async deleteConversation(id: number): Promise<void> {
+    await this.request(`/api/conversations/${id}`, { method: 'DELETE' });
+  }
+
+  exportConversation(id: number, format: ConversationExport): Promise<string | null> {
+    const url = `${this.base}/api/conversations/${id}/export${queryString({ format })}`;
+    return this.download(url, `conversation-${id}.${format === 'markdown' ? 'md' : 'json'}`);
   }
 
   async loadModel(request: LoadModelRequest): Promise<void> {

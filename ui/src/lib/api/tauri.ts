@@ -4,6 +4,12 @@ import { Channel, invoke } from '@tauri-apps/api/core';
 import { ApiError, type RunHandle, type Transport } from './transport';
 import type {
   Comparison,
+  Conversation,
+  ConversationExport,
+  ConversationList,
+  ConversationPatch,
+  ConversationSummary,
+  ConversationsQuery,
   ComparisonList,
   DeleteReport,
   ExportFormat,
@@ -112,6 +118,30 @@ export class TauriTransport implements Transport {
 
   tune(options: TuneRequest = {}): Promise<TuneReport> {
     return call('tune', { request: options });
+  }
+
+  async listConversations(query: ConversationsQuery = {}): Promise<ConversationSummary[]> {
+    return (await call<ConversationList>('list_conversations', { query })).conversations;
+  }
+
+  getConversation(id: number): Promise<Conversation> {
+    return call('get_conversation', { id });
+  }
+
+  createConversation(patch: ConversationPatch = {}): Promise<Conversation> {
+    return call('create_conversation', { patch });
+  }
+
+  updateConversation(id: number, patch: ConversationPatch): Promise<Conversation> {
+    return call('update_conversation', { id, patch });
+  }
+
+  deleteConversation(id: number): Promise<void> {
+    return call('delete_conversation', { id });
+  }
+
+  exportConversation(id: number, format: ConversationExport): Promise<string | null> {
+    return call('export_conversation', { id, format });
   }
 
   pickFile(kind: 'model' | 'heads'): Promise<string | null> {

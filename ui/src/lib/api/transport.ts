@@ -3,6 +3,11 @@
 
 import type {
   Comparison,
+  Conversation,
+  ConversationExport,
+  ConversationPatch,
+  ConversationSummary,
+  ConversationsQuery,
   DeleteReport,
   ExportFormat,
   ImportReport,
@@ -62,6 +67,24 @@ export interface Transport {
   setTree(request: SetTreeRequest): Promise<Info>;
   /** Measures the loaded heads and this machine, predicting each tree size's speed (slow). */
   tune(options?: TuneRequest): Promise<TuneReport>;
+  /** Conversations, the latest changed first; `search` matches words of titles and messages. */
+  listConversations(query?: ConversationsQuery): Promise<ConversationSummary[]>;
+  /** One conversation; an answer still being written shows its text so far (`answering`). */
+  getConversation(id: number): Promise<Conversation>;
+  /**
+   * A new, empty conversation. Its messages are written by the generations that name it
+   * (`conversation_id`): the stored messages become the request's, plus the answer.
+   */
+  createConversation(patch?: ConversationPatch): Promise<Conversation>;
+  /** Renames it or changes its system prompt. */
+  updateConversation(id: number, patch: ConversationPatch): Promise<Conversation>;
+  /** Deletes it; its runs stay in the history. */
+  deleteConversation(id: number): Promise<void>;
+  /**
+   * Exports one conversation: a download in the browser, a save dialog in the desktop app.
+   * Resolves to the file name or path written, or null when the user cancelled the dialog.
+   */
+  exportConversation(id: number, format: ConversationExport): Promise<string | null>;
   /** Desktop only: a native file picker. The browser transport returns null (type a path). */
   pickFile(kind: 'model' | 'heads'): Promise<string | null>;
 }
