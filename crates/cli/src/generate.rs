@@ -3,7 +3,7 @@ use std::io::Write;
 use clap::Args;
 use engine::{
     AcceptanceRule, ChatMessage, DraftPolicy, GenerateRequest, GenerationEvent, GenerationMode,
-    GenerationStream, Prompt, RunSummary, StepEvent,
+    GenerationStream, Prompt, RunSummary, SamplingParams, StepEvent,
 };
 use serde_json::json;
 
@@ -77,7 +77,9 @@ impl SpeculativeArgs {
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     // Refuse out-of-range settings before the model loads.
-    args.sampling.params().validate()?;
+    args.sampling
+        .params(&SamplingParams::default())
+        .validate()?;
     let engine = args.model.load()?;
     let prompt = if args.chat {
         let mut messages = Vec::new();
@@ -92,7 +94,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let request = args.model.with_default_draft(
         args.speculative.apply(
             GenerateRequest::new(prompt, args.max_tokens)
-                .with_sampling(args.sampling.params())
+                .with_sampling(args.sampling.params(&SamplingParams::default()))
                 .with_stop(args.stop.clone()),
         ),
     );

@@ -191,6 +191,29 @@ fn a_continued_answer_writes_on_from_where_it_stopped() {
     ));
 }
 
+/// How often the most frequent run of four words comes back in `text`.
+fn most_repeated_four_words(text: &str) -> usize {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut counts = std::collections::HashMap::new();
+    for window in words.windows(4) {
+        *counts.entry(window.join(" ")).or_insert(0) += 1;
+    }
+    counts.into_values().max().unwrap_or(0)
+}
+
+#[test]
+fn the_chat_default_sampling_does_not_loop_where_greedy_does() {
+    let prompt = chat("Write a short poem about autumn leaves.");
+    let looping = run(greedy(prompt.clone(), 256)).text;
+    assert!(most_repeated_four_words(&looping) >= 10, "{looping}");
+    for seed in 1..=3 {
+        let mut sampling = SamplingParams::chat_default();
+        sampling.seed = Some(seed);
+        let text = run(GenerateRequest::new(prompt.clone(), 256).with_sampling(sampling)).text;
+        assert!(most_repeated_four_words(&text) < 5, "seed {seed}: {text}");
+    }
+}
+
 #[test]
 fn utf8_streaming_never_splits_a_character() {
     let all = events(greedy(chat("Reply with three emoji about the sun."), 40));

@@ -11,7 +11,8 @@ use std::path::Path;
 use anyhow::Context;
 use clap::Args;
 use engine::{
-    ChatMessage, DraftPolicy, Engine, GenerateRequest, GenerationMode, Prompt, StopReason, TreeSpec,
+    ChatMessage, DraftPolicy, Engine, GenerateRequest, GenerationMode, Prompt, SamplingParams,
+    StopReason, TreeSpec,
 };
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
@@ -54,10 +55,16 @@ impl Conversation {
 }
 
 pub fn run(args: ChatArgs) -> anyhow::Result<()> {
-    // Refuse out-of-range settings before the model loads.
-    args.sampling.params().validate()?;
+    // Refuse out-of-range settings before the model loads (a flag is checked against the
+    // playground's chat default here, against the model's own defaults once it is loaded).
+    args.sampling
+        .params(&SamplingParams::chat_default())
+        .validate()?;
     let engine = args.model.load()?;
     let info = engine.info();
+    args.sampling
+        .params(&info.sampling_defaults.params)
+        .validate()?;
     eprintln!(
         "{} ({}, {} threads). Type a message; /help lists the commands, /quit or Ctrl-D leaves.",
         info.name, info.file_type, info.threads
@@ -138,8 +145,10 @@ fn answer(
     interrupts: &Interrupts,
 ) {
     let mut request = args.speculative.apply(
-        GenerateRequest::new(Prompt::Chat(conversation.messages()), args.max_tokens)
-            .with_sampling(args.sampling.params()),
+        GenerateRequest::new(Prompt::Chat(conversation.messages()), args.max_tokens).with_sampling(
+            args.sampling
+                .params(&engine.info().sampling_defaults.params),
+        ),
     );
     request.mode = conversation.mode;
     if request.mode == GenerationMode::Medusa && request.draft == DraftPolicy::Auto {
