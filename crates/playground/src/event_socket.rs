@@ -21,7 +21,10 @@ pub const STATUS_EVERY_MS: std::ops::RangeInclusive<u32> = 100..=60_000;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum StreamRequest {
     /// Starts a generation.
-    Generate { id: u32, request: PlaygroundRequest },
+    Generate {
+        id: u32,
+        request: Box<PlaygroundRequest>,
+    },
     /// Stops a generation; it still ends with its `finished` (cancelled) event.
     Cancel { id: u32 },
     /// Sends `status` now and then every `every_ms`; 0 stops the updates.

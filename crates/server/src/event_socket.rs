@@ -173,11 +173,11 @@ fn cancel(
 async fn generate(
     playground: Playground,
     id: u32,
-    request: PlaygroundRequest,
+    request: Box<PlaygroundRequest>,
     outgoing: UnboundedSender<StreamMessage>,
     news: UnboundedSender<News>,
 ) {
-    match playground.start_run(request).await {
+    match playground.start_run(*request).await {
         Err(err) => {
             let _ = outgoing.send(StreamMessage::Refused {
                 id,
