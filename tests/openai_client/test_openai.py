@@ -68,6 +68,11 @@ def test_chat_completion(client):
     assert isinstance(choice.message.content, str)
     assert choice.finish_reason in ("stop", "length")
     assert answer.usage.total_tokens == answer.usage.prompt_tokens + answer.usage.completion_tokens
+    # llama-server's timings, as clients written for it read them.
+    timings = answer.model_extra["timings"]
+    assert timings["predicted_n"] == answer.usage.completion_tokens
+    assert timings["prompt_n"] + timings["cache_n"] == answer.usage.prompt_tokens
+    assert timings["draft_n"] == 0 and timings["draft_n_accepted"] == 0
 
 
 def test_streamed_chat_completion_with_usage(client):
@@ -80,6 +85,7 @@ def test_streamed_chat_completion_with_usage(client):
     assert text
     assert chunks[-1].usage.completion_tokens == 6
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    assert chunks[-1].model_extra["timings"]["predicted_n"] == 6
 
 
 def test_completion_in_lookup_mode(client):
@@ -89,6 +95,9 @@ def test_completion_in_lookup_mode(client):
     )
     assert answer.choices[0].finish_reason == "length"
     assert answer.usage.completion_tokens == 4
+    timings = answer.model_extra["timings"]
+    assert timings["draft_n"] > 0, timings
+    assert 0 <= timings["draft_n_accepted"] <= timings["draft_n"]
 
 
 def test_errors_raise_the_client_exceptions(client):

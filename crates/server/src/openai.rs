@@ -10,14 +10,14 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use engine::{
-    ChatMessage, GenerateRequest, GenerationEvent, GenerationMode, Prompt, SamplingParams,
-    StopReason,
+    ChatMessage, GenerateRequest, GenerationEvent, GenerationMode, Prompt, RunSummary,
+    SamplingParams, StopReason,
 };
 use futures_util::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use playground::runs::{self, RunHandle};
+use playground::runs::{self, DraftStats, RunHandle};
 use playground::{CheckedRequest, DraftFields, Playground};
 
 use crate::error::ApiError;
@@ -251,7 +251,10 @@ impl Envelope {
         chunk
     }
 
-    fn answer(&self, text: &str, finish: &str, usage: Value, run_id: i64) -> Value {
+    fn answer(&self, run: &runs::Collected) -> Value {
+        let summary = &run.summary;
+        let text = summary.text.as_str();
+        let finish = finish_reason(summary.stop_reason);
         let (object, choice) = match self.flavor {
             Flavor::Chat => (
                 "chat.completion",
@@ -269,7 +272,9 @@ impl Envelope {
         };
         json!({
             "id": self.id, "object": object, "created": self.created, "model": self.model,
-            "system_fingerprint": null, "choices": [choice], "usage": usage, "run_id": run_id,
+            "system_fingerprint": null, "choices": [choice],
+            "usage": usage(summary.prompt_tokens, summary.tokens_generated),
+            "timings": timings(summary, &run.stats), "run_id": run.run_id,
         })
     }
 }
@@ -279,6 +284,35 @@ fn finish_reason(reason: StopReason) -> &'static str {
         StopReason::MaxTokens | StopReason::ContextFull => "length",
         StopReason::EndOfGeneration | StopReason::StopString | StopReason::Cancelled => "stop",
     }
+}
+
+/// llama-server's `timings` object, so that clients written for it show these figures unchanged:
+/// prompt tokens decoded (cached ones apart, in `cache_n`) and the time to the first token after
+/// the queue; tokens generated, the time from the first to the last and the decode speed; drafted
+/// tokens on the verified paths and how many were accepted (as `acceptance_rate` counts them).
+fn timings(summary: &RunSummary, drafts: &DraftStats) -> Value {
+    let prompt_n = summary
+        .prompt_tokens
+        .saturating_sub(summary.cached_prompt_tokens);
+    let prompt_ms = (summary.ttft_ms - summary.queue_ms).max(0.0);
+    let per_second = |n: usize, ms: f64| {
+        if ms > 0.0 {
+            n as f64 * 1000.0 / ms
+        } else {
+            0.0
+        }
+    };
+    json!({
+        "cache_n": summary.cached_prompt_tokens,
+        "prompt_n": prompt_n,
+        "prompt_ms": prompt_ms,
+        "prompt_per_second": per_second(prompt_n, prompt_ms),
+        "predicted_n": summary.tokens_generated,
+        "predicted_ms": (summary.total_ms - summary.ttft_ms).max(0.0),
+        "predicted_per_second": summary.decode_tokens_per_second,
+        "draft_n": drafts.drafted,
+        "draft_n_accepted": drafts.accepted,
+    })
 }
 
 fn usage(prompt_tokens: usize, completion_tokens: usize) -> Value {
@@ -330,14 +364,7 @@ async fn complete(
     let mut handle = runs::start(playground, request, None).await?;
     if !streamed {
         let run = handle.collect().await?;
-        let s = &run.summary;
-        let answer = envelope.answer(
-            &s.text,
-            finish_reason(s.stop_reason),
-            usage(s.prompt_tokens, s.tokens_generated),
-            run.run_id,
-        );
-        return Ok(Json(answer).into_response());
+        return Ok(Json(envelope.answer(&run)).into_response());
     }
     // The first event decides the status: a prompt too long for the context is still a 400.
     let first = handle.first().await?;
@@ -352,7 +379,7 @@ struct StreamState {
     pending: Option<GenerationEvent>,
     envelope: Envelope,
     sent_role: bool,
-    prompt_tokens: usize,
+    drafts: DraftStats,
     done: bool,
 }
 
@@ -370,7 +397,7 @@ fn sse_events(
         pending: Some(first),
         envelope,
         sent_role: false,
-        prompt_tokens: 0,
+        drafts: DraftStats::default(),
         done: false,
     };
     stream::unfold(state, |mut st| async move {
@@ -382,8 +409,7 @@ fn sse_events(
             None => st.handle.next().await,
         };
         let events = match event {
-            Some(Ok(GenerationEvent::Started { prompt_tokens })) => {
-                st.prompt_tokens = prompt_tokens;
+            Some(Ok(GenerationEvent::Started { .. })) => {
                 // Chat streams open with the assistant's role, as OpenAI's do.
                 if st.envelope.flavor == Flavor::Chat {
                     st.sent_role = true;
@@ -397,14 +423,22 @@ fn sse_events(
                 st.sent_role = true;
                 vec![data(&st.envelope.chunk(Some(&text), first, None))]
             }
-            Some(Ok(GenerationEvent::Step(_))) => Vec::new(),
+            Some(Ok(GenerationEvent::Step(step))) => {
+                st.drafts.add(&step);
+                Vec::new()
+            }
             Some(Ok(GenerationEvent::Finished(summary))) => {
                 st.done = true;
                 let reason = finish_reason(summary.stop_reason);
-                let mut events = vec![data(&st.envelope.chunk(None, false, Some(reason)))];
+                let timings = timings(&summary, &st.drafts);
+                let mut last = st.envelope.chunk(None, false, Some(reason));
+                last["timings"] = timings.clone();
+                let mut events = vec![data(&last)];
                 if st.envelope.include_usage {
                     let usage = usage(summary.prompt_tokens, summary.tokens_generated);
-                    events.push(data(&st.envelope.usage_chunk(usage)));
+                    let mut chunk = st.envelope.usage_chunk(usage);
+                    chunk["timings"] = timings;
+                    events.push(data(&chunk));
                 }
                 events.push(Event::default().data("[DONE]"));
                 events

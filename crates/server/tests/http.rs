@@ -132,6 +132,29 @@ fn chat_completions_answer_whole_and_streamed() {
         usage["total_tokens"].as_u64().unwrap(),
         usage["prompt_tokens"].as_u64().unwrap() + usage["completion_tokens"].as_u64().unwrap()
     );
+    // llama-server's timings: what was decoded of the prompt, what was generated, and drafts.
+    let timings = &answer["timings"];
+    assert_eq!(
+        timings["predicted_n"], usage["completion_tokens"],
+        "{timings}"
+    );
+    assert_eq!(
+        timings["prompt_n"].as_u64().unwrap() + timings["cache_n"].as_u64().unwrap(),
+        usage["prompt_tokens"].as_u64().unwrap(),
+        "{timings}"
+    );
+    assert!(timings["prompt_ms"].as_f64().unwrap() > 0.0, "{timings}");
+    assert!(
+        timings["predicted_ms"].as_f64().unwrap() >= 0.0,
+        "{timings}"
+    );
+    assert_eq!(
+        (
+            timings["draft_n"].as_u64(),
+            timings["draft_n_accepted"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
 
     let data = sse_data(
         "/v1/chat/completions",
@@ -158,8 +181,13 @@ fn chat_completions_answer_whole_and_streamed() {
     let usage_chunk = chunks.last().unwrap();
     assert_eq!(usage_chunk["choices"], json!([]));
     assert_eq!(usage_chunk["usage"]["completion_tokens"], 5);
-    let finish = &chunks[chunks.len() - 2]["choices"][0]["finish_reason"];
-    assert_eq!(finish, "length");
+    assert_eq!(usage_chunk["timings"]["predicted_n"], 5);
+    let last_choice = &chunks[chunks.len() - 2];
+    assert_eq!(last_choice["choices"][0]["finish_reason"], "length");
+    assert_eq!(last_choice["timings"], usage_chunk["timings"]);
+    assert!(chunks[..chunks.len() - 2]
+        .iter()
+        .all(|c| c.get("timings").is_none()));
 }
 
 #[test]
@@ -173,6 +201,12 @@ fn completions_and_models() {
     assert!(answer["choices"][0]["text"].is_string());
     assert_eq!(answer["choices"][0]["finish_reason"], "length");
     assert_eq!(answer["usage"]["completion_tokens"], 4);
+    // Lookup drafts from the prompt: what its steps drafted and kept is in the timings.
+    let timings = &answer["timings"];
+    assert!(
+        timings["draft_n_accepted"].as_u64().unwrap() <= timings["draft_n"].as_u64().unwrap(),
+        "{timings}"
+    );
 
     let data = sse_data(
         "/v1/completions",
