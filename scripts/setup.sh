@@ -60,8 +60,9 @@ scripts/build-ui.sh
 cargo build --release --workspace --all-targets
 target/release/medusa fetch-model >/dev/null
 
-# The OpenAI client test runs the official `openai` package from a project-local virtualenv.
-python_tools='openai>=1.40,<4 pytest>=8,<10'
+# The OpenAI client and metrics tests run the official `openai` and Prometheus client packages
+# from a project-local virtualenv.
+python_tools='openai>=1.40,<4 pytest>=8,<10 prometheus-client>=0.20,<1'
 if [ "$(cat .venv/.medusa-tools 2>/dev/null)" != "$python_tools" ]; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
   # shellcheck disable=SC2086 # one requirement per word

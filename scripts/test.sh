@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up what is missing, then runs every test: Rust unit and real-model tests (engine, store,
 # server, CLI, desktop commands), the UI's checks and unit tests, the browser end-to-end tests
-# against `medusa serve`, the OpenAI client test, the desktop app's smoke test under Xvfb, the
-# .deb built, installed and tried, and a second `scripts/run.sh` that must rebuild nothing.
+# against `medusa serve`, the OpenAI client and Prometheus parser tests, the desktop app's smoke
+# test under Xvfb, the .deb built, installed and tried, and a second `scripts/run.sh` that must
+# rebuild nothing.
 # Screenshots and logs land in test-artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ cargo fmt --all --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 cargo test --release --workspace
 (cd ui && npm run check && npm test && npm run e2e)
-.venv/bin/python -m pytest -q tests/openai_client
+.venv/bin/python -m pytest -q tests/openai_client tests/metrics
 scripts/desktop-smoke.sh
 scripts/tests/installed-package.sh
 scripts/tests/second-start.sh

@@ -46,6 +46,11 @@ impl PromptCache {
         self.entries.len()
     }
 
+    /// Tokens whose cells the entries hold, all together.
+    pub(crate) fn tokens_held(&self) -> usize {
+        self.entries.iter().map(|e| e.tokens.len()).sum()
+    }
+
     pub(crate) fn holds(&self, seq: i32) -> bool {
         self.entries.iter().any(|e| e.seq == seq)
     }

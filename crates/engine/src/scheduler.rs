@@ -67,6 +67,10 @@ pub struct EngineMetrics {
     pub idle_sequences_in_kv: usize,
     /// Finished requests whose cells the prompt cache keeps.
     pub cached_sequences: usize,
+    /// KV cells held by requests and the prompt cache, after the last step.
+    pub kv_cells_used: usize,
+    /// KV cells in all (every slot's share).
+    pub kv_cells: usize,
 }
 
 /// Shared between the engine handle and its thread.
@@ -108,6 +112,7 @@ impl<'m> Scheduler<'m> {
         let leaves_from = slots + cache_seqs;
         if let Ok(mut m) = shared.metrics.lock() {
             m.slots = slots;
+            m.kv_cells = slots * runtime.n_ctx_seq();
         }
         Self {
             runtime,
@@ -543,9 +548,23 @@ impl<'m> Scheduler<'m> {
     }
 
     fn update_cache_metrics(&self) {
+        let used = self.kv_cells_used();
         if let Ok(mut m) = self.shared.metrics.lock() {
             m.cached_sequences = self.cache.len();
+            m.kv_cells_used = used;
         }
+    }
+
+    /// Cells held by the requests decoding and by the prompt cache. A request's cells copied
+    /// from the cache count for both, as each holds a slot's share.
+    fn kv_cells_used(&self) -> usize {
+        let requests: usize = self
+            .slots
+            .iter()
+            .flatten()
+            .map(|seq| seq.cached_tokens().len())
+            .sum();
+        requests + self.cache.tokens_held()
     }
 
     fn update_queue_metrics(&self) {
@@ -556,7 +575,9 @@ impl<'m> Scheduler<'m> {
     }
 
     fn record_step(&self, batch_tokens: usize, emitted: u64) {
+        let used = self.kv_cells_used();
         if let Ok(mut m) = self.shared.metrics.lock() {
+            m.kv_cells_used = used;
             m.steps += 1;
             m.batch_tokens += batch_tokens as u64;
             m.tokens_emitted += emitted;

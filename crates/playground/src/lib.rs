@@ -32,5 +32,5 @@ pub use info::Info;
 pub use model_host::{HostedModel, LoadRequest, ModelHost, ModelSource};
 pub use playground::{CheckedRequest, Playground};
 pub use requests::{LoadModelRequest, PlaygroundRequest, SetTreeRequest, PLAYGROUND_MAX_TOKENS};
-pub use run_counters::{RunCounters, RunCountsSnapshot};
+pub use run_counters::{Histogram, RunCounters, RunCountsSnapshot, RunLatencies, SpecDecodeCounts};
 pub use runs::RunHandle;

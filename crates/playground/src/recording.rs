@@ -127,6 +127,7 @@ pub(crate) async fn record(
                 None
             }
             GenerationEvent::Step(step) => {
+                counters.record_step(mode.as_str(), step);
                 progress.steps.push(step_record(step));
                 progress.save_if_due(&store, run_id).await;
                 None
@@ -136,6 +137,9 @@ pub(crate) async fn record(
                 let cancelled = summary.stop_reason == StopReason::Cancelled;
                 let status = if cancelled { "cancelled" } else { "finished" };
                 counters.record_run(status, summary.tokens_generated);
+                if !cancelled {
+                    counters.record_latencies(mode.as_str(), summary);
+                }
                 if !cancelled && mode != GenerationMode::Normal {
                     counters.record_mean_accepted(mode.as_str(), summary.mean_accepted);
                 }

@@ -1,5 +1,7 @@
-//! The `/metrics` endpoint: HTTP request counts, the playground's run counts and the engine's
-//! counters in the Prometheus text format.
+//! The `/metrics` endpoint: HTTP request counts, the playground's run counts, speculative
+//! decoding counters and latency histograms (named as vLLM and llama-server name theirs, with our
+//! prefix) and the engine's counters, in the Prometheus text format. The values live in the
+//! playground and the engine; this renders a snapshot of them at each scrape.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -8,8 +10,8 @@ use std::sync::Mutex;
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use engine::EngineMetrics;
-use playground::RunCountsSnapshot;
+use engine::{EngineMetrics, GenerationMode};
+use playground::{Histogram, RunCountsSnapshot, RunLatencies, SpecDecodeCounts};
 
 use crate::ServerState;
 
@@ -127,7 +129,105 @@ impl RequestCounts {
                 escape(mode)
             );
         }
+        header(
+            &mut out,
+            "medusa_kv_cache_usage_perc",
+            "gauge",
+            "KV-cache use: cells held by requests and the prompt cache over all cells (1 is full).",
+        );
+        let usage = engine.kv_cells_used as f64 / engine.kv_cells.max(1) as f64;
+        let _ = writeln!(out, "medusa_kv_cache_usage_perc {}", usage.min(1.0));
+        render_spec_decode(&mut out, &runs.spec_decode);
+        render_latencies(&mut out, &runs.latencies);
         out
+    }
+}
+
+/// The speculative modes' counters; modes that drafted nothing yet read 0.
+fn render_spec_decode(out: &mut String, counts: &BTreeMap<&'static str, SpecDecodeCounts>) {
+    let speculative = [GenerationMode::Medusa, GenerationMode::Lookup].map(GenerationMode::as_str);
+    let none = SpecDecodeCounts::default();
+    let of = |mode: &str| counts.get(mode).unwrap_or(&none);
+    let families: [(&str, &str, fn(&SpecDecodeCounts) -> u64); 4] = [
+        (
+            "medusa_spec_decode_num_drafts_total",
+            "Speculative steps that drafted something, by mode.",
+            |c| c.drafts,
+        ),
+        (
+            "medusa_spec_decode_num_draft_tokens_total",
+            "Drafted tokens, by mode: each step's tree depth, what it could have accepted.",
+            |c| c.draft_tokens,
+        ),
+        (
+            "medusa_spec_decode_num_accepted_tokens_total",
+            "Drafted tokens the model accepted, by mode.",
+            |c| c.accepted_tokens,
+        ),
+        (
+            "medusa_spec_decode_num_tree_nodes_total",
+            "Nodes of all drafted trees (every one verified), by mode.",
+            |c| c.tree_nodes,
+        ),
+    ];
+    for (name, help, value) in families {
+        header(out, name, "counter", help);
+        for mode in speculative {
+            let _ = writeln!(out, "{name}{{mode=\"{mode}\"}} {}", value(of(mode)));
+        }
+    }
+    let name = "medusa_spec_decode_num_accepted_tokens_per_pos_total";
+    header(
+        out,
+        name,
+        "counter",
+        "Steps whose drafted token at a depth (position 0 is depth 1) was accepted, by mode.",
+    );
+    for mode in speculative {
+        for (position, value) in of(mode).accepted_per_position.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}{{mode=\"{mode}\",position=\"{position}\"}} {value}"
+            );
+        }
+    }
+}
+
+/// Finished runs' latency histograms, by mode (every mode, empty until one finishes).
+fn render_latencies(out: &mut String, latencies: &BTreeMap<&'static str, RunLatencies>) {
+    let none = RunLatencies::default();
+    let families: [(&str, &str, fn(&RunLatencies) -> &Histogram); 3] = [
+        (
+            "medusa_time_to_first_token_seconds",
+            "From submission to the first generated token, by mode.",
+            |l| &l.time_to_first_token,
+        ),
+        (
+            "medusa_time_per_output_token_seconds",
+            "Time per generated token after the first, by mode.",
+            |l| &l.time_per_output_token,
+        ),
+        (
+            "medusa_e2e_request_latency_seconds",
+            "From submission to the end of the run, by mode.",
+            |l| &l.request_latency,
+        ),
+    ];
+    for (name, help, histogram_of) in families {
+        header(out, name, "histogram", help);
+        for mode in GenerationMode::ALL.map(GenerationMode::as_str) {
+            let histogram = histogram_of(latencies.get(mode).unwrap_or(&none));
+            for (bound, count) in histogram.bounds.iter().zip(histogram.cumulative()) {
+                let _ = writeln!(
+                    out,
+                    "{name}_bucket{{mode=\"{mode}\",le=\"{bound}\"}} {count}"
+                );
+            }
+            let (sum, count) = (histogram.sum, histogram.count);
+            let _ = writeln!(out, "{name}_bucket{{mode=\"{mode}\",le=\"+Inf\"}} {count}");
+            let _ = writeln!(out, "{name}_sum{{mode=\"{mode}\"}} {sum}");
+            let _ = writeln!(out, "{name}_count{{mode=\"{mode}\"}} {count}");
+        }
     }
 }
 
