@@ -145,13 +145,15 @@ impl RequestCounts {
 
 /// A metric's name, help and how to read its value.
 type Family<Read> = (&'static str, &'static str, Read);
+type CountOf = fn(&SpecDecodeCounts) -> u64;
+type HistogramOf = fn(&RunLatencies) -> &Histogram;
 
 /// The speculative modes' counters; modes that drafted nothing yet read 0.
 fn render_spec_decode(out: &mut String, counts: &BTreeMap<&'static str, SpecDecodeCounts>) {
     let speculative = [GenerationMode::Medusa, GenerationMode::Lookup].map(GenerationMode::as_str);
     let none = SpecDecodeCounts::default();
     let of = |mode: &str| counts.get(mode).unwrap_or(&none);
-    let families: [Family<fn(&SpecDecodeCounts) -> u64>; 4] = [
+    let families: [Family<CountOf>; 4] = [
         (
             "medusa_spec_decode_num_drafts_total",
             "Speculative steps that drafted something, by mode.",
@@ -199,7 +201,7 @@ fn render_spec_decode(out: &mut String, counts: &BTreeMap<&'static str, SpecDeco
 /// Finished runs' latency histograms, by mode (every mode, empty until one finishes).
 fn render_latencies(out: &mut String, latencies: &BTreeMap<&'static str, RunLatencies>) {
     let none = RunLatencies::default();
-    let families: [Family<fn(&RunLatencies) -> &Histogram>; 3] = [
+    let families: [Family<HistogramOf>; 3] = [
         (
             "medusa_time_to_first_token_seconds",
             "From submission to the first generated token, by mode.",
