@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use engine::medusa::plan::MedusaPlan;
 use engine::{
-    ChatMessage, Engine, GenerateRequest, GenerationMode, Prompt, RunSummary, SamplingParams,
+    ChatMessage, DraftPolicy, Engine, GenerateRequest, GenerationMode, Prompt, RunSummary,
+    SamplingParams,
 };
 use serde::Serialize;
 use store::Spread;
@@ -35,6 +36,10 @@ pub struct BenchArgs {
     /// Most drafted tokens per step in speculative modes.
     #[arg(long)]
     pub max_draft: Option<usize>,
+    /// Lookup mode drafts this many tokens at every step that finds a match, whatever they
+    /// cost (default: as many as pay here).
+    #[arg(long, value_name = "N")]
+    pub draft_length: Option<usize>,
     /// Concurrent streams to measure, comma-separated: for each N above 1, N requests run
     /// together and the same N one after another, in the same run.
     #[arg(long, value_delimiter = ',', default_value = "1")]
@@ -42,6 +47,30 @@ pub struct BenchArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Bench a running OpenAI-compatible server (another `medusa serve`, llama-server, vLLM)
+    /// at this URL instead of a model here: the same prompts, rounds and report.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// The endpoint's API key (also `MEDUSA_REMOTE_API_KEY`).
+    #[arg(
+        long,
+        env = "MEDUSA_REMOTE_API_KEY",
+        hide_env_values = true,
+        requires = "endpoint"
+    )]
+    pub api_key: Option<String>,
+}
+
+impl BenchArgs {
+    /// The request with the draft the flags ask for: `--tree` for Medusa, `--draft-length` for
+    /// lookup.
+    pub fn with_drafts(&self, request: GenerateRequest) -> GenerateRequest {
+        let mut request = self.model.with_default_draft(request);
+        if let (GenerationMode::Lookup, Some(n)) = (request.mode, self.draft_length) {
+            request.draft = DraftPolicy::Length(n);
+        }
+        request
+    }
 }
 
 /// Sums over the runs of one mode.
@@ -173,6 +202,9 @@ struct BenchReport {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(endpoint) = &args.endpoint {
+        return crate::remote_bench::run(endpoint, &args);
+    }
     let prompts = load_prompts(args.prompts.as_ref())?;
     let modes = modes_with_normal_first(&args.modes);
     anyhow::ensure!(
@@ -214,7 +246,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                         .with_sampling(SamplingParams::greedy())
                         .with_mode(modes[runner - 1]);
                     // Every run reads its whole prompt, as the raw loop does.
-                    let request = args.model.with_default_draft(GenerateRequest {
+                    let request = args.with_drafts(GenerateRequest {
                         max_draft_tokens: args.max_draft,
                         cache_prompt: false,
                         ..request
@@ -476,7 +508,7 @@ fn bench_concurrency(
                 texts
                     .iter()
                     .map(|t| {
-                        args.model.with_default_draft(GenerateRequest {
+                        args.with_drafts(GenerateRequest {
                             max_draft_tokens: args.max_draft,
                             cache_prompt: false,
                             ..GenerateRequest::new(chat(t), args.max_tokens)
@@ -552,7 +584,7 @@ fn bench_concurrency(
 }
 
 /// Normal mode always runs, first, because every speed-up is measured against it.
-fn modes_with_normal_first(requested: &[GenerationMode]) -> Vec<GenerationMode> {
+pub fn modes_with_normal_first(requested: &[GenerationMode]) -> Vec<GenerationMode> {
     let mut modes = vec![GenerationMode::Normal];
     for &mode in requested {
         if !modes.contains(&mode) {

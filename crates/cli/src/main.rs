@@ -8,6 +8,7 @@ mod generate;
 mod model_args;
 mod progress;
 mod quantize;
+mod remote_bench;
 mod sampling_args;
 mod serve;
 mod train_heads;

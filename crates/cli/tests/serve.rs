@@ -160,3 +160,69 @@ fn a_network_address_is_not_served_without_a_key() {
     let both = refuse(&["--no-auth", "--api-key", "0123456789abcdef"], None);
     assert!(both.contains("cannot be used with"), "{both}");
 }
+
+#[test]
+fn bench_measures_another_server_through_its_openai_api() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = serve(&dir.path().join("history.sqlite"));
+    let prompts = dir.path().join("prompts.txt");
+    std::fs::write(
+        &prompts,
+        "Write the word hello ten times.\nName a colour.\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_medusa"))
+        .args(["bench", "--json", "-n", "12", "--modes", "normal,lookup"])
+        .args(["--draft-length", "4", "--endpoint"])
+        .arg(format!("{}/v1", server.base))
+        .arg("--prompts")
+        .arg(&prompts)
+        .output()
+        .expect("bench runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    assert_eq!(report["endpoint"], server.base.as_str());
+    assert_eq!(report["prompts"], 2);
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results[0]["mode"], "normal");
+    assert_eq!(results[1]["mode"], "lookup");
+    for result in results {
+        assert_eq!(result["runs"], 2, "{result}");
+        assert!(
+            result["tokens_per_second"].as_f64().unwrap() > 0.0,
+            "{result}"
+        );
+        assert!(result["ttft_ms"].as_f64().unwrap() > 0.0, "{result}");
+    }
+    // The server's timings say what lookup drafted; normal drafts nothing.
+    assert_eq!(results[0]["draft_tokens"], 0, "{}", results[0]);
+    assert!(
+        results[1]["draft_tokens"].as_u64().unwrap() > 0,
+        "{}",
+        results[1]
+    );
+    assert!(results[1]["mean_accepted"].as_f64().unwrap() >= 1.0);
+    // Every run was recorded by the server, as its own runs are.
+    assert_eq!(
+        runs(&server.base, "").len(),
+        1 + 2 * 2,
+        "a warm-up and two per mode"
+    );
+
+    // A server that is not there is a clear error.
+    drop(server);
+    let dead = Command::new(env!("CARGO_BIN_EXE_medusa"))
+        .args(["bench", "--endpoint", "http://127.0.0.1:9", "-n", "4"])
+        .output()
+        .expect("bench runs");
+    assert!(!dead.status.success());
+    let message = String::from_utf8_lossy(&dead.stderr);
+    assert!(
+        message.contains("cannot reach http://127.0.0.1:9"),
+        "{message}"
+    );
+}
