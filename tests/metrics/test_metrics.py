@@ -2,37 +2,16 @@
 speculative decoding counters add up to the runs' own recorded steps."""
 
 import json
-import os
-import subprocess
-import tempfile
 import urllib.request
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-ROOT = Path(__file__).resolve().parents[2]
-MEDUSA = ROOT / "target" / "release" / "medusa"
-
 
 @pytest.fixture(scope="module")
-def base():
-    with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ)
-        env.pop("MEDUSA_HEADS", None)
-        env.pop("MEDUSA_API_KEY", None)
-        server = subprocess.Popen(
-            [str(MEDUSA), "serve", "--port", "0", "--ctx-size", "1024",
-             "--db", str(Path(tmp) / "history.sqlite")],
-            stdout=subprocess.PIPE, text=True, env=env,
-        )
-        try:
-            line = server.stdout.readline().strip()
-            assert line.startswith("listening on "), line
-            yield line.removeprefix("listening on ")
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
+def base(serve):
+    with serve() as (base, _stdout):
+        yield base
 
 
 def post(base, path, body):

@@ -1,40 +1,18 @@
 """The official OpenAI Python client against `medusa serve`, unchanged but for its base URL and
 the server's API key."""
 
-import os
-import subprocess
-import tempfile
-from pathlib import Path
-
 import openai
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-MEDUSA = ROOT / "target" / "release" / "medusa"
 API_KEY = "test-key-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
-def base_url():
-    with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ)
-        env.pop("MEDUSA_HEADS", None)
-        env["MEDUSA_API_KEY"] = API_KEY
-        server = subprocess.Popen(
-            [str(MEDUSA), "serve", "--port", "0", "--ctx-size", "1024",
-             "--db", str(Path(tmp) / "history.sqlite")],
-            stdout=subprocess.PIPE, text=True, env=env,
-        )
-        try:
-            line = server.stdout.readline().strip()
-            assert line.startswith("listening on "), line
-            base = line.removeprefix("listening on ")
-            link = server.stdout.readline().strip()
-            assert link == f"open the web UI at {base}/?token={API_KEY}", link
-            yield f"{base}/v1"
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
+def base_url(serve):
+    with serve(api_key=API_KEY) as (base, stdout):
+        link = stdout.readline().strip()
+        assert link == f"open the web UI at {base}/?token={API_KEY}", link
+        yield f"{base}/v1"
 
 
 @pytest.fixture(scope="module")

@@ -301,12 +301,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .map(|&(accepted, reached)| accepted / reached.max(1.0))
                 .collect(),
             speedup_vs_normal: t.tokens_per_second() / normal_tps.max(1e-9),
-            round_speedup: Spread::of(
-                t.round_tokens_per_second()
-                    .iter()
-                    .zip(&normal_rounds)
-                    .map(|(run, normal)| run / normal.max(1e-9)),
-            ),
+            round_speedup: round_speedup(&t.round_tokens_per_second(), &normal_rounds),
             round_tokens_per_second: t.round_tokens_per_second(),
             outputs_identical_to_normal: t.identical_to_normal,
             sequential_tokens_per_second: None,
@@ -584,6 +579,16 @@ fn bench_concurrency(
 }
 
 /// Normal mode always runs, first, because every speed-up is measured against it.
+/// The median and range over rounds of a mode's tokens/s over normal's in the same round.
+pub fn round_speedup(rounds: &[f64], normal_rounds: &[f64]) -> Option<Spread> {
+    Spread::of(
+        rounds
+            .iter()
+            .zip(normal_rounds)
+            .map(|(run, normal)| run / normal.max(1e-9)),
+    )
+}
+
 pub fn modes_with_normal_first(requested: &[GenerationMode]) -> Vec<GenerationMode> {
     let mut modes = vec![GenerationMode::Normal];
     for &mode in requested {

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use store::Spread;
 
-use crate::bench::{load_prompts, modes_with_normal_first, BenchArgs};
+use crate::bench::{load_prompts, modes_with_normal_first, round_speedup, BenchArgs};
 
 /// Longest a request may take; a server that stops answering is an error, not a hang.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
@@ -313,12 +313,7 @@ pub fn run(endpoint: &str, args: &BenchArgs) -> anyhow::Result<()> {
             draft_tokens: t.drafted,
             accepted_tokens: t.accepted,
             speedup_vs_normal: t.tokens_per_second() / normal.tokens_per_second().max(1e-9),
-            round_speedup: Spread::of(
-                t.round_tokens_per_second()
-                    .iter()
-                    .zip(&normal_rounds)
-                    .map(|(run, normal)| run / normal.max(1e-9)),
-            ),
+            round_speedup: round_speedup(&t.round_tokens_per_second(), &normal_rounds),
             round_tokens_per_second: t.round_tokens_per_second(),
             outputs_identical_to_normal: t.identical_to_normal,
         })
