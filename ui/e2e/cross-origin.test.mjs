@@ -286,6 +286,28 @@ test('a page of another site cannot read the API', async () => {
   }
 });
 
+test('a page of another site cannot open the event socket', async () => {
+  const before = await snapshot();
+  // Browsers let any page open a WebSocket to any host: the server must refuse the handshake.
+  const outcome = await page.evaluate(
+    (target) =>
+      new Promise((resolve) => {
+        const socket = new WebSocket(`${target.replace('http', 'ws')}/api/events`);
+        let opened = false;
+        socket.onopen = () => {
+          opened = true;
+          const request = { messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 };
+          socket.send(JSON.stringify({ type: 'generate', id: 1, request }));
+        };
+        socket.onclose = (event) => resolve({ opened, code: event.code });
+        setTimeout(() => resolve({ opened, code: 'timeout' }), 10_000);
+      }),
+    server.url,
+  );
+  assert.deepEqual(outcome, { opened: false, code: 1006 });
+  assert.deepEqual(await snapshot(), before, 'no run was started');
+});
+
 test('the server refuses the requests the browser sent, and other names for itself', async () => {
   const before = await snapshot();
   const origin = `http://127.0.0.1:${attacker.address().port}`;
