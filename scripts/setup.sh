@@ -56,8 +56,10 @@ if [ "$(cat "$lock_stamp" 2>/dev/null)" != "$lock_hash" ]; then
 fi
 scripts/build-ui.sh
 
-# One profile for everything, so llama.cpp is compiled once.
-cargo build --release --workspace --all-targets
+# One profile for everything, so llama.cpp is compiled once, with the GPU backend this machine has.
+gpu_features=$(scripts/gpu-features.sh)
+# shellcheck disable=SC2086 # empty, or one flag and its value
+cargo build --release --workspace --all-targets $gpu_features
 target/release/medusa fetch-model >/dev/null
 
 # The OpenAI client and metrics tests run the official `openai` and Prometheus client packages

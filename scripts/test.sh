@@ -9,8 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo fmt --all --check
-cargo clippy --release --workspace --all-targets -- -D warnings
-cargo test --release --workspace
+gpu_features=$(scripts/gpu-features.sh 2>/dev/null)
+# shellcheck disable=SC2086 # the flags setup.sh built with
+cargo clippy --release --workspace --all-targets $gpu_features -- -D warnings
+# shellcheck disable=SC2086
+cargo test --release --workspace $gpu_features
 (cd ui && npm run check && npm test && npm run e2e)
 .venv/bin/python -m pytest -q tests/openai_client tests/metrics
 scripts/desktop-smoke.sh

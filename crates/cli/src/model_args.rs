@@ -25,6 +25,10 @@ pub struct ModelArgs {
     /// Most prompt tokens decoded at once.
     #[arg(long, default_value_t = engine::DEFAULT_BATCH_SIZE)]
     pub batch_size: u32,
+    /// Layers to put on the GPU, in a GPU build (default: all of them; 0 keeps the model on
+    /// the CPU).
+    #[arg(long, value_name = "N")]
+    pub gpu_layers: Option<u32>,
     /// Medusa heads for this model (`*.medusa.gguf`), enabling --mode medusa (default: the
     /// heads shipped for the default model, when no --model is given).
     #[arg(long, env = "MEDUSA_HEADS")]
@@ -61,6 +65,9 @@ impl ModelArgs {
         config.parallel = self.parallel;
         config.max_queued = self.max_queued;
         config.batch_size = self.batch_size;
+        if let Some(layers) = self.gpu_layers {
+            config.gpu_layers = layers;
+        }
         config.heads_path = match (&self.heads, &self.model) {
             _ if self.no_heads => None,
             (Some(heads), _) => Some(heads.clone()),
@@ -143,6 +150,7 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
             "threads      {}  parallel requests {}",
             info.threads, info.parallel
         );
+        println!("compute      {}", info.compute.summary());
         println!(
             "chat template {}",
             if info.has_chat_template { "yes" } else { "no" }

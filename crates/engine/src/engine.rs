@@ -14,6 +14,7 @@ use llama_cpp_2::model::LlamaModel;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 use crate::backend::{backend, clear_recent_errors, take_recent_errors};
+use crate::compute::ComputeInfo;
 use crate::config::{EngineConfig, DEFAULT_CTX_SIZE};
 use crate::cost_cache::{CostCache, CostKey};
 use crate::diagnostics::Diagnostic;
@@ -483,6 +484,7 @@ fn model_info(
         n_ctx,
         n_batch,
         threads,
+        compute: ComputeInfo::detect(config.gpu_layers, model.n_layer()),
         has_chat_template,
         sampling_defaults: SamplingDefaults::from_metadata(|key| model.meta_val_str(key).ok()),
         heads: None,

@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use ts_rs::TS;
 
+use crate::compute::ComputeInfo;
 use crate::medusa::heads::HeadsInfo;
 use crate::medusa::plan::MedusaPlan;
 use crate::sampling_defaults::SamplingDefaults;
@@ -32,6 +33,8 @@ pub struct ModelInfo {
     pub parallel: usize,
     pub n_batch: u32,
     pub threads: usize,
+    /// The backend, the devices and the layers on a GPU.
+    pub compute: ComputeInfo,
     pub has_chat_template: bool,
     /// Sampling for chats: the model's recommendations, else the playground's chat default.
     pub sampling_defaults: SamplingDefaults,

@@ -3,6 +3,7 @@
 
 mod backend;
 mod clock;
+mod compute;
 mod config;
 pub mod cost_cache;
 mod diagnostics;
@@ -29,6 +30,7 @@ mod stop;
 pub mod tuning;
 mod utf8;
 
+pub use compute::{ComputeDevice, ComputeInfo};
 pub use config::{
     default_threads, EngineConfig, LoadProgress, DEFAULT_BATCH_SIZE, DEFAULT_CTX_SIZE,
     DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL,

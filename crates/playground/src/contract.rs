@@ -53,6 +53,8 @@ pub fn typescript() -> String {
         crate::Info,
         engine::ModelInfo,
         engine::SamplingDefaults,
+        engine::ComputeInfo,
+        engine::ComputeDevice,
         engine::medusa::heads::HeadsInfo,
         engine::medusa::heads::BaseIdentity,
         engine::medusa::heads::TrainingRecord,

@@ -354,6 +354,16 @@ fn health_info_and_metrics() {
     assert_eq!(info["model"]["n_ctx"], 1024);
     assert!(info["heads"].is_null());
     assert_eq!(info["metrics"]["slots"], 4);
+    let compute = &info["model"]["compute"];
+    assert_eq!(
+        compute["total_layers"].as_u64(),
+        info["model"]["n_layer"].as_u64().map(|n| n + 1)
+    );
+    assert!(compute["gpu_layers"].as_u64() <= compute["total_layers"].as_u64());
+    assert!(
+        compute["devices"].as_array().is_some_and(|d| !d.is_empty()),
+        "{compute}"
+    );
 
     let (status, _) = post(
         "/generate/normal",

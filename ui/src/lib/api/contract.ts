@@ -341,7 +341,11 @@ n_ctx: number,
 /**
  * Requests decoded together.
  */
-parallel: number, n_batch: number, threads: number, has_chat_template: boolean, 
+parallel: number, n_batch: number, threads: number, 
+/**
+ * The backend, the devices and the layers on a GPU.
+ */
+compute: ComputeInfo, has_chat_template: boolean, 
 /**
  * Sampling for chats: the model's recommendations, else the playground's chat default.
  */
@@ -367,6 +371,37 @@ export type SamplingDefaults = { params: SamplingParams,
  * The GGUF keys the values came from; empty when the model recommends nothing.
  */
 from_model: Array<string>, };
+
+/**
+ * The compute behind a loaded model.
+ */
+export type ComputeInfo = { 
+/**
+ * "CPU", or the backend the offloaded layers went to ("CUDA", "Vulkan", "Metal").
+ */
+backend: string, 
+/**
+ * Every device this build of llama.cpp found, the CPU included.
+ */
+devices: Array<ComputeDevice>, 
+/**
+ * Layers on a GPU, of `total_layers` (the repeating layers and the output layer).
+ */
+gpu_layers: number, total_layers: number, };
+
+export type ComputeDevice = { 
+/**
+ * e.g. "CUDA0".
+ */
+name: string, 
+/**
+ * e.g. "NVIDIA H100 80GB HBM3".
+ */
+description: string, backend: string, 
+/**
+ * `cpu`, `gpu`, `igpu` (integrated), `accelerator` or `unknown`.
+ */
+kind: string, memory_total_bytes: number, memory_free_bytes: number, };
 
 /**
  * What a heads file says about itself.
@@ -526,7 +561,15 @@ idle_sequences_in_kv: number,
 /**
  * Finished requests whose cells the prompt cache keeps.
  */
-cached_sequences: number, };
+cached_sequences: number, 
+/**
+ * KV cells held by requests and the prompt cache, after the last step.
+ */
+kv_cells_used: number, 
+/**
+ * KV cells in all (every slot's share).
+ */
+kv_cells: number, };
 
 /**
  * A model being loaded (in the background) to replace the current one, if any.
