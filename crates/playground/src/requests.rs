@@ -112,6 +112,18 @@ pub struct LoadModelRequest {
 pub const CTX_SIZE_RANGE: std::ops::RangeInclusive<u32> = 256..=1 << 20;
 
 impl LoadModelRequest {
+    /// Refuses a context size out of [`CTX_SIZE_RANGE`].
+    pub fn check_ctx_size(&self) -> Result<(), AppError> {
+        match self.ctx_size.filter(|c| !CTX_SIZE_RANGE.contains(c)) {
+            Some(ctx_size) => Err(AppError::invalid_parameter(format!(
+                "the context size must be between {} and {} tokens, not {ctx_size}",
+                CTX_SIZE_RANGE.start(),
+                CTX_SIZE_RANGE.end()
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// What to load; a tree that names no known tree and no readable file is refused here.
     pub fn into_load_request(self) -> Result<LoadRequest, AppError> {
         let tree = self
@@ -121,13 +133,7 @@ impl LoadModelRequest {
             .map(TreeSpec::from_name_or_file)
             .transpose()
             .map_err(|e| AppError::invalid_parameter(format!("tree: {e}")))?;
-        if let Some(ctx_size) = self.ctx_size.filter(|c| !CTX_SIZE_RANGE.contains(c)) {
-            return Err(AppError::invalid_parameter(format!(
-                "the context size must be between {} and {} tokens, not {ctx_size}",
-                CTX_SIZE_RANGE.start(),
-                CTX_SIZE_RANGE.end()
-            )));
-        }
+        self.check_ctx_size()?;
         Ok(LoadRequest {
             model: ModelSource::Path(self.model),
             heads: self.heads,

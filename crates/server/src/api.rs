@@ -139,8 +139,28 @@ pub async fn load_model(
     State(state): State<ServerState>,
     JsonBody(body): JsonBody<LoadModelRequest>,
 ) -> Result<(StatusCode, Json<Info>), ApiError> {
-    crate::paths::check_load_request(&state.access.loadable_dirs, &body)?;
     let playground = &state.playground;
+    // The files the server runs now were the operator's choice: they may load again (with
+    // another context size, say).
+    let loaded: Vec<_> = playground
+        .model_host()
+        .current_if_loaded()
+        .map(|m| {
+            let model = m.engine.info().path.clone();
+            [Some(model), m.heads_path.clone()]
+                .into_iter()
+                .flatten()
+                .collect()
+        })
+        .unwrap_or_default();
+    // A context size out of range is said before where the files are (which are never opened
+    // before that check).
+    body.check_ctx_size()?;
+    let loadable = crate::paths::Loadable {
+        dirs: &state.access.loadable_dirs,
+        loaded: &loaded,
+    };
+    crate::paths::check_load_request(&loadable, &body)?;
     playground.load_model(body.into_load_request()?)?;
     Ok((StatusCode::ACCEPTED, Json(playground.info())))
 }

@@ -11,8 +11,9 @@ use axum::extract::State;
 use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
 use playground::event_socket::{StreamMessage, StreamRequest, MAX_STREAM_RUNS, STATUS_EVERY_MS};
-use playground::{AppError, Playground, PlaygroundRequest};
+use playground::{AppError, ErrorBody, Playground, PlaygroundRequest};
 use tokio::sync::mpsc::{self, UnboundedSender};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tracing::Instrument;
@@ -26,16 +27,15 @@ pub async fn upgrade(State(playground): State<Playground>, socket: WebSocketUpgr
         .on_upgrade(move |socket| serve(playground, socket))
 }
 
-/// A generation the socket started: its forwarding task, and the run's id once it started.
+/// A generation the socket started: its task, and how to ask that task to cancel it.
 struct Generation {
     task: JoinHandle<()>,
-    run_id: Option<i64>,
+    cancel: Option<oneshot::Sender<()>>,
 }
 
-/// What the socket's owner task learns from the generations' tasks.
-enum News {
-    Started { id: u32, run_id: i64 },
-    Ended { id: u32 },
+/// A generation's task has sent its last message.
+struct Ended {
+    id: u32,
 }
 
 #[tracing::instrument(name = "event_socket", skip_all)]
@@ -56,7 +56,7 @@ async fn serve(playground: Playground, socket: WebSocket) {
             })))
             .await;
     });
-    let (news_tx, mut news) = mpsc::unbounded_channel::<News>();
+    let (ended_tx, mut ended) = mpsc::unbounded_channel::<Ended>();
     let mut generations: HashMap<u32, Generation> = HashMap::new();
     let mut status: Option<Interval> = None;
     loop {
@@ -73,22 +73,38 @@ async fn serve(playground: Playground, socket: WebSocket) {
                 };
                 match serde_json::from_str::<StreamRequest>(text.as_str()) {
                     Ok(StreamRequest::Generate { id, request }) => {
-                        if generations.contains_key(&id) {
-                            refuse(&outgoing, format!("generation {id} is already going"));
+                        let refusal = if generations.contains_key(&id) {
+                            Some(format!("generation {id} is already going"))
                         } else if generations.len() >= MAX_STREAM_RUNS {
-                            refuse(&outgoing, format!(
+                            Some(format!(
                                 "at most {MAX_STREAM_RUNS} generations go at once on one stream"
-                            ));
+                            ))
                         } else {
-                            let task = tokio::spawn(
-                                generate(playground.clone(), id, request, outgoing.clone(), news_tx.clone())
-                                    .instrument(tracing::info_span!("stream_run", id)),
-                            );
-                            generations.insert(id, Generation { task, run_id: None });
+                            None
+                        };
+                        match refusal {
+                            Some(message) => {
+                                let error = AppError::invalid_parameter(message).body();
+                                let _ = outgoing.send(StreamMessage::Refused { id, error });
+                            }
+                            None => {
+                                let (cancel, cancelled) = oneshot::channel();
+                                let run = generate(
+                                    playground.clone(), id, request, cancelled,
+                                    outgoing.clone(), ended_tx.clone(),
+                                );
+                                let task = tokio::spawn(
+                                    run.instrument(tracing::info_span!("stream_run", id)),
+                                );
+                                generations.insert(id, Generation { task, cancel: Some(cancel) });
+                            }
                         }
                     }
                     Ok(StreamRequest::Cancel { id }) => {
-                        cancel(&playground, &mut generations, id, &outgoing)
+                        // The generation's task knows whether its run started: it cancels it.
+                        if let Some(cancel) = generations.get_mut(&id).and_then(|g| g.cancel.take()) {
+                            let _ = cancel.send(());
+                        }
                     }
                     Ok(StreamRequest::Status { every_ms: 0 }) => status = None,
                     Ok(StreamRequest::Status { every_ms }) if STATUS_EVERY_MS.contains(&every_ms) => {
@@ -104,16 +120,9 @@ async fn serve(playground: Playground, socket: WebSocket) {
                     Err(err) => refuse(&outgoing, format!("not a stream request: {err}")),
                 }
             }
-            Some(news) = news.recv() => match news {
-                News::Started { id, run_id } => {
-                    if let Some(generation) = generations.get_mut(&id) {
-                        generation.run_id = Some(run_id);
-                    }
-                }
-                News::Ended { id } => {
-                    generations.remove(&id);
-                }
-            },
+            Some(Ended { id }) = ended.recv() => {
+                generations.remove(&id);
+            }
             _ = tick(&mut status) => {
                 let info = Box::new(playground.info());
                 let _ = outgoing.send(StreamMessage::Status { info });
@@ -143,56 +152,56 @@ fn refuse(outgoing: &UnboundedSender<StreamMessage>, message: impl Into<String>)
     let _ = outgoing.send(StreamMessage::Error { error });
 }
 
-/// A started run is cancelled by id, so that its last events (the cancelled summary) still
-/// come; one still waiting to start is dropped and answered `refused` (`cancelled`), so that
-/// every generation ends with one last message.
-fn cancel(
-    playground: &Playground,
-    generations: &mut HashMap<u32, Generation>,
+/// Starts the generation and forwards its events. A cancel before the run started drops it and
+/// answers `refused` (`cancelled`); one after cancels the run by id, so that its last events
+/// (the cancelled summary) still come. Every generation ends with one last message.
+async fn generate(
+    playground: Playground,
     id: u32,
-    outgoing: &UnboundedSender<StreamMessage>,
+    request: Box<PlaygroundRequest>,
+    mut cancelled: oneshot::Receiver<()>,
+    outgoing: UnboundedSender<StreamMessage>,
+    ended: UnboundedSender<Ended>,
 ) {
-    let Some(generation) = generations.get(&id) else {
-        return;
+    let started = tokio::select! {
+        started = playground.start_run(*request) => Some(started),
+        Ok(()) = &mut cancelled => None,
     };
-    let cancelled = generation
-        .run_id
-        .is_some_and(|run_id| playground.cancel_run(run_id).is_ok());
-    if !cancelled {
-        if let Some(generation) = generations.remove(&id) {
-            generation.task.abort();
-            let error = playground::ErrorBody {
+    match started {
+        None => {
+            let error = ErrorBody {
                 code: "cancelled".into(),
                 message: "cancelled before it started".into(),
             };
             let _ = outgoing.send(StreamMessage::Refused { id, error });
         }
-    }
-}
-
-async fn generate(
-    playground: Playground,
-    id: u32,
-    request: Box<PlaygroundRequest>,
-    outgoing: UnboundedSender<StreamMessage>,
-    news: UnboundedSender<News>,
-) {
-    match playground.start_run(*request).await {
-        Err(err) => {
+        Some(Err(err)) => {
             let _ = outgoing.send(StreamMessage::Refused {
                 id,
                 error: err.body(),
             });
         }
-        Ok((run_id, events)) => {
-            let _ = news.send(News::Started { id, run_id });
+        Some(Ok((run_id, events))) => {
             let mut events = std::pin::pin!(events);
-            while let Some(event) = events.next().await {
-                if outgoing.send(StreamMessage::Run { id, event }).is_err() {
-                    break;
+            let mut cancel_pending = true;
+            loop {
+                tokio::select! {
+                    event = events.next() => match event {
+                        Some(event) => {
+                            if outgoing.send(StreamMessage::Run { id, event }).is_err() {
+                                break;
+                            }
+                        }
+                        None => break,
+                    },
+                    Ok(()) = &mut cancelled, if cancel_pending => {
+                        cancel_pending = false;
+                        // Ended meanwhile: its last events are on their way.
+                        let _ = playground.cancel_run(run_id);
+                    }
                 }
             }
         }
     }
-    let _ = news.send(News::Ended { id });
+    let _ = ended.send(Ended { id });
 }

@@ -1,31 +1,39 @@
 //! Which files `/api/model` may load: those under the models cache and the directories the
 //! operator named. Over HTTP a path is somebody else's input, so any other path is refused with
-//! one answer whether or not the file exists, and the file is never opened. (The desktop app,
-//! where the user picks files in a dialog, does not come through here.)
+//! one answer whether or not the file exists, and the file is never opened. The files the server
+//! has loaded already (the operator's choice at start-up) may be loaded again, with another
+//! context size say. (The desktop app, where the user picks files in a dialog, does not come
+//! through here.)
 
 use std::path::{Path, PathBuf};
 
 use engine::TreeSpec;
 use playground::{AppError, ErrorKind, LoadModelRequest};
 
-/// Refuses a request naming a model, heads or tree file outside `dirs`.
+/// Where files may be loaded from: directories, and files loaded already.
+pub(crate) struct Loadable<'a> {
+    pub dirs: &'a [PathBuf],
+    pub loaded: &'a [PathBuf],
+}
+
+/// Refuses a request naming a model, heads or tree file that is not loadable.
 pub(crate) fn check_load_request(
-    dirs: &[PathBuf],
+    loadable: &Loadable<'_>,
     request: &LoadModelRequest,
 ) -> Result<(), AppError> {
-    check_loadable(dirs, &request.model)?;
+    check_loadable(loadable, &request.model)?;
     if let Some(heads) = &request.heads {
-        check_loadable(dirs, heads)?;
+        check_loadable(loadable, heads)?;
     }
     if let Some(tree) = request.tree.as_deref().map(str::trim) {
         if !tree.is_empty() && !TreeSpec::is_builtin_name(tree) {
-            check_loadable(dirs, Path::new(tree))?;
+            check_loadable(loadable, Path::new(tree))?;
         }
     }
     Ok(())
 }
 
-fn check_loadable(dirs: &[PathBuf], path: &Path) -> Result<(), AppError> {
+fn check_loadable(loadable: &Loadable<'_>, path: &Path) -> Result<(), AppError> {
     // Links and `..` resolved, so that no path leads out of an allowed directory. A missing
     // file is placed by its directory, so that inside an allowed one it is reported missing.
     let resolved = std::fs::canonicalize(path).ok().or_else(|| {
@@ -33,9 +41,16 @@ fn check_loadable(dirs: &[PathBuf], path: &Path) -> Result<(), AppError> {
         Some(dir.join(path.file_name()?))
     });
     let allowed = resolved.is_some_and(|file| {
-        dirs.iter()
-            .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        let canonical = |paths: &[PathBuf]| {
+            paths
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(p).ok())
+                .collect::<Vec<_>>()
+        };
+        canonical(loadable.dirs)
+            .iter()
             .any(|dir| file.starts_with(dir))
+            || canonical(loadable.loaded).contains(&file)
     });
     if allowed {
         return Ok(());
@@ -65,7 +80,8 @@ mod tests {
     }
 
     fn code(dirs: &[PathBuf], request: &LoadModelRequest) -> Option<&'static str> {
-        check_load_request(dirs, request).err().map(|e| e.code)
+        let loadable = Loadable { dirs, loaded: &[] };
+        check_load_request(&loadable, request).err().map(|e| e.code)
     }
 
     #[test]
@@ -106,7 +122,11 @@ mod tests {
         let missing = request(&outside.path().join("missing.gguf"), None, None);
         let existing = request(&secret, None, None);
         let message = |r: &LoadModelRequest| {
-            check_load_request(&dirs, r)
+            let loadable = Loadable {
+                dirs: &dirs,
+                loaded: &[],
+            };
+            check_load_request(&loadable, r)
                 .unwrap_err()
                 .message
                 .replace(&r.model.display().to_string(), "PATH")
@@ -124,6 +144,30 @@ mod tests {
         }
         assert_eq!(
             code(&[], &request(&model, None, None)),
+            Some("path_not_allowed")
+        );
+    }
+
+    #[test]
+    fn the_files_loaded_already_may_load_again() {
+        let outside = tempfile::tempdir().unwrap();
+        let model = outside.path().join("m.gguf");
+        let heads = outside.path().join("h.medusa.gguf");
+        let other = outside.path().join("other.gguf");
+        for file in [&model, &heads, &other] {
+            std::fs::write(file, b"x").unwrap();
+        }
+        let loaded = [model.clone(), heads.clone()];
+        let loadable = Loadable {
+            dirs: &[],
+            loaded: &loaded,
+        };
+        let check = |r: &LoadModelRequest| check_load_request(&loadable, r).err().map(|e| e.code);
+        assert_eq!(check(&request(&model, Some(&heads), None)), None);
+        let via_dots = outside.path().join(".").join("m.gguf");
+        assert_eq!(check(&request(&via_dots, None, None)), None);
+        assert_eq!(
+            check(&request(&other, Some(&heads), None)),
             Some("path_not_allowed")
         );
     }

@@ -192,12 +192,18 @@ fn one_socket_carries_many_generations_and_the_status() {
         &mut socket,
         json!({"type": "generate", "id": 99, "request": empty}),
     );
+    // An id still in use is refused by that id; the generation that has it goes on.
+    let again = greedy_chat(json!([{"role": "user", "content": "Again"}]), None, 8);
+    send_json(
+        &mut socket,
+        json!({"type": "generate", "id": 0, "request": again}),
+    );
     socket.send(Message::Text("{not json".into())).unwrap();
 
     let mut texts = vec![String::new(); prompts.len()];
     let mut ended = vec![false; prompts.len()];
     let (mut refused, mut errors) = (Vec::new(), 0);
-    while ended.iter().any(|e| !e) || refused.is_empty() || errors == 0 {
+    while ended.iter().any(|e| !e) || refused.len() < 2 || errors == 0 {
         let message = receive(&mut socket);
         match message["type"].as_str().unwrap() {
             "run" => {
@@ -216,11 +222,18 @@ fn one_socket_carries_many_generations_and_the_status() {
             other => panic!("unexpected {other}: {message}"),
         }
     }
-    assert_eq!(refused[0]["id"], 99);
+    refused.sort_by_key(|r| r["id"].as_u64());
+    assert_eq!(refused[0]["id"], 0);
     assert_eq!(
-        refused[0]["error"]["code"], "empty_prompt",
+        refused[0]["error"]["code"], "invalid_parameter",
         "{}",
         refused[0]
+    );
+    assert_eq!(refused[1]["id"], 99);
+    assert_eq!(
+        refused[1]["error"]["code"], "empty_prompt",
+        "{}",
+        refused[1]
     );
     // Every lane got its own answer (batched lanes may part from a lone run at near-ties).
     assert!(texts.iter().all(|t| !t.is_empty()), "{texts:?}");
@@ -244,6 +257,38 @@ fn one_socket_carries_many_generations_and_the_status() {
             assert_eq!(message["event"]["stop_reason"], "cancelled", "{message}");
             break;
         }
+    }
+}
+
+#[test]
+fn a_generation_cancelled_at_once_still_ends_with_one_last_message() {
+    let mut socket = connect();
+    let long = greedy_chat(
+        json!([{"role": "user", "content": "Tell a long story."}]),
+        None,
+        400,
+    );
+    for id in 0..3 {
+        send_json(
+            &mut socket,
+            json!({"type": "generate", "id": id, "request": long}),
+        );
+        send_json(&mut socket, json!({"type": "cancel", "id": id}));
+    }
+    let mut ends = 0;
+    while ends < 3 {
+        let message = receive(&mut socket);
+        let event = &message["event"];
+        let last = match message["type"].as_str().unwrap() {
+            // Cancelled before its run started.
+            "refused" => message["error"]["code"] == "cancelled",
+            // Or after: the run ends with its cancelled summary.
+            "run" if event["type"] == "finished" => event["stop_reason"] == "cancelled",
+            "run" if event["type"] == "failed" => panic!("{message}"),
+            _ => continue,
+        };
+        assert!(last, "{message}");
+        ends += 1;
     }
 }
 
