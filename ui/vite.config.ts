@@ -11,8 +11,9 @@ export default defineConfig({
   server: {
     port: 5173,
     strictPort: true,
+    // `ws`: the page's event stream (/api/events) is a WebSocket.
     proxy: Object.fromEntries(
-      ['/api', '/v1', '/generate', '/compare', '/health', '/metrics'].map((p) => [p, api]),
+      ['/api', '/v1', '/generate', '/compare', '/health', '/metrics'].map((p) => [p, { target: api, ws: true }]),
     ),
   },
   test: { include: ['src/**/*.test.ts'], environment: 'node' },
