@@ -183,6 +183,9 @@ impl Endpoint {
             "temperature": 0,
             "stream": true,
             "stream_options": {"include_usage": true},
+            // llama-server's field (ours too): every run reads its whole prompt, as the local
+            // bench's do, so that no run starts warm and outputs compare exactly.
+            "cache_prompt": false,
         });
         for (key, value) in extra {
             body[key] = value.clone();
