@@ -150,7 +150,7 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
             "threads      {}  parallel requests {}",
             info.threads, info.parallel
         );
-        println!("compute      {}", info.compute.summary());
+        println!("compute      {}", info.compute.summary);
         println!(
             "chat template {}",
             if info.has_chat_template { "yes" } else { "no" }

@@ -15,6 +15,8 @@ pub struct ComputeInfo {
     /// Layers on a GPU, of `total_layers` (the repeating layers and the output layer).
     pub gpu_layers: u32,
     pub total_layers: u32,
+    /// In words: "CUDA, 31 of 31 layers on NVIDIA H100" or "CPU (no GPU found)".
+    pub summary: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
@@ -52,11 +54,20 @@ impl ComputeInfo {
             Some(device) if gpu_layers > 0 => device.backend.clone(),
             _ => "CPU".to_owned(),
         };
+        let summary = match devices.iter().find(|d| d.is_gpu()) {
+            Some(gpu) if gpu_layers > 0 => format!(
+                "{backend}, {gpu_layers} of {total_layers} layers on {}",
+                gpu.description
+            ),
+            Some(gpu) => format!("CPU ({} found, no layers offloaded)", gpu.description),
+            None => "CPU (no GPU found)".to_owned(),
+        };
         Self {
             backend,
             devices,
             gpu_layers,
             total_layers,
+            summary,
         }
     }
 
@@ -84,18 +95,6 @@ impl ComputeInfo {
         let can_offload = unsafe { llama_cpp_sys_2::llama_supports_gpu_offload() };
         Self::new(devices, can_offload, requested, n_layer)
     }
-
-    /// One line: "CUDA, 31 of 31 layers on NVIDIA H100" or "CPU (no GPU found)".
-    pub fn summary(&self) -> String {
-        match self.devices.iter().find(|d| d.is_gpu()) {
-            Some(gpu) if self.gpu_layers > 0 => format!(
-                "{}, {} of {} layers on {}",
-                self.backend, self.gpu_layers, self.total_layers, gpu.description
-            ),
-            Some(gpu) => format!("CPU ({} found, no layers offloaded)", gpu.description),
-            None => "CPU (no GPU found)".to_owned(),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -121,19 +120,19 @@ mod tests {
             (all.backend.as_str(), all.gpu_layers, all.total_layers),
             ("CUDA", 31, 31)
         );
-        assert_eq!(all.summary(), "CUDA, 31 of 31 layers on H100");
+        assert_eq!(all.summary, "CUDA, 31 of 31 layers on H100");
         let some = ComputeInfo::new(devices.clone(), true, 10, 30);
         assert_eq!(some.gpu_layers, 10);
         let none = ComputeInfo::new(devices, true, 0, 30);
         assert_eq!((none.backend.as_str(), none.gpu_layers), ("CPU", 0));
-        assert_eq!(none.summary(), "CPU (H100 found, no layers offloaded)");
+        assert_eq!(none.summary, "CPU (H100 found, no layers offloaded)");
     }
 
     #[test]
     fn a_cpu_build_runs_on_the_cpu() {
         let cpu_only = ComputeInfo::new(vec![device("cpu", "CPU", "EPYC")], false, 999, 30);
         assert_eq!((cpu_only.backend.as_str(), cpu_only.gpu_layers), ("CPU", 0));
-        assert_eq!(cpu_only.summary(), "CPU (no GPU found)");
+        assert_eq!(cpu_only.summary, "CPU (no GPU found)");
         let no_offload = ComputeInfo::new(vec![device("gpu", "Vulkan", "iGPU")], false, 999, 30);
         assert_eq!(no_offload.gpu_layers, 0);
     }

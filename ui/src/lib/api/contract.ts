@@ -387,7 +387,11 @@ devices: Array<ComputeDevice>,
 /**
  * Layers on a GPU, of `total_layers` (the repeating layers and the output layer).
  */
-gpu_layers: number, total_layers: number, };
+gpu_layers: number, total_layers: number, 
+/**
+ * In words: "CUDA, 31 of 31 layers on NVIDIA H100" or "CPU (no GPU found)".
+ */
+summary: string, };
 
 export type ComputeDevice = { 
 /**
