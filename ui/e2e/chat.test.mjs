@@ -1,9 +1,11 @@
 // Chat end to end at the smallest layout the UI supports (800x600): answers rendered as markdown
 // with highlighted code and Copy buttons, nothing the model writes made live, Regenerate, editing a
-// question, and the system prompt, against a real `medusa serve` on the default model (greedy, so
-// its answers repeat) with a real SQLite history. Screenshots go to test-artifacts/ui/.
+// question, the system prompt of each conversation, conversations reopened after a reload,
+// searched, renamed and deleted, and Continue, against a real `medusa serve` on the default model
+// (greedy, so its answers repeat) with a real SQLite history. Screenshots go to test-artifacts/ui/.
 
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { screenshots, startBrowser, startServer } from './harness.mjs';
 
@@ -17,7 +19,7 @@ let page;
 before(async () => {
   server = await startServer();
   browser = await startBrowser();
-  const context = await browser.newContext({ viewport: { width: 800, height: 600 } });
+  const context = await browser.newContext({ viewport: { width: 800, height: 600 }, acceptDownloads: true });
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
   page = await context.newPage();
   page.setDefaultTimeout(LONG);
@@ -27,6 +29,7 @@ before(async () => {
   await page.getByTestId('chat-mode').selectOption('normal');
   // Enter sends nothing until the model is in.
   await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  await greedy();
 });
 
 after(async () => {
@@ -38,6 +41,41 @@ async function api(path) {
   const response = await fetch(`${server.url}${path}`, { headers: server.headers });
   assert.equal(response.status, 200, path);
   return response.json();
+}
+
+/** Chats start from the model's default sampling; greedy makes the answers repeat. */
+async function greedy() {
+  await page.getByTestId('chat-sampling-toggle').click();
+  const button = page.getByTestId('view-chat').getByTestId('sampling-greedy');
+  if (await button.isEnabled()) await button.click();
+  assert.equal(await button.isDisabled(), true, 'greedy');
+  await page.getByTestId('chat-sampling-toggle').click();
+}
+
+/** The maximum number of tokens an answer may have, set in the sampling panel. */
+async function maxTokens(n) {
+  await page.getByTestId('chat-sampling-toggle').click();
+  await page.getByTestId('view-chat').getByLabel('Max tokens', { exact: true }).fill(String(n));
+  await page.getByTestId('chat-sampling-toggle').click();
+}
+
+/** The list of conversations, opened (at 800 px it folds away behind a button). */
+async function conversationList() {
+  const list = page.getByTestId('conversation-list');
+  if ((await list.count()) === 0) await page.getByTestId('chat-conversations-toggle').click();
+  await list.waitFor();
+  return list;
+}
+
+async function closeList() {
+  if ((await page.getByTestId('conversation-list').count()) === 0) return;
+  await page.getByTestId('conversation-list-close').click();
+  await page.getByTestId('conversation-list').waitFor({ state: 'detached' });
+}
+
+/** The id of the conversation the page keeps open. */
+async function openConversationId() {
+  return Number(await page.evaluate(() => localStorage.getItem('medusa.chat.conversation')));
 }
 
 async function runs() {
@@ -219,7 +257,7 @@ test('an edited question replaces itself and everything after it', async () => {
   await assertFits();
 });
 
-test('the system prompt is sent first with every question, and New chat keeps it', async () => {
+test('the system prompt is sent first with every question and saved with its conversation; New chat starts without one', async () => {
   await newChat();
   await page.getByTestId('chat-system-prompt-toggle').click();
   await page.getByTestId('chat-system-prompt').fill('You are a pirate.');
@@ -234,12 +272,226 @@ test('the system prompt is sent first with every question, and New chat keeps it
   assert.equal(run.prompt.content.length, 4);
   assert.deepEqual(run.prompt.content[0], { role: 'system', content: 'You are a pirate.' });
   assert.deepEqual(run.prompt.content[3], { role: 'user', content: 'Say goodbye.' });
+  const pirate = await openConversationId();
+  assert.equal((await api(`/api/conversations/${pirate}`)).system_prompt, 'You are a pirate.');
   await assertFits();
   await shoot('chat-system-prompt');
 
+  // Changed in an open conversation, the prompt is saved without a question being asked.
+  await page.getByTestId('chat-system-prompt').fill('You are a polite pirate.');
+  await waitFor(async () => (await api(`/api/conversations/${pirate}`)).system_prompt === 'You are a polite pirate.');
+
   await newChat();
-  assert.equal(await page.getByTestId('chat-system-prompt').inputValue(), 'You are a pirate.');
+  assert.equal(await page.getByTestId('chat-system-prompt').inputValue(), '');
+  // Reopened, the conversation has its prompt back.
+  const list = await conversationList();
+  await list.locator(`[data-testid="conversation-item"][data-id="${pirate}"] [data-testid="conversation-open"]`).click();
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="chat-message"]').length === 4);
+  assert.equal(await page.getByTestId('chat-system-prompt').inputValue(), 'You are a polite pirate.');
   // Folded away, the prompt is still summed up in its button.
   await page.getByTestId('chat-system-prompt-toggle').click();
-  assert.match(await page.getByTestId('chat-system-prompt-toggle').innerText(), /You are a pirate\./);
+  assert.match(await page.getByTestId('chat-system-prompt-toggle').innerText(), /You are a polite pirate\./);
+});
+
+/** Polls `check` (an async predicate on the backend's state) until it holds. */
+async function waitFor(check, what = 'the condition') {
+  const deadline = Date.now() + LONG;
+  while (!(await check())) {
+    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+test('a chat is reopened after a reload, its answer as markdown and linked to its run', async () => {
+  await newChat();
+  // Medusa with a tree drafted in full: the reopened answer's run shows who drafted each token.
+  await page.getByTestId('chat-mode').selectOption('medusa');
+  await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
+  const question = 'Write the word "yes" ten times, separated by spaces, and nothing else.';
+  try {
+    await ask(question, 1);
+  } finally {
+    await page.getByTestId('chat-tree').selectOption('auto');
+    await page.getByTestId('chat-mode').selectOption('normal');
+  }
+  const run = await latestRun();
+  assert.equal(run.mode, 'medusa');
+  const id = await openConversationId();
+  assert.ok(id > 0, 'the chat was given a conversation');
+  const answer = answers().last().getByTestId('chat-markdown');
+  const html = await answer.innerHTML();
+  const text = await answer.innerText();
+  await page.getByTestId('chat-show-drafted').check();
+  const liveTinted = await answers().last().getByTestId('tinted-text').innerHTML();
+  await page.getByTestId('chat-show-drafted').uncheck();
+  await answer.waitFor();
+
+  await page.reload();
+  await page.getByTestId('view-chat').waitFor({ state: 'visible' });
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="chat-message"]').length === 2);
+  assert.equal((await questions().first().innerText()).split('\n')[0], question);
+  const restored = answers().last().getByTestId('chat-markdown');
+  assert.equal(await restored.innerHTML(), html, 'rendered as it was live');
+  assert.equal(await restored.innerText(), text);
+  // The stored answer is the run's output, as Copy shows.
+  await answers().last().getByTestId('chat-copy-message').click();
+  await answers().last().getByTestId('chat-copy-message').filter({ hasText: 'Copied' }).waitFor();
+  assert.equal(await clipboard(), run.output);
+
+  // Its run's figures load on demand.
+  const link = answers().last().getByTestId('chat-run-link');
+  assert.equal(await link.innerText(), `run #${run.id} ›`);
+  await link.click();
+  const stats = answers().last().getByTestId('chat-stats');
+  await stats.waitFor();
+  assert.match(await stats.innerText(), new RegExp(`run #${run.id}`));
+  assert.match(await stats.innerText(), /mean accepted/);
+
+  // Tinted by who drafted each token, as live; a tinted token opens its step.
+  await page.getByTestId('chat-show-drafted').check();
+  const tinted = answers().last().getByTestId('tinted-text');
+  await tinted.waitFor();
+  assert.equal(await tinted.textContent(), run.output);
+  assert.equal(await tinted.innerHTML(), liveTinted, 'tinted as it was live');
+  const drafted = tinted.getByTestId('drafted-token').filter({ hasText: /\S/ });
+  assert.ok((await drafted.count()) > 0, 'tinted drafted tokens');
+  await drafted.first().click();
+  const inspector = answers().last().getByTestId('step-inspector');
+  await inspector.waitFor();
+  assert.ok((await inspector.locator('[data-testid="step-tree-node"][data-kind="draft"][data-accepted="true"]').count()) >= 1);
+  await inspector.getByTestId('step-inspector-close').click();
+  await page.getByTestId('chat-show-drafted').uncheck();
+  await restored.waitFor();
+
+  // The list shows it, highlighted.
+  const list = await conversationList();
+  const item = list.locator(`[data-testid="conversation-item"][data-id="${id}"]`);
+  // Named after the first question, cut short.
+  const title = (await api(`/api/conversations/${id}`)).title;
+  assert.ok(question.startsWith(title.replace(/…$/, '')), title);
+  assert.equal(await item.getByTestId('conversation-title').getAttribute('title'), title);
+  assert.equal(await item.getByTestId('conversation-open').getAttribute('aria-current'), 'true');
+  assert.match(await item.getByTestId('conversation-time').innerText(), /just now|min ago/);
+  await assertFits();
+  await shoot('chat-conversations');
+  await closeList();
+  await greedy();
+});
+
+test('a chat is found by a word of its answer, renamed, and deleted while its runs stay', async () => {
+  await newChat();
+  await ask('Name a large animal that lives in the ocean.', 1);
+  const run = await latestRun();
+  const id = await openConversationId();
+  const word = run.output
+    .split(/[^A-Za-z]+/)
+    .filter((w) => w.length >= 5 && !/large|animal|lives|ocean/i.test(w))
+    .sort((a, b) => b.length - a.length)[0];
+  assert.ok(word, `a word to search for in ${JSON.stringify(run.output)}`);
+
+  const list = await conversationList();
+  // Nothing is cut off: the list lies within the view.
+  const [view, panel] = await Promise.all([page.getByTestId('view-chat').boundingBox(), list.boundingBox()]);
+  assert.ok(panel.x >= view.x - 1 && panel.x + panel.width <= view.x + view.width + 1, 'the list fits across');
+  assert.ok(panel.y >= view.y - 1 && panel.y + panel.height <= view.y + view.height + 1, 'the list fits down');
+
+  await list.getByTestId('conversation-search').fill(word.toLowerCase());
+  const item = list.locator(`[data-testid="conversation-item"][data-id="${id}"]`);
+  const snippet = item.getByTestId('conversation-snippet');
+  await snippet.waitFor();
+  assert.match(await snippet.innerText(), new RegExp(word, 'i'));
+  await list.getByTestId('conversation-search').fill('zzzznothingmatches');
+  await item.waitFor({ state: 'detached' });
+  await list.getByTestId('conversation-search').fill('');
+  await item.waitFor();
+
+  // Rename: Esc cancels, a title the backend refuses says why, Enter saves.
+  await item.getByTestId('conversation-menu').click();
+  await item.getByTestId('conversation-rename').click();
+  const input = item.getByTestId('conversation-rename-input');
+  await input.fill('Not kept');
+  await input.press('Escape');
+  await input.waitFor({ state: 'detached' });
+  assert.equal(await item.getByTestId('conversation-title').innerText(), 'Name a large animal that lives in the ocean.');
+  await item.getByTestId('conversation-rename').click();
+  await input.fill('x'.repeat(201));
+  await input.press('Enter');
+  assert.match(await item.getByTestId('conversation-rename-error').innerText(), /200 characters/);
+  await input.fill('Sea creatures');
+  await input.press('Enter');
+  await input.waitFor({ state: 'detached' });
+  assert.equal(await item.getByTestId('conversation-title').innerText(), 'Sea creatures');
+  assert.equal((await api(`/api/conversations/${id}`)).title, 'Sea creatures');
+
+  // Export, as JSON and as Markdown.
+  await item.getByTestId('conversation-menu').click();
+  const [json] = await Promise.all([page.waitForEvent('download'), item.getByTestId('conversation-export-json').click()]);
+  assert.match(json.suggestedFilename(), /\.json$/);
+  const exported = JSON.parse(readFileSync(await json.path(), 'utf8'));
+  assert.equal(exported.title, 'Sea creatures');
+  assert.deepEqual(
+    exported.messages.map((m) => [m.role, m.content]),
+    [
+      ['user', 'Name a large animal that lives in the ocean.'],
+      ['assistant', run.output],
+    ],
+  );
+  assert.equal(await list.getByTestId('conversation-notice').innerText(), `Saved ${json.suggestedFilename()}`);
+  const [markdown] = await Promise.all([page.waitForEvent('download'), item.getByTestId('conversation-export-markdown').click()]);
+  assert.match(markdown.suggestedFilename(), /\.md$/);
+  const text = readFileSync(await markdown.path(), 'utf8');
+  assert.ok(text.includes('Sea creatures') && text.includes('Name a large animal that lives in the ocean.'), text);
+  assert.ok(text.includes(run.output.trim()), 'the answer is in the Markdown');
+  await item.getByTestId('conversation-menu').click();
+
+  // Delete asks first, and says the runs stay.
+  await item.getByTestId('conversation-menu').click();
+  await item.getByTestId('conversation-delete').click();
+  assert.match(await item.innerText(), /Its runs stay in History/);
+  await shoot('chat-conversation-delete');
+  await item.getByTestId('conversation-delete-confirm').click();
+  await item.waitFor({ state: 'detached' });
+  // It was open: the chat starts anew.
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="chat-message"]').length === 0);
+  assert.equal(await page.evaluate(() => localStorage.getItem('medusa.chat.conversation')), null);
+  const gone = await fetch(`${server.url}/api/conversations/${id}`, { headers: server.headers });
+  assert.equal(gone.status, 404);
+  assert.ok((await runs()).some((r) => r.id === run.id), 'the run stays in the history');
+  assert.ok(!(await api('/api/conversations')).conversations.some((c) => c.id === id));
+  await closeList();
+});
+
+test('Continue writes on from an answer that ran out of tokens, onto the same message', async () => {
+  await newChat();
+  await maxTokens(8);
+  try {
+    await ask('Tell me a long story about a dragon.', 1);
+    const first = await latestRun();
+    assert.equal(first.stop_reason, 'max_tokens');
+    const answer = answers().last();
+    assert.match(await answer.getByTestId('chat-stats').innerText(), /max tokens/);
+    await answer.getByTestId('chat-stats').evaluate((el) => (el.dataset.old = 'yes'));
+    await answer.getByTestId('chat-continue').click();
+    await page.locator('[data-testid="chat-stats"]:not([data-old])').waitFor();
+    assert.equal(await answers().count(), 1, 'the same message');
+    assert.equal(await questions().count(), 1);
+
+    const second = await latestRun();
+    assert.notEqual(second.id, first.id);
+    assert.ok(second.output.length > 0, 'the continuation wrote something');
+    assert.deepEqual(second.prompt.content, [
+      { role: 'user', content: 'Tell me a long story about a dragon.' },
+      { role: 'assistant', content: first.output },
+    ]);
+    await answer.getByTestId('chat-copy-message').click();
+    await answer.getByTestId('chat-copy-message').filter({ hasText: 'Copied' }).waitFor();
+    assert.equal(await clipboard(), first.output + second.output);
+    const stored = await api(`/api/conversations/${await openConversationId()}`);
+    assert.equal(stored.messages.length, 2);
+    assert.equal(stored.messages[1].content, first.output + second.output);
+    assert.equal(stored.messages[1].run_id, second.id);
+    await assertFits();
+  } finally {
+    await maxTokens(256);
+  }
 });

@@ -243,3 +243,167 @@ test('a named tree is drafted in full at every step', async () => {
   await page.getByTestId('chat-tree').selectOption('auto');
   await fresh.click();
 });
+
+async function api(path) {
+  const response = await fetch(`${server.url}${path}`, { headers: server.headers });
+  assert.equal(response.status, 200, path);
+  return response.json();
+}
+
+/** Asks `read` again until `done` holds for its answer (the machine may be slow), and returns it. */
+async function until(read, done, what) {
+  const deadline = Date.now() + LONG;
+  for (;;) {
+    const value = await read();
+    if (done(value)) return value;
+    assert.ok(Date.now() < deadline, `timed out waiting for ${what}: ${JSON.stringify(value).slice(0, 300)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** Waits until the page shows `n` lanes, all finished. */
+async function lanesFinished(on, n) {
+  await on.waitForFunction(
+    (count) => {
+      const lanes = [...document.querySelectorAll('[data-testid="concurrent-lane"]')];
+      return lanes.length === count && lanes.every((lane) => lane.getAttribute('data-status') === 'finished');
+    },
+    n,
+    { timeout: LONG },
+  );
+}
+
+test('sixteen lanes stream over the page one event socket and all finish', async () => {
+  // A fresh page (the browser keeps the key's cookie), so that every socket it opens is seen.
+  const fresh = await page.context().newPage();
+  fresh.setDefaultTimeout(LONG);
+  const sockets = [];
+  const finished = new Set();
+  const generatePosts = [];
+  fresh.on('request', (r) => r.url().endsWith('/api/generate') && generatePosts.push(r.url()));
+  fresh.on('websocket', (ws) => {
+    sockets.push(ws.url());
+    ws.on('framereceived', ({ payload }) => {
+      const message = JSON.parse(String(payload));
+      if (message.type === 'run' && message.event.type === 'finished') finished.add(message.id);
+    });
+  });
+  try {
+    await fresh.goto(server.url);
+    await fresh.getByTestId('status').and(fresh.locator('[data-status="ready"]')).waitFor();
+    await fresh.getByTestId('tab-concurrent').click();
+    await fresh.getByTestId('concurrent-preset').selectOption('16');
+    await fresh.getByTestId('concurrent-max-tokens').fill('16');
+    const info = await api('/api/info');
+    assert.ok(info.model.parallel < 16, `${info.model.parallel} slots: some lanes must queue`);
+    await fresh.getByTestId('concurrent-run').click();
+    await lanesFinished(fresh, 16);
+    assert.deepEqual(sockets, [`${server.url.replace(/^http/, 'ws')}/api/events`]);
+    assert.equal(finished.size, 16, 'a finished event for each of the 16 generations');
+    assert.deepEqual(generatePosts, []);
+    const runs = (await api('/api/runs?limit=16')).runs;
+    assert.equal(runs.length, 16);
+    for (const run of runs) {
+      assert.equal(run.status, 'finished');
+      assert.equal(run.max_tokens, 16);
+    }
+    await screenshots(fresh, 'concurrent-16', { fullPage: true });
+  } finally {
+    await fresh.close();
+  }
+});
+
+test('Concurrent has the sampling panel of Chat, and Greedy makes its runs greedy', async () => {
+  await openTab('concurrent');
+  const info = await api('/api/info');
+  const recommended = info.model.sampling_defaults.params;
+  const toggle = page.getByTestId('concurrent-sampling-toggle');
+  // The lanes sample like Chat: the model's recommendation, else the chat default.
+  assert.equal((await toggle.innerText()).trim(), `Sampling: temperature ${recommended.temperature} ▾`);
+  await toggle.click();
+  const panel = page.getByTestId('concurrent-sampling');
+  const temperature = panel.getByLabel('Temperature');
+  assert.equal(Number(await temperature.inputValue()), recommended.temperature);
+  assert.equal(Number(await panel.getByLabel('Top-p').inputValue()), recommended.top_p);
+  assert.equal(Number(await panel.getByLabel('Repeat penalty').inputValue()), recommended.repeat_penalty);
+  // Every input stays inside its own cell.
+  const cells = await panel.locator('label:has(input)').evaluateAll((labels) =>
+    labels.map((label) => {
+      const cell = label.getBoundingClientRect();
+      const input = label.querySelector('input').getBoundingClientRect();
+      return { name: label.textContent.trim(), cell: [cell.left, cell.right], input: [input.left, input.right] };
+    }),
+  );
+  assert.equal(cells.length, 8);
+  for (const { name, cell, input } of cells) {
+    assert.ok(input[0] >= cell[0] - 0.5 && input[1] <= cell[1] + 0.5, `${name}: input ${input} spills out of ${cell}`);
+  }
+  await screenshots(page, 'concurrent-sampling', { fullPage: true });
+
+  await panel.getByTestId('sampling-greedy').click();
+  assert.equal(await temperature.inputValue(), '0');
+  assert.equal(await panel.getByLabel('Repeat penalty').inputValue(), '1');
+  assert.match(await toggle.innerText(), /^Sampling: greedy/);
+  await page.getByTestId('concurrent-input').fill(['Name a colour.', 'Name a month.'].join('\n'));
+  await page.getByTestId('concurrent-max-tokens').fill('8');
+  await page.getByTestId('concurrent-run').click();
+  await lanesFinished(page, 2);
+  const runs = (await api('/api/runs?limit=2')).runs;
+  assert.deepEqual(
+    runs.map((r) => [r.prompt.content.at(-1).content, r.sampling.temperature, r.sampling.repeat_penalty, r.max_tokens]).sort(),
+    [
+      ['Name a colour.', 0, 1, 8],
+      ['Name a month.', 0, 1, 8],
+    ],
+  );
+  // And back to the model's sampling.
+  await panel.getByTestId('sampling-defaults').click();
+  assert.equal(Number(await temperature.inputValue()), recommended.temperature);
+  await toggle.click();
+});
+
+test('Compare stays greedy, and says so', async () => {
+  await openTab('compare');
+  assert.match(await page.getByTestId('view-compare').innerText(), /Greedy, one mode at a time/);
+  const compared = (await api('/api/comparisons')).comparisons[0];
+  const runs = await Promise.all(compared.runs.map((m) => api(`/api/runs/${m.run_id}`)));
+  assert.equal(runs.length, 3 * COMPARE_REPEATS);
+  for (const { run } of runs) assert.equal(run.sampling.temperature, 0);
+});
+
+test('settings reload the model with another context size', async () => {
+  await openTab('settings');
+  const before = await api('/api/info');
+  assert.equal(before.model.n_ctx, 1024);
+  const size = page.getByTestId('settings-context-size');
+  const apply = page.getByTestId('settings-context-apply');
+  assert.equal(await size.inputValue(), '1024');
+  assert.ok(await apply.isDisabled(), 'nothing to apply at the size in use');
+
+  // The backend's own answer to a size it does not take.
+  await size.fill('100');
+  await apply.click();
+  const error = page.getByTestId('settings-context-error');
+  await error.waitFor();
+  assert.equal(
+    await error.innerText(),
+    'invalid_parameter: the context size must be between 256 and 1048576 tokens, not 100',
+  );
+
+  const reload = async (n) => {
+    await size.fill(String(n));
+    await apply.click();
+    const info = await until(() => api('/api/info'), (i) => !i.loading && i.model?.n_ctx === n, `n_ctx ${n}`);
+    await page.getByTestId('settings-context-status').and(page.getByText(`Reloaded: ${n} tokens per request.`)).waitFor();
+    assert.equal(await size.inputValue(), String(n));
+    assert.equal(info.model.path, before.model.path);
+    assert.equal(info.heads_path, before.heads_path);
+    assert.equal(info.error, null);
+    return info;
+  };
+  await reload(2048);
+  assert.equal(await error.count(), 0, 'the old error is gone');
+  await shoot('settings-context');
+  // Back to the size the server started with, for whatever runs next.
+  await reload(1024);
+});

@@ -5,6 +5,8 @@ import {
   laneActive,
   laneCounts,
   laneStatus,
+  PRESET_PROMPTS,
+  PRESETS,
   promptLines,
   slotCells,
 } from './lanes';
@@ -66,5 +68,12 @@ describe('lanes', () => {
 
   it('takes one prompt per non-empty line', () => {
     expect(promptLines(' a \n\n b\n')).toEqual(['a', 'b']);
+  });
+
+  it('offers up to 16 distinct one-line presets', () => {
+    expect(PRESETS.map((p) => p.count)).toEqual([3, 4, 8, 16]);
+    expect(PRESETS.at(-1)!.label).toBe('All 16: the queue at work');
+    expect(new Set(PRESET_PROMPTS).size).toBe(16);
+    expect(promptLines(PRESET_PROMPTS.join('\n'))).toEqual(PRESET_PROMPTS);
   });
 });

@@ -49,7 +49,10 @@ export function promptLines(text: string): string[] {
     .filter((l) => l !== '');
 }
 
-/** Short prompts of different kinds (chat, facts, list, code, story), so the lanes differ in length. */
+/**
+ * Short prompts of different kinds (chat, facts, list, code, story), so the lanes differ in
+ * length; all of them at once fill the slots several times over.
+ */
 export const PRESET_PROMPTS = [
   'Write a haiku about the sea.',
   'List five fruits and their colours.',
@@ -59,4 +62,20 @@ export const PRESET_PROMPTS = [
   'What are the planets of the solar system?',
   'Give three tips for a good night’s sleep.',
   'Translate "good morning" into French, Spanish and German.',
+  'Name three animals that live in the Arctic.',
+  'Write a limerick about a cat.',
+  'At what temperature does water boil, in Fahrenheit?',
+  'Write a JavaScript function that sums an array of numbers.',
+  'Describe a sunset in one sentence.',
+  'List the first five prime numbers.',
+  'Suggest three names for a coffee shop.',
+  'Why is the sky blue? Answer in two sentences.',
+];
+
+/** The preset picker's choices: how many of the preset prompts, and in words. */
+export const PRESETS: { count: number; label: string }[] = [
+  { count: 3, label: '3 mixed prompts' },
+  { count: 4, label: '4 mixed prompts' },
+  { count: 8, label: '8: chat, code, lists, a story, facts' },
+  { count: PRESET_PROMPTS.length, label: `All ${PRESET_PROMPTS.length}: the queue at work` },
 ];

@@ -3,15 +3,33 @@ import { attachmentName, errorFrom, HttpTransport, queryString } from './http';
 import { ApiError } from './transport';
 import type { RunEvent } from './types';
 
-function sseResponse(chunks: string[]): Response {
-  const encoder = new TextEncoder();
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      for (const c of chunks) controller.enqueue(encoder.encode(c));
-      controller.close();
-    },
-  });
-  return new Response(body, { status: 200, headers: { 'Content-Type': 'text/event-stream' } });
+/** Stands in for the browser's WebSocket: records what the page sends, and answers by hand. */
+class FakeWebSocket {
+  static made: FakeWebSocket[] = [];
+  sent: unknown[] = [];
+  onopen: (() => void) | null = null;
+  onmessage: ((event: { data: string }) => void) | null = null;
+  onclose: (() => void) | null = null;
+
+  constructor(readonly url: string) {
+    FakeWebSocket.made.push(this);
+  }
+
+  send(text: string) {
+    this.sent.push(JSON.parse(text));
+  }
+
+  close() {}
+
+  receive(message: unknown) {
+    this.onmessage?.({ data: JSON.stringify(message) });
+  }
+}
+
+function pageAt(host: string) {
+  FakeWebSocket.made = [];
+  vi.stubGlobal('WebSocket', FakeWebSocket);
+  vi.stubGlobal('location', { protocol: 'http:', host });
 }
 
 function json(status: number, body: unknown): Response {
@@ -24,22 +42,49 @@ function json(status: number, body: unknown): Response {
 afterEach(() => vi.unstubAllGlobals());
 
 describe('HttpTransport', () => {
-  it('streams generation events in order', async () => {
-    const fetch = vi.fn().mockResolvedValue(
-      sseResponse([
-        'data: {"type":"started","run_id":4,"prompt_tokens":3}\n\ndata: {"type":"te',
-        'xt","text":"Hi","token_ids":[1],"sources":["model"]}\n\n',
-        'data: {"type":"finished","run_id":4}\n\n',
-      ]),
-    );
-    vi.stubGlobal('fetch', fetch);
+  it('streams generations over one socket to the page own server', async () => {
+    pageAt('127.0.0.1:8080');
+    const t = new HttpTransport();
     const events: RunEvent[] = [];
-    await new HttpTransport('http://h').generate({ prompt: 'x', mode: 'lookup' }, (e) => events.push(e)).done;
+    const first = t.generate({ prompt: 'x', mode: 'lookup' }, (e) => events.push(e));
+    const second = t.generate({ prompt: 'y' }, () => {});
+    expect(FakeWebSocket.made.map((s) => s.url)).toEqual(['ws://127.0.0.1:8080/api/events']);
+    const ws = FakeWebSocket.made[0];
+    ws.onopen?.();
+    expect(ws.sent).toEqual([
+      { type: 'generate', id: 1, request: { prompt: 'x', mode: 'lookup' } },
+      { type: 'generate', id: 2, request: { prompt: 'y' } },
+    ]);
+    ws.receive({ type: 'run', id: 1, event: { type: 'started', run_id: 4, prompt_tokens: 3 } });
+    ws.receive({ type: 'run', id: 1, event: { type: 'text', text: 'Hi', token_ids: [1], sources: ['model'] } });
+    ws.receive({ type: 'run', id: 1, event: { type: 'finished', run_id: 4 } });
+    await first.done;
     expect(events.map((e) => e.type)).toEqual(['started', 'text', 'finished']);
-    expect(fetch).toHaveBeenCalledWith(
-      'http://h/api/generate',
-      expect.objectContaining({ method: 'POST', body: '{"prompt":"x","mode":"lookup"}' }),
-    );
+    ws.receive({ type: 'refused', id: 2, error: { code: 'queue_full', message: 'full' } });
+    await expect(second.done).rejects.toEqual(new ApiError('queue_full', 'full'));
+  });
+
+  it('cancels through the socket, and watches the status over it', async () => {
+    pageAt('h:1');
+    const t = new HttpTransport('https://lab.example');
+    const run = t.generate({ prompt: 'x' }, () => {});
+    const seen: number[] = [];
+    const stop = t.watchStatus(500, (info) => seen.push(info.metrics!.queued));
+    const ws = FakeWebSocket.made[0];
+    expect(ws.url).toBe('wss://lab.example/api/events');
+    ws.onopen?.();
+    run.cancel();
+    ws.receive({ type: 'refused', id: 1, error: { code: 'cancelled', message: 'cancelled before it started' } });
+    await expect(run.done).resolves.toBeUndefined();
+    ws.receive({ type: 'status', info: { metrics: { queued: 2 } } });
+    stop();
+    expect(seen).toEqual([2]);
+    expect(ws.sent).toEqual([
+      { type: 'generate', id: 1, request: { prompt: 'x' } },
+      { type: 'status', every_ms: 500 },
+      { type: 'cancel', id: 1 },
+      { type: 'status', every_ms: 0 },
+    ]);
   });
 
   it('maps error bodies to ApiError with code and status', async () => {
@@ -47,61 +92,12 @@ describe('HttpTransport', () => {
       'fetch',
       vi.fn(async () => json(503, { error: { code: 'queue_full', message: 'full' } })),
     );
-    const run = new HttpTransport().generate({ prompt: 'x' }, () => {});
-    await expect(run.done).rejects.toEqual(new ApiError('queue_full', 'full', 503));
-    await expect(new HttpTransport().info()).rejects.toMatchObject({ code: 'queue_full', status: 503 });
+    await expect(new HttpTransport().info()).rejects.toEqual(new ApiError('queue_full', 'full', 503));
   });
 
   it('reports an unreachable server as a network error', async () => {
     vi.stubGlobal('fetch', vi.fn().mockRejectedValue(new TypeError('Failed to fetch')));
     await expect(new HttpTransport().listRuns()).rejects.toMatchObject({ code: 'network' });
-  });
-
-  it('cancels a started run by id and still delivers its last events', async () => {
-    let release: () => void = () => {};
-    const fetch = vi.fn(async (url: string) => {
-      if (url.endsWith('/cancel')) {
-        release();
-        return new Response(null, { status: 204 });
-      }
-      const encoder = new TextEncoder();
-      const body = new ReadableStream<Uint8Array>({
-        start(controller) {
-          controller.enqueue(encoder.encode('data: {"type":"started","run_id":5,"prompt_tokens":1}\n\n'));
-          release = () => {
-            controller.enqueue(encoder.encode('data: {"type":"finished","run_id":5,"stop_reason":"cancelled"}\n\n'));
-            controller.close();
-          };
-        },
-      });
-      return new Response(body, { status: 200 });
-    });
-    vi.stubGlobal('fetch', fetch);
-    const events: RunEvent[] = [];
-    const run = new HttpTransport().generate({ prompt: 'x' }, (e) => {
-      events.push(e);
-      if (e.type === 'started') run.cancel();
-    });
-    await run.done;
-    expect(fetch.mock.calls[1][0]).toBe('/api/runs/5/cancel');
-    expect(events.map((e) => e.type)).toEqual(['started', 'finished']);
-  });
-
-  it('cancels a run that has not started by aborting the request', async () => {
-    let signal: AbortSignal | undefined;
-    vi.stubGlobal(
-      'fetch',
-      vi.fn((_url: string, init: RequestInit) => {
-        signal = init.signal ?? undefined;
-        return new Promise((_, reject) =>
-          signal!.addEventListener('abort', () => reject(new DOMException('aborted', 'AbortError'))),
-        );
-      }),
-    );
-    const run = new HttpTransport().generate({ prompt: 'x' }, () => {});
-    run.cancel();
-    await expect(run.done).resolves.toBeUndefined();
-    expect(signal?.aborted).toBe(true);
   });
 
   it('builds history queries and export URLs from the defined fields', async () => {
@@ -115,14 +111,15 @@ describe('HttpTransport', () => {
     expect(queryString({})).toBe('');
   });
 
-  it('posts comparisons and model loads', async () => {
+  it('posts comparisons and model loads, with a context size', async () => {
     const fetch = vi.fn().mockResolvedValue(json(201, { id: 1 }));
     vi.stubGlobal('fetch', fetch);
     await new HttpTransport().createComparison([3, 4]);
     expect(fetch.mock.calls[0][1].body).toBe('{"run_ids":[3,4]}');
     fetch.mockResolvedValue(json(202, {}));
-    await new HttpTransport().loadModel({ model: '/m.gguf', heads: null });
+    await new HttpTransport().loadModel({ model: '/m.gguf', heads: null, ctx_size: 2048 });
     expect(fetch.mock.calls[1][0]).toBe('/api/model');
+    expect(fetch.mock.calls[1][1].body).toBe('{"model":"/m.gguf","heads":null,"ctx_size":2048}');
     fetch.mockResolvedValue(json(200, { default_tree: 'chain-2' }));
     const info = await new HttpTransport().setTree({ tree: 'chain-2' });
     expect(info.default_tree).toBe('chain-2');
@@ -182,9 +179,21 @@ describe('errors in the app', () => {
       }),
     );
     expect(long.message).toBe(
-      'the prompt has 5000 tokens but the context holds at most 4000 prompt tokens: start a new chat or shorten the message (the context size is set when the server or app starts).',
+      'the prompt has 5000 tokens but the context holds at most 4000 prompt tokens: start a new chat, shorten the message, or raise the context size in Settings.',
     );
     expect(long.message).not.toContain('--');
+    const context = await errorFrom(
+      json(500, {
+        error: {
+          code: 'context_failed',
+          message:
+            'could not create a llama.cpp context: out of memory (context of 1048576 tokens for each of 4 requests); try a smaller --ctx-size or --parallel',
+        },
+      }),
+    );
+    expect(context.message).toBe(
+      'could not create a llama.cpp context: out of memory (context of 1048576 tokens for each of 4 requests); try a smaller context size in Settings.',
+    );
     const other = await errorFrom(json(400, { error: { code: 'empty_prompt', message: 'the prompt is empty' } }));
     expect(other.message).toBe('the prompt is empty');
   });

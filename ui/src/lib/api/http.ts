@@ -1,6 +1,8 @@
-// The browser transport: `medusa serve`'s HTTP API, with server-sent events for generations.
+// The browser transport: `medusa serve`'s HTTP API, and one WebSocket for the page's
+// generations and status updates (browsers allow few connections per server: a stream per
+// generation would stall the rest of the page behind a handful of lanes).
 
-import { SseParser } from './sse';
+import { EventSocket, eventsUrl } from './socket';
 import { ApiError, type RunHandle, type Transport } from './transport';
 import type {
   Comparison,
@@ -57,7 +59,15 @@ export function attachmentName(header: string | null): string | null {
 export class HttpTransport implements Transport {
   readonly kind = 'http' as const;
 
-  constructor(private readonly base: string = '') {}
+  private readonly events: EventSocket;
+
+  /** `base`: the server's address, '' for the page's own; `events` replaces its event socket. */
+  constructor(
+    private readonly base: string = '',
+    events?: EventSocket,
+  ) {
+    this.events = events ?? new EventSocket(() => eventsUrl(base, location));
+  }
 
   private async request<T>(path: string, init?: RequestInit): Promise<T> {
     let response: Response;
@@ -89,58 +99,12 @@ export class HttpTransport implements Transport {
     return this.request('/api/info');
   }
 
+  watchStatus(everyMs: number, onInfo: (info: Info) => void, onEnd?: (error: ApiError) => void): () => void {
+    return this.events.watch(everyMs, onInfo, onEnd);
+  }
+
   generate(request: GenerateRequest, onEvent: (event: RunEvent) => void): RunHandle {
-    const abort = new AbortController();
-    let runId: number | null = null;
-    const done = (async () => {
-      let response: Response;
-      try {
-        response = await fetch(`${this.base}/api/generate`, {
-          method: 'POST',
-          headers: { 'Content-Type': 'application/json' },
-          body: JSON.stringify(request),
-          signal: abort.signal,
-        });
-      } catch (err) {
-        if (abort.signal.aborted) return;
-        throw new ApiError('network', `cannot reach the server: ${(err as Error).message}`);
-      }
-      if (!response.ok) throw await errorFrom(response);
-      if (!response.body) throw new ApiError('network', 'the server sent no stream');
-      const parser = new SseParser((data) => {
-        const event = JSON.parse(data);
-        // An error after the stream started arrives as one last `{"error": ...}` object.
-        if (event.error) onEvent({ type: 'failed', run_id: runId ?? -1, ...event.error });
-        else {
-          if (event.type === 'started') runId = event.run_id;
-          onEvent(event as RunEvent);
-        }
-      });
-      const reader = response.body.getReader();
-      try {
-        for (;;) {
-          const { value, done: finished } = await reader.read();
-          if (finished) break;
-          parser.push(value);
-        }
-        parser.end();
-      } catch (err) {
-        if (abort.signal.aborted) return;
-        throw new ApiError('network', `the stream broke: ${(err as Error).message}`);
-      }
-    })();
-    // A started run is cancelled by id, so that its stream still delivers the final summary;
-    // before that, aborting the request cancels it (the server records it as cancelled either way).
-    const cancel = () => {
-      if (runId === null) return abort.abort();
-      fetch(`${this.base}/api/runs/${runId}/cancel`, { method: 'POST' })
-        .then((r) => {
-          // 409: it ended meanwhile, and its last events are on their way.
-          if (!r.ok && r.status !== 409) abort.abort();
-        })
-        .catch(() => abort.abort());
-    };
-    return { done, cancel };
+    return this.events.generate(request, onEvent);
   }
 
   async listRuns(query: RunQuery = {}): Promise<RunRecord[]> {

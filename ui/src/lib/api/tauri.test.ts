@@ -9,7 +9,7 @@ const { invoke, FakeChannel } = vi.hoisted(() => ({
 vi.mock('@tauri-apps/api/core', () => ({ invoke, Channel: FakeChannel }));
 
 const { TauriTransport, toApiError } = await import('./tauri');
-const { ApiError } = await import('./transport');
+const { ApiError, Run } = await import('./transport');
 
 beforeEach(() => {
   invoke.mockReset();
@@ -22,13 +22,13 @@ describe('TauriTransport', () => {
     await t.listRuns({ mode: 'normal' });
     await t.createComparison([1, 2]);
     await t.getRun(5);
-    await t.loadModel({ model: '/m.gguf' });
+    await t.loadModel({ model: '/m.gguf', ctx_size: 4096 });
     await t.setTree({ tree: [[0], [1]] });
     expect(invoke.mock.calls).toEqual([
       ['list_runs', { query: { mode: 'normal' } }],
       ['create_comparison', { runIds: [1, 2] }],
       ['get_run', { id: 5 }],
-      ['load_model', { request: { model: '/m.gguf' } }],
+      ['load_model', { request: { model: '/m.gguf', ctx_size: 4096 } }],
       ['set_tree', { request: { tree: [[0], [1]] } }],
     ]);
   });
@@ -49,6 +49,7 @@ describe('TauriTransport', () => {
     });
     const seen: string[] = [];
     const run = new TauriTransport().generate({ prompt: 'x' }, (e) => seen.push(e.type));
+    expect(run).toBeInstanceOf(Run);
     await Promise.resolve();
     channel!.onmessage({ type: 'started', run_id: 9, prompt_tokens: 1 });
     channel!.onmessage({ type: 'text', text: 'a', token_ids: [1], sources: ['model'] });
@@ -76,6 +77,40 @@ describe('TauriTransport', () => {
     invoke.mockResolvedValue({ imported: 0 });
     expect(await new TauriTransport().importRuns({ runs: [] })).toEqual({ imported: 0 });
     expect(invoke).toHaveBeenCalledWith('import_runs', { document: { runs: [] } });
+  });
+
+  it('watches the status by asking for it on a timer, until stopped', async () => {
+    vi.useFakeTimers();
+    try {
+      let n = 0;
+      invoke.mockImplementation(async () => ({ metrics: { active: ++n } }));
+      const seen: number[] = [];
+      const stop = new TauriTransport().watchStatus(500, (info) => seen.push(info.metrics!.active));
+      await vi.advanceTimersByTimeAsync(0);
+      expect(seen).toEqual([1]);
+      await vi.advanceTimersByTimeAsync(1000);
+      expect(seen).toEqual([1, 2, 3]);
+      stop();
+      await vi.advanceTimersByTimeAsync(2000);
+      expect(seen).toEqual([1, 2, 3]);
+      expect(invoke.mock.calls).toEqual([['info', undefined], ['info', undefined], ['info', undefined]]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('ends a status watch that cannot read the status', async () => {
+    vi.useFakeTimers();
+    try {
+      invoke.mockRejectedValue('the backend is gone');
+      const ended: unknown[] = [];
+      new TauriTransport().watchStatus(500, () => {}, (err) => ended.push(err));
+      await vi.advanceTimersByTimeAsync(2000);
+      expect(ended).toEqual([new ApiError('desktop', 'the backend is gone')]);
+      expect(invoke).toHaveBeenCalledTimes(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('turns rejections into ApiError', async () => {

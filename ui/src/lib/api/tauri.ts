@@ -1,7 +1,7 @@
 // The desktop transport: the app's Tauri commands, with a Channel per generation.
 
 import { Channel, invoke } from '@tauri-apps/api/core';
-import { ApiError, type RunHandle, type Transport } from './transport';
+import { ApiError, Run, type RunHandle, type Transport } from './transport';
 import type {
   Comparison,
   Conversation,
@@ -51,6 +51,34 @@ export class TauriTransport implements Transport {
     return call('info');
   }
 
+  // The app has no connection to spare: asking for the status on a timer costs a command each.
+  watchStatus(everyMs: number, onInfo: (info: Info) => void, onEnd?: (error: ApiError) => void): () => void {
+    let stopped = false;
+    let asking = false;
+    const ask = async () => {
+      if (asking || stopped) return;
+      asking = true;
+      try {
+        const info = await this.info();
+        if (!stopped) onInfo(info);
+      } catch (err) {
+        if (!stopped) {
+          stop();
+          onEnd?.(toApiError(err));
+        }
+      } finally {
+        asking = false;
+      }
+    };
+    const timer = setInterval(ask, Math.min(60_000, Math.max(100, everyMs)));
+    const stop = () => {
+      stopped = true;
+      clearInterval(timer);
+    };
+    void ask();
+    return stop;
+  }
+
   generate(request: GenerateRequest, onEvent: (event: RunEvent) => void): RunHandle {
     let runId: number | null = null;
     let cancelled = false;
@@ -66,14 +94,14 @@ export class TauriTransport implements Transport {
       runId = id;
       if (cancelled) void call('cancel_run', { runId: id }).catch(() => {});
     });
-    return {
-      done: started.then(() => ended),
-      cancel: () => {
+    return new Run(
+      started.then(() => ended),
+      () => {
         cancelled = true;
         // The run ends with a `finished` event (stop reason `cancelled`), which resolves `done`.
         if (runId !== null) void call('cancel_run', { runId }).catch(() => finish());
       },
-    };
+    );
   }
 
   async listRuns(query: RunQuery = {}): Promise<RunRecord[]> {

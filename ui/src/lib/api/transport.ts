@@ -1,5 +1,6 @@
-// One interface for talking to the backend. `http.ts` speaks to `medusa serve` (fetch + SSE),
-// `tauri.ts` to the desktop app (commands + `tauri::ipc::Channel`). Views only see `Transport`.
+// One interface for talking to the backend. `http.ts` speaks to `medusa serve` (fetch, and one
+// WebSocket for generations and status), `tauri.ts` to the desktop app (commands +
+// `tauri::ipc::Channel`). Views only see `Transport`.
 
 import type {
   Comparison,
@@ -31,9 +32,26 @@ export interface RunHandle {
   cancel(): void;
 }
 
+/**
+ * The transports' handle: an instance, not a plain object, so that a view keeping it in `$state`
+ * keeps the handle itself (Svelte would wrap a plain object in a proxy of another identity).
+ */
+export class Run implements RunHandle {
+  constructor(
+    readonly done: Promise<void>,
+    readonly cancel: () => void,
+  ) {}
+}
+
 export interface Transport {
   readonly kind: 'http' | 'tauri';
   info(): Promise<Info>;
+  /**
+   * Calls `onInfo` with the backend's status now and then every `everyMs` or so (100 to 60000),
+   * until the returned function is called. When the updates stop on their own (the connection
+   * closed, the status could not be read) `onEnd` says why; watch again to hear more.
+   */
+  watchStatus(everyMs: number, onInfo: (info: Info) => void, onEnd?: (error: ApiError) => void): () => void;
   /**
    * Starts a generation; every event (started, text, step, finished, failed) goes to `onEvent`
    * in order. A request the backend refuses before starting (empty prompt, queue full, ...)
@@ -110,7 +128,9 @@ export function inAppTerms(code: string, message: string): string {
     case 'no_medusa_heads':
       return 'Medusa mode needs heads for this model: open it with a heads file in Settings, or use normal or lookup mode.';
     case 'prompt_too_long':
-      return `${message.replace(/;\s*shorten it or raise --ctx-size\.?$/, '')}: start a new chat or shorten the message (the context size is set when the server or app starts).`;
+      return `${message.replace(/;\s*shorten it or raise --ctx-size\.?$/, '')}: start a new chat, shorten the message, or raise the context size in Settings.`;
+    case 'context_failed':
+      return message.replace(/;\s*try a smaller --ctx-size or --parallel\.?$/, '; try a smaller context size in Settings.');
     default:
       return message;
   }

@@ -1,0 +1,86 @@
+import { describe, expect, it } from 'vitest';
+import { displayTitle, OPEN_CONVERSATION_KEY, openConversation, relativeTime, rememberConversation } from './conversations';
+
+describe('displayTitle', () => {
+  it('names an untitled conversation "New chat"', () => {
+    expect(displayTitle('')).toBe('New chat');
+    expect(displayTitle('  ')).toBe('New chat');
+    expect(displayTitle('Name a fruit.')).toBe('Name a fruit.');
+  });
+});
+
+describe('relativeTime', () => {
+  const now = Date.parse('2025-03-20T12:00:00Z');
+  const ago = (seconds: number) => new Date(now - seconds * 1000).toISOString();
+
+  it('counts minutes, hours and days', () => {
+    expect(relativeTime(ago(0), now)).toBe('just now');
+    expect(relativeTime(ago(59), now)).toBe('just now');
+    expect(relativeTime(ago(60), now)).toBe('1 min ago');
+    expect(relativeTime(ago(59 * 60 + 59), now)).toBe('59 min ago');
+    expect(relativeTime(ago(3600), now)).toBe('1 h ago');
+    expect(relativeTime(ago(23 * 3600 + 3599), now)).toBe('23 h ago');
+    expect(relativeTime(ago(24 * 3600), now)).toBe('yesterday');
+    expect(relativeTime(ago(2 * 24 * 3600), now)).toBe('2 days ago');
+    expect(relativeTime(ago(6 * 24 * 3600 + 3600), now)).toBe('6 days ago');
+  });
+
+  it('gives the local date after a week, with the year when it is another', () => {
+    const local = (y: number, m: number, d: number) => new Date(y, m, d, 9, 30).getTime();
+    const today = local(2025, 2, 20);
+    expect(relativeTime(new Date(local(2025, 2, 12)).toISOString(), today)).toBe('12 Mar');
+    expect(relativeTime(new Date(local(2024, 11, 31)).toISOString(), today)).toBe('31 Dec 2024');
+  });
+
+  it('takes times ahead of the clock as just now, and unreadable ones as nothing', () => {
+    expect(relativeTime(new Date(now + 90_000).toISOString(), now)).toBe('just now');
+    expect(relativeTime('not a time', now)).toBe('');
+  });
+
+  it('reads the backend’s nanosecond timestamps', () => {
+    expect(relativeTime('2025-03-20T11:55:00.259104034Z', now)).toBe('4 min ago');
+  });
+});
+
+function memory(initial: Record<string, string> = {}) {
+  const items = new Map(Object.entries(initial));
+  return {
+    items,
+    getItem: (key: string) => items.get(key) ?? null,
+    setItem: (key: string, value: string) => void items.set(key, value),
+    removeItem: (key: string) => void items.delete(key),
+  };
+}
+
+describe('the open conversation', () => {
+  it('is remembered, read back and forgotten', () => {
+    const storage = memory();
+    expect(openConversation(storage)).toBeNull();
+    rememberConversation(storage, 12);
+    expect(storage.items.get(OPEN_CONVERSATION_KEY)).toBe('12');
+    expect(openConversation(storage)).toBe(12);
+    rememberConversation(storage, null);
+    expect(storage.items.has(OPEN_CONVERSATION_KEY)).toBe(false);
+    expect(openConversation(storage)).toBeNull();
+  });
+
+  it('ignores what is not an id, and storage that refuses', () => {
+    for (const value of ['', 'abc', '0', '-3', '1.5']) {
+      expect(openConversation(memory({ [OPEN_CONVERSATION_KEY]: value }))).toBeNull();
+    }
+    const refusing = {
+      getItem: () => {
+        throw new Error('denied');
+      },
+      setItem: () => {
+        throw new Error('denied');
+      },
+      removeItem: () => {
+        throw new Error('denied');
+      },
+    };
+    expect(openConversation(refusing)).toBeNull();
+    expect(() => rememberConversation(refusing, 3)).not.toThrow();
+    expect(openConversation(undefined)).toBeNull();
+  });
+});

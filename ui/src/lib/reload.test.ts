@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { contextReload, treeName } from './reload';
+import type { Info } from './api/types';
+
+const MC_SIM_PATHS = [
+  [0], [0, 0], [1], [0, 1], [2], [0, 0, 0], [1, 0], [0, 2], [3], [0, 3], [4], [0, 4], [2, 0], [0, 5], [0, 0, 1], [5],
+  [0, 6], [6], [0, 7], [0, 1, 0], [1, 1], [7], [0, 8], [0, 0, 2], [3, 0], [0, 9], [8], [9], [1, 0, 0], [0, 2, 0],
+  [1, 2], [0, 0, 3], [4, 0], [2, 1], [0, 0, 4], [0, 0, 5], [0, 0, 0, 0], [0, 1, 1], [0, 0, 6], [0, 3, 0], [5, 0],
+  [1, 3], [0, 0, 7], [0, 0, 8], [0, 0, 9], [6, 0], [0, 4, 0], [1, 4], [7, 0], [0, 1, 2], [2, 0, 0], [3, 1], [2, 2],
+  [8, 0], [0, 5, 0], [1, 5], [1, 0, 1], [0, 2, 1], [9, 0], [0, 6, 0], [0, 0, 0, 1], [1, 6], [0, 7, 0],
+];
+
+function loaded(origin: 'given' | 'stored' | 'tuned' | null, tree: number[][] | null): Info {
+  return {
+    model: { path: '/m.gguf', n_ctx: 1024, medusa_plan: origin ? { origin } : null },
+    heads_path: '/h.medusa.gguf',
+    tree,
+  } as unknown as Info;
+}
+
+describe('treeName', () => {
+  it('names chains and the Medusa paper tree, in any order of paths', () => {
+    expect(treeName([[0], [0, 0], [0, 0, 0]])).toBe('chain-3');
+    expect(treeName([[0]])).toBe('chain-1');
+    expect(treeName(MC_SIM_PATHS)).toBe('mc_sim_7b_63');
+    expect(treeName([...MC_SIM_PATHS].reverse())).toBe('mc_sim_7b_63');
+    expect(treeName(MC_SIM_PATHS.slice(1))).toBeNull();
+    expect(treeName([[0], [1]])).toBeNull();
+    expect(treeName([[0], [0, 1]])).toBeNull();
+  });
+});
+
+describe('contextReload', () => {
+  it('reloads the same model and heads with the new context size', () => {
+    expect(contextReload(loaded('stored', [[0], [1]]), 2048)).toEqual({
+      model: '/m.gguf',
+      heads: '/h.medusa.gguf',
+      tree: null,
+      ctx_size: 2048,
+    });
+    expect(contextReload(loaded('tuned', [[0]]), 4096, 'chain-4')?.tree).toBeNull();
+    expect(contextReload(loaded(null, null), 512)?.tree).toBeNull();
+  });
+
+  it('keeps a tree the model was given, by name', () => {
+    expect(contextReload(loaded('given', [[0], [0, 0]]), 2048)?.tree).toBe('chain-2');
+    expect(contextReload(loaded('given', MC_SIM_PATHS), 2048)?.tree).toBe('mc_sim_7b_63');
+    expect(contextReload(loaded('given', [[0], [1]]), 2048, '/trees/wide.json')?.tree).toBe('/trees/wide.json');
+    expect(contextReload(loaded('given', [[0], [1]]), 2048)?.tree).toBeNull();
+  });
+
+  it('has nothing to reload without a model', () => {
+    expect(contextReload({ model: null } as unknown as Info, 2048)).toBeNull();
+  });
+});

@@ -1,0 +1,40 @@
+// Reloading the model in use with another context size: the same model, heads and tree.
+
+import type { TreeSpec } from './api/contract';
+import type { Info, LoadModelRequest } from './api/types';
+
+/** The Medusa paper's tree (`mc_sim_7b_63`), as the engine defines it. */
+const MC_SIM_7B_63 =
+  '[0] [0,0] [1] [0,1] [2] [0,0,0] [1,0] [0,2] [3] [0,3] [4] [0,4] [2,0] [0,5] [0,0,1] [5] [0,6] [6] [0,7] ' +
+  '[0,1,0] [1,1] [7] [0,8] [0,0,2] [3,0] [0,9] [8] [9] [1,0,0] [0,2,0] [1,2] [0,0,3] [4,0] [2,1] [0,0,4] ' +
+  '[0,0,5] [0,0,0,0] [0,1,1] [0,0,6] [0,3,0] [5,0] [1,3] [0,0,7] [0,0,8] [0,0,9] [6,0] [0,4,0] [1,4] [7,0] ' +
+  '[0,1,2] [2,0,0] [3,1] [2,2] [8,0] [0,5,0] [1,5] [1,0,1] [0,2,1] [9,0] [0,6,0] [0,0,0,1] [1,6] [0,7,0]';
+
+/** The paths of `tree` in one order, to compare trees whatever order they were listed in. */
+function canonical(paths: number[][]): string {
+  return paths
+    .map((p) => JSON.stringify(p))
+    .sort()
+    .join(' ');
+}
+
+const MC_SIM_CANONICAL = canonical(MC_SIM_7B_63.split(' ').map((p) => JSON.parse(p)));
+
+/** The name a load request can give `tree` by (`chain-N`, `mc_sim_7b_63`), if it has one. */
+export function treeName(tree: TreeSpec): string | null {
+  const chain = tree.length >= 1 && tree.length <= 8 && tree.every((p, i) => p.length === i + 1 && p.every((r) => r === 0));
+  if (chain) return `chain-${tree.length}`;
+  return canonical(tree) === MC_SIM_CANONICAL ? 'mc_sim_7b_63' : null;
+}
+
+/**
+ * What reloads the model in use with `ctxSize` context cells per request: its model and heads,
+ * and the tree it was given, by name, or else `givenTree` (what the page last loaded it with).
+ * A tree sized or stored with the heads needs no name: the load settles on it again.
+ */
+export function contextReload(info: Info, ctxSize: number, givenTree: string | null = null): LoadModelRequest | null {
+  const model = info.model;
+  if (!model) return null;
+  const given = model.medusa_plan?.origin === 'given' && info.tree ? (treeName(info.tree) ?? givenTree) : null;
+  return { model: model.path, heads: info.heads_path, tree: given, ctx_size: ctxSize };
+}
