@@ -13,6 +13,14 @@ fn message(role: &str, content: &str) -> MessageRecord {
     }
 }
 
+async fn new_conversation(store: &Store) -> i64 {
+    store
+        .create_conversation(&ConversationPatch::default())
+        .await
+        .expect("conversation created")
+        .id
+}
+
 /// Starts a run answering `messages` in `conversation`.
 async fn answer(
     store: &Store,
@@ -142,11 +150,7 @@ async fn a_conversation_follows_its_runs_turn_by_turn() {
 #[tokio::test]
 async fn a_failed_run_leaves_no_empty_answer_behind() {
     let (_dir, store) = temp_store().await;
-    let id = store
-        .create_conversation(&ConversationPatch::default())
-        .await
-        .unwrap()
-        .id;
+    let id = new_conversation(&store).await;
     let run = answer(&store, id, &[message("user", "Hi")], false).await;
     store.fail_run(run, "engine stopped").await.unwrap();
     let conversation = store.get_conversation(id).await.unwrap();
@@ -159,11 +163,7 @@ async fn a_failed_run_leaves_no_empty_answer_behind() {
 #[tokio::test]
 async fn bad_turns_are_refused_and_write_nothing() {
     let (_dir, store) = temp_store().await;
-    let id = store
-        .create_conversation(&ConversationPatch::default())
-        .await
-        .unwrap()
-        .id;
+    let id = new_conversation(&store).await;
     let missing = answer_result(&store, 999, &[message("user", "Hi")], false).await;
     assert!(matches!(
         missing,
@@ -222,11 +222,7 @@ async fn search_finds_titles_and_messages_by_word_prefix() {
         ),
         ("100% sure?", "Quite."),
     ] {
-        let id = store
-            .create_conversation(&ConversationPatch::default())
-            .await
-            .unwrap()
-            .id;
+        let id = new_conversation(&store).await;
         let run = answer(&store, id, &[message("user", prompt)], false).await;
         store
             .finish_run(run, &outcome(reply, 10.0, 0))
@@ -333,11 +329,7 @@ async fn rename_and_delete() {
 #[tokio::test]
 async fn an_answer_cut_by_a_crash_keeps_its_output_after_reopening() {
     let (dir, store) = temp_store().await;
-    let id = store
-        .create_conversation(&ConversationPatch::default())
-        .await
-        .unwrap()
-        .id;
+    let id = new_conversation(&store).await;
     let run = answer(&store, id, &[message("user", "Count")], false).await;
     store.save_partial_output(run, "1, 2, 3", 5).await.unwrap();
     store.close().await;
