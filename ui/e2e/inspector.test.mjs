@@ -51,8 +51,17 @@ async function shoot(name) {
   await page.setViewportSize(size);
 }
 
+/** Chats sample at the model's defaults; greedy answers are what the zero heads guess right. */
+async function greedy() {
+  await page.getByTestId('chat-sampling-toggle').click();
+  const button = page.getByTestId('view-chat').getByTestId('sampling-greedy');
+  if (await button.isEnabled()) await button.click();
+  await page.getByTestId('chat-sampling-toggle').click();
+}
+
 test('a tinted token opens its step’s drafted tree; the arrow keys move between steps', async () => {
   await openTab('chat');
+  await greedy();
   await page.getByTestId('chat-mode').selectOption('medusa');
   await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
   const input = page.getByTestId('chat-input');
