@@ -48,6 +48,10 @@ async function openTab(name) {
 
 test('chat streams an answer and shows its stats', async () => {
   await openTab('chat');
+  // Greedy for the chats of this file: their answers (long enough to stop, say) then repeat.
+  await page.getByTestId('chat-sampling-toggle').click();
+  await page.getByTestId('view-chat').getByTestId('sampling-greedy').click();
+  await page.getByTestId('chat-sampling-toggle').click();
   await page.getByTestId('chat-mode').selectOption('medusa');
   const input = page.getByTestId('chat-input');
   await input.fill('What is the capital of France?');
