@@ -75,15 +75,15 @@ impl BenchArgs {
 
 /// Sums over the runs of one mode.
 #[derive(Debug, Default, Clone)]
-struct Totals {
-    tokens: usize,
-    ms: f64,
+pub struct Totals {
+    pub tokens: usize,
+    pub ms: f64,
     ttft_ms: f64,
-    runs: usize,
+    pub runs: usize,
     steps: usize,
     /// Per depth: (accepted, steps that reached it), rebuilt from each run's rates.
     depth_counts: Vec<(f64, f64)>,
-    identical_to_normal: usize,
+    pub identical_to_normal: usize,
     /// Per round: (tokens, ms) over that round's prompts.
     rounds: Vec<(usize, f64)>,
 }
@@ -96,13 +96,18 @@ impl Totals {
         self.runs += 1;
     }
 
-    fn add_run(&mut self, round: usize, run: &RunSummary) {
-        self.add(run.tokens_generated, run.total_ms, run.ttft_ms);
+    /// One run's tokens and times, counted in all and in its round.
+    pub fn add_in_round(&mut self, round: usize, tokens: usize, ms: f64, ttft_ms: f64) {
+        self.add(tokens, ms, ttft_ms);
         if self.rounds.len() <= round {
             self.rounds.resize(round + 1, (0, 0.0));
         }
-        self.rounds[round].0 += run.tokens_generated;
-        self.rounds[round].1 += run.total_ms;
+        self.rounds[round].0 += tokens;
+        self.rounds[round].1 += ms;
+    }
+
+    fn add_run(&mut self, round: usize, run: &RunSummary) {
+        self.add_in_round(round, run.tokens_generated, run.total_ms, run.ttft_ms);
         self.steps += run.steps;
         if self.depth_counts.len() < run.acceptance_by_depth.len() {
             self.depth_counts
@@ -115,7 +120,7 @@ impl Totals {
         }
     }
 
-    fn tokens_per_second(&self) -> f64 {
+    pub fn tokens_per_second(&self) -> f64 {
         if self.ms > 0.0 {
             self.tokens as f64 * 1000.0 / self.ms
         } else {
@@ -123,14 +128,14 @@ impl Totals {
         }
     }
 
-    fn round_tokens_per_second(&self) -> Vec<f64> {
+    pub fn round_tokens_per_second(&self) -> Vec<f64> {
         self.rounds
             .iter()
             .map(|&(tokens, ms)| tokens as f64 * 1000.0 / ms.max(1e-9))
             .collect()
     }
 
-    fn mean_ttft_ms(&self) -> f64 {
+    pub fn mean_ttft_ms(&self) -> f64 {
         self.ttft_ms / self.runs.max(1) as f64
     }
 }

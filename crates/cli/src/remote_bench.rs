@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use store::Spread;
 
-use crate::bench::{load_prompts, modes_with_normal_first, round_speedup, BenchArgs};
+use crate::bench::{load_prompts, modes_with_normal_first, round_speedup, BenchArgs, Totals};
 
 /// Longest a request may take; a server that stops answering is an error, not a hang.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
@@ -29,52 +29,29 @@ struct RemoteRun {
     accepted: Option<usize>,
 }
 
+/// A mode's totals, with the drafts the server's timings reported (when it sent any).
 #[derive(Debug, Clone, Default)]
 struct ModeTotals {
-    tokens: usize,
-    ms: f64,
-    ttft_ms: f64,
-    runs: usize,
+    totals: Totals,
     drafted: Option<usize>,
     accepted: Option<usize>,
-    identical_to_normal: usize,
-    /// Per round: (tokens, ms).
-    rounds: Vec<(usize, f64)>,
 }
 
 impl ModeTotals {
     fn add(&mut self, round: usize, run: &RemoteRun) {
-        self.tokens += run.tokens;
-        self.ms += run.total_ms;
-        self.ttft_ms += run.ttft_ms;
-        self.runs += 1;
+        self.totals
+            .add_in_round(round, run.tokens, run.total_ms, run.ttft_ms);
         if let (Some(drafted), Some(accepted)) = (run.drafted, run.accepted) {
             *self.drafted.get_or_insert(0) += drafted;
             *self.accepted.get_or_insert(0) += accepted;
         }
-        if self.rounds.len() <= round {
-            self.rounds.resize(round + 1, (0, 0.0));
-        }
-        self.rounds[round].0 += run.tokens;
-        self.rounds[round].1 += run.total_ms;
-    }
-
-    fn tokens_per_second(&self) -> f64 {
-        self.tokens as f64 * 1000.0 / self.ms.max(1e-9)
-    }
-
-    fn round_tokens_per_second(&self) -> Vec<f64> {
-        self.rounds
-            .iter()
-            .map(|&(tokens, ms)| tokens as f64 * 1000.0 / ms.max(1e-9))
-            .collect()
     }
 
     /// Tokens per step: every step yields the model's own token plus the drafts it accepted.
     fn mean_accepted(&self) -> Option<f64> {
         let accepted = self.accepted?;
-        let steps = self.tokens.saturating_sub(accepted).max(1);
-        Some(self.tokens as f64 / steps as f64)
+        let steps = self.totals.tokens.saturating_sub(accepted).max(1);
+        Some(self.totals.tokens as f64 / steps as f64)
     }
 }
 
@@ -290,7 +267,7 @@ pub fn run(endpoint: &str, args: &BenchArgs) -> anyhow::Result<()> {
             let mut line = format!("[{}/{total_runs}]", round * prompts.len() + i + 1);
             for (m, run) in runs.iter().enumerate() {
                 totals[m].add(round, run);
-                totals[m].identical_to_normal += usize::from(run.text == runs[0].text);
+                totals[m].totals.identical_to_normal += usize::from(run.text == runs[0].text);
                 line.push_str(&format!(
                     " {} {:.1} tok/s",
                     modes[m],
@@ -300,25 +277,28 @@ pub fn run(endpoint: &str, args: &BenchArgs) -> anyhow::Result<()> {
             eprintln!("{line}");
         }
     }
-    let normal = &totals[0];
+    let normal = &totals[0].totals;
     let normal_rounds = normal.round_tokens_per_second();
     let results = modes
         .iter()
         .zip(&totals)
-        .map(|(&mode, t)| RemoteModeResult {
-            mode,
-            tokens_per_second: t.tokens_per_second(),
-            ttft_ms: t.ttft_ms / t.runs.max(1) as f64,
-            tokens_generated: t.tokens,
-            total_ms: t.ms,
-            runs: t.runs,
-            mean_accepted: t.mean_accepted(),
-            draft_tokens: t.drafted,
-            accepted_tokens: t.accepted,
-            speedup_vs_normal: t.tokens_per_second() / normal.tokens_per_second().max(1e-9),
-            round_speedup: round_speedup(&t.round_tokens_per_second(), &normal_rounds),
-            round_tokens_per_second: t.round_tokens_per_second(),
-            outputs_identical_to_normal: t.identical_to_normal,
+        .map(|(&mode, m)| {
+            let t = &m.totals;
+            RemoteModeResult {
+                mode,
+                tokens_per_second: t.tokens_per_second(),
+                ttft_ms: t.mean_ttft_ms(),
+                tokens_generated: t.tokens,
+                total_ms: t.ms,
+                runs: t.runs,
+                mean_accepted: m.mean_accepted(),
+                draft_tokens: m.drafted,
+                accepted_tokens: m.accepted,
+                speedup_vs_normal: t.tokens_per_second() / normal.tokens_per_second().max(1e-9),
+                round_speedup: round_speedup(&t.round_tokens_per_second(), &normal_rounds),
+                round_tokens_per_second: t.round_tokens_per_second(),
+                outputs_identical_to_normal: t.identical_to_normal,
+            }
         })
         .collect();
     let report = RemoteBenchReport {
@@ -377,7 +357,7 @@ mod tests {
         };
         totals.add(0, &run);
         assert_eq!(totals.mean_accepted(), Some(1.5));
-        assert_eq!(totals.round_tokens_per_second(), [120.0]);
+        assert_eq!(totals.totals.round_tokens_per_second(), [120.0]);
         let plain = RemoteRun {
             drafted: None,
             ..run

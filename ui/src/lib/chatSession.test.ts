@@ -3,6 +3,7 @@ import type { Conversation, ConversationMessage, RunRecord } from './api/types';
 import type { Turn } from './chat';
 import { ChatSession, emptyChat, followTurns, FOLLOW_MS, type ChatApi, type ChatState } from './chatSession';
 import { OPEN_CONVERSATION_KEY } from './conversations';
+import { memoryStorage } from './memoryStorage';
 
 function message(id: number, role: 'user' | 'assistant', content: string, run_id: number | null = null, answering = false): ConversationMessage {
   return { id, role, content, run_id, answering, created_at: '2025-03-12T10:00:00Z' };
@@ -10,16 +11,6 @@ function message(id: number, role: 'user' | 'assistant', content: string, run_id
 
 function stored(id: number, messages: ConversationMessage[], system_prompt = ''): Conversation {
   return { id, title: 'T', system_prompt, created_at: '2025-03-12T10:00:00Z', updated_at: '2025-03-12T10:00:00Z', messages };
-}
-
-function memoryStorage(initial: Record<string, string> = {}) {
-  const items = new Map(Object.entries(initial));
-  return {
-    items,
-    getItem: (key: string) => items.get(key) ?? null,
-    setItem: (key: string, value: string) => void items.set(key, value),
-    removeItem: (key: string) => void items.delete(key),
-  };
 }
 
 function notFound() {

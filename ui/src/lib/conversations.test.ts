@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { memoryStorage } from './memoryStorage';
 import { displayTitle, OPEN_CONVERSATION_KEY, openConversation, relativeTime, rememberConversation } from './conversations';
 
 describe('displayTitle', () => {
@@ -42,19 +43,9 @@ describe('relativeTime', () => {
   });
 });
 
-function memory(initial: Record<string, string> = {}) {
-  const items = new Map(Object.entries(initial));
-  return {
-    items,
-    getItem: (key: string) => items.get(key) ?? null,
-    setItem: (key: string, value: string) => void items.set(key, value),
-    removeItem: (key: string) => void items.delete(key),
-  };
-}
-
 describe('the open conversation', () => {
   it('is remembered, read back and forgotten', () => {
-    const storage = memory();
+    const storage = memoryStorage();
     expect(openConversation(storage)).toBeNull();
     rememberConversation(storage, 12);
     expect(storage.items.get(OPEN_CONVERSATION_KEY)).toBe('12');
@@ -66,7 +57,7 @@ describe('the open conversation', () => {
 
   it('ignores what is not an id, and storage that refuses', () => {
     for (const value of ['', 'abc', '0', '-3', '1.5']) {
-      expect(openConversation(memory({ [OPEN_CONVERSATION_KEY]: value }))).toBeNull();
+      expect(openConversation(memoryStorage({ [OPEN_CONVERSATION_KEY]: value }))).toBeNull();
     }
     const refusing = {
       getItem: () => {
