@@ -45,9 +45,10 @@ pub struct GenerateArgs {
 /// How tokens are produced: plainly, or drafted and verified.
 #[derive(Args, Debug, Clone)]
 pub struct SpeculativeArgs {
-    /// normal, medusa or lookup.
-    #[arg(long, default_value = "normal")]
-    pub mode: GenerationMode,
+    /// normal, medusa, lookup or auto (lookup and the heads, each where it pays) (default:
+    /// normal; auto for `chat`).
+    #[arg(long)]
+    pub mode: Option<GenerationMode>,
     /// Most drafted tokens per step (speculative modes, `--tree auto`).
     #[arg(long)]
     pub max_draft: Option<usize>,
@@ -62,10 +63,11 @@ pub struct SpeculativeArgs {
 }
 
 impl SpeculativeArgs {
-    pub fn apply(&self, mut request: GenerateRequest) -> GenerateRequest {
-        request.mode = self.mode;
+    /// `request` in `mode` with these options.
+    pub fn apply(&self, mut request: GenerateRequest, mode: GenerationMode) -> GenerateRequest {
+        request.mode = mode;
         request.max_draft_tokens = self.max_draft;
-        if let (GenerationMode::Lookup, Some(n)) = (self.mode, self.draft_length) {
+        if let (GenerationMode::Lookup, Some(n)) = (mode, self.draft_length) {
             request.draft = DraftPolicy::Length(n);
         }
         if self.typical {
@@ -96,6 +98,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             GenerateRequest::new(prompt, args.max_tokens)
                 .with_sampling(args.sampling.params(&SamplingParams::default()))
                 .with_stop(args.stop.clone()),
+            args.speculative.mode.unwrap_or(GenerationMode::Normal),
         ),
     );
     let plan = engine.info().medusa_plan.as_ref();

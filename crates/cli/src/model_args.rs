@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use engine::{DraftPolicy, Engine, EngineConfig, GenerateRequest, GenerationMode, TreeSpec};
+use engine::{DraftPolicy, Engine, EngineConfig, GenerateRequest, TreeSpec};
 
 /// Which model to load and how to size its context.
 #[derive(Args, Debug, Clone)]
@@ -40,7 +40,8 @@ pub struct ModelArgs {
     /// heads' held-out accuracy (or stored with heads that record none), drafted as far as it
     /// pays. `tuned`, `mc_sim_7b_63`, `chain-N` or a JSON file of paths: that tree, drafted in
     /// full at every step whatever it costs, to watch what the heads guess (`tuned`: the fastest
-    /// tree the tuner found for this machine, even when plain decoding is faster still).
+    /// tree the tuner found for this machine, even when plain decoding is faster still). In auto
+    /// mode a named tree is drafted in full beside lookup's continuation.
     #[arg(long, value_name = "TREE", default_value = "auto")]
     pub tree: String,
 }
@@ -101,9 +102,10 @@ impl ModelArgs {
         }
     }
 
-    /// `request` with [`ModelArgs::default_draft`] where it is a Medusa request drafting `auto`.
+    /// `request` with [`ModelArgs::default_draft`] where it is a Medusa or auto request drafting
+    /// `auto`.
     pub fn with_default_draft(&self, mut request: GenerateRequest) -> GenerateRequest {
-        if request.mode == GenerationMode::Medusa && request.draft == DraftPolicy::Auto {
+        if request.mode.drafts_trees() && request.draft == DraftPolicy::Auto {
             request.draft = self.default_draft();
         }
         request

@@ -223,7 +223,7 @@ fn extra_fields(
         extra.insert("mode".into(), mode.as_str().into());
     }
     match mode {
-        GenerationMode::Medusa if args.model.tree.trim() != "auto" => {
+        mode if mode.drafts_trees() && args.model.tree.trim() != "auto" => {
             extra.insert("tree".into(), args.model.tree.trim().into());
         }
         GenerationMode::Lookup => {

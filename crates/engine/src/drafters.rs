@@ -20,17 +20,38 @@ pub(crate) struct MedusaSetup {
     pub(crate) plan: MedusaPlan,
 }
 
-/// A request's drafter and where its draft budget starts.
+impl MedusaSetup {
+    /// The tree auto mode cuts its Medusa drafts from: the plan's, else the fastest the tuner
+    /// found even though plain decoding beat it (the budget drafts only what pays in a run),
+    /// else the heads' stored one.
+    fn auto_tree(&self) -> TreeSpec {
+        self.plan
+            .tree
+            .clone()
+            .or_else(|| self.plan.tuned_tree.clone())
+            .unwrap_or_else(|| self.heads.info().default_tree.clone())
+    }
+
+    /// Where the heads' acceptance starts before any request has drafted with them: the first
+    /// head's held-out top-1 accuracy, when the heads record it. Without it the budget would
+    /// explore heads that the tuner already found do not pay here.
+    fn heldout_prior(&self) -> Option<AcceptanceStats> {
+        let training = self.heads.info().training.as_ref()?;
+        let top1 = *training.heldout_top1.first()?;
+        Some(AcceptanceStats::with_rate(top1, PRIOR_WEIGHT))
+    }
+}
+
+/// A request's drafters, each with where its draft budget starts.
 pub(crate) struct DraftSetup {
-    /// `None` decodes plainly.
-    pub(crate) drafter: Option<Box<dyn Drafter>>,
+    /// Each drafter and what earlier requests learnt about it, when that carries over. Empty
+    /// decodes plainly; several have their proposals merged into one tree.
+    pub(crate) drafters: Vec<(Box<dyn Drafter>, AcceptanceStats)>,
     /// Most tokens drafted per step.
     pub(crate) max_draft: usize,
-    /// Draft `max_draft` tokens at every step whatever they cost, instead of what the budget
-    /// expects to pay.
+    /// Draft all they have at every step whatever it costs, instead of what the budget expects
+    /// to pay.
     pub(crate) fixed: bool,
-    /// What earlier requests learnt about this drafter, when that carries over.
-    pub(crate) prior: AcceptanceStats,
 }
 
 pub(crate) struct Drafters {
@@ -52,50 +73,83 @@ impl Drafters {
         self.medusa.as_ref().map(|m| m.heads.as_ref())
     }
 
-    /// The drafter for a request that is being admitted.
+    /// The drafters for a request that is being admitted.
     pub(crate) fn for_request(&self, request: &GenerateRequest) -> DraftSetup {
-        let lookup = || Some(Box::new(LookupDrafter::default()) as Box<dyn Drafter>);
+        let lookup = || Box::new(LookupDrafter::default()) as Box<dyn Drafter>;
         let medusa = |setup: &MedusaSetup, tree: &TreeSpec| {
-            Some(
-                Box::new(MedusaDrafter::new(setup.heads.clone(), tree.clone())) as Box<dyn Drafter>,
-            )
+            Box::new(MedusaDrafter::new(setup.heads.clone(), tree.clone())) as Box<dyn Drafter>
         };
-        // `Engine::validate` refuses Medusa mode without heads, and trees deeper than the heads.
-        let (drafter, default_max_draft, fixed) = match (request.mode, &request.draft, &self.medusa)
-        {
-            (GenerationMode::Normal, _, _) | (GenerationMode::Medusa, _, None) => (None, 0, false),
-            (GenerationMode::Lookup, DraftPolicy::Length(n), _) => (lookup(), *n, true),
-            (GenerationMode::Lookup, _, _) => (lookup(), DEFAULT_MAX_DRAFT_TOKENS, false),
-            (GenerationMode::Medusa, DraftPolicy::Tree(tree), Some(setup)) => {
-                (medusa(setup, tree), tree.len(), true)
-            }
-            // The plan's tree; one given at load is drafted in full.
-            (GenerationMode::Medusa, _, Some(setup)) => match &setup.plan.tree {
-                Some(tree) => (
-                    medusa(setup, tree),
-                    setup.plan.default_max_draft(DEFAULT_MAX_DRAFT_TOKENS),
-                    setup.plan.origin == TreeOrigin::Given,
+        // `Engine::validate` refuses Medusa mode without heads, trees deeper than the heads,
+        // and trees or lengths in modes that do not draft them.
+        let (drafters, default_max_draft, fixed) =
+            match (request.mode, &request.draft, &self.medusa) {
+                (GenerationMode::Normal, _, _) | (GenerationMode::Medusa, _, None) => {
+                    (vec![], 0, false)
+                }
+                (GenerationMode::Lookup, DraftPolicy::Length(n), _) => (vec![lookup()], *n, true),
+                (GenerationMode::Lookup, _, _) => (vec![lookup()], DEFAULT_MAX_DRAFT_TOKENS, false),
+                (GenerationMode::Medusa, DraftPolicy::Tree(tree), Some(setup)) => {
+                    (vec![medusa(setup, tree)], tree.len(), true)
+                }
+                // The plan's tree; one given at load is drafted in full.
+                (GenerationMode::Medusa, _, Some(setup)) => match &setup.plan.tree {
+                    Some(tree) => (
+                        vec![medusa(setup, tree)],
+                        setup.plan.default_max_draft(DEFAULT_MAX_DRAFT_TOKENS),
+                        setup.plan.origin == TreeOrigin::Given,
+                    ),
+                    // No tree pays on this machine: Medusa mode decodes plainly.
+                    None => (vec![], 0, false),
+                },
+                // A named tree beside lookup's whole continuation, both in full at every step.
+                (GenerationMode::Auto, DraftPolicy::Tree(tree), Some(setup)) => (
+                    vec![lookup(), medusa(setup, tree)],
+                    tree.len() + DEFAULT_MAX_DRAFT_TOKENS,
+                    true,
                 ),
-                // No tree pays on this machine: Medusa mode decodes plainly.
-                None => (None, 0, false),
-            },
-        };
-        let prior = drafter
-            .as_deref()
-            .filter(|d| d.acceptance_carries_over())
-            .and_then(|d| self.learnt.get(d.name()))
-            .map(|learnt| learnt.as_prior(PRIOR_WEIGHT))
-            .unwrap_or_default();
+                // Lookup first: its guesses cost nothing to make, and the budget weighs how much of
+                // the heads' tree to add where lookup would miss.
+                (GenerationMode::Auto, _, Some(setup)) => {
+                    let tree = setup.auto_tree();
+                    let max_draft = tree.len().max(DEFAULT_MAX_DRAFT_TOKENS);
+                    (vec![lookup(), medusa(setup, &tree)], max_draft, false)
+                }
+                (GenerationMode::Auto, _, None) => {
+                    (vec![lookup()], DEFAULT_MAX_DRAFT_TOKENS, false)
+                }
+            };
         let max_draft = if fixed {
             default_max_draft
         } else {
             request.max_draft_tokens.unwrap_or(default_max_draft)
         };
         DraftSetup {
+            drafters: drafters
+                .into_iter()
+                .map(|drafter| {
+                    let prior = self.prior(drafter.as_ref());
+                    (drafter, prior)
+                })
+                .collect(),
             max_draft: max_draft.min(MAX_DRAFT_TOKENS),
             fixed,
-            drafter,
-            prior,
+        }
+    }
+
+    /// What earlier requests learnt about this drafter, when that carries over; for heads no
+    /// request has drafted with yet, their held-out accuracy.
+    fn prior(&self, drafter: &dyn Drafter) -> AcceptanceStats {
+        if !drafter.acceptance_carries_over() {
+            return AcceptanceStats::default();
+        }
+        match self.learnt.get(drafter.name()) {
+            Some(learnt) => learnt.as_prior(PRIOR_WEIGHT),
+            None => self
+                .medusa
+                .as_ref()
+                .filter(|_| drafter.name() == "medusa")
+                .and_then(MedusaSetup::heldout_prior)
+                .unwrap_or_default(),
         }
     }
 

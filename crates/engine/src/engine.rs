@@ -92,7 +92,10 @@ impl Engine {
     /// Medusa mode, hidden states). Only a [`ValidRequest`] can be queued.
     pub fn validate(&self, mut request: GenerateRequest) -> Result<ValidRequest, EngineError> {
         request.validate()?;
-        if request.mode == GenerationMode::Medusa {
+        // Auto mode drafts with lookup alone without heads, unless it names a tree.
+        let needs_heads = request.mode == GenerationMode::Medusa
+            || (request.mode == GenerationMode::Auto && request.draft != DraftPolicy::Auto);
+        if needs_heads {
             let heads = self.info.heads.as_ref().ok_or(EngineError::NoMedusaHeads)?;
             if request.draft == DraftPolicy::Tuned {
                 request.draft = DraftPolicy::Tree(self.tuned_tree()?);

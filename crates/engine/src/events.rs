@@ -135,6 +135,10 @@ pub struct DraftNode {
     pub source: TokenSource,
     /// Rank among its proposer's guesses: 0 is a head's top-1; for lookup, which earlier match.
     pub rank: usize,
+    /// A second drafter that guessed the same token here (auto mode merges their trees).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub also_proposed_by: Option<TokenSource>,
     pub accepted: bool,
 }
 

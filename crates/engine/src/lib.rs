@@ -8,6 +8,7 @@ mod config;
 pub mod cost_cache;
 mod diagnostics;
 mod drafters;
+mod drafting;
 mod engine;
 mod error;
 mod events;

@@ -37,16 +37,25 @@ pub enum GenerationMode {
     Medusa,
     /// Earlier text that matches the latest tokens is drafted and verified.
     Lookup,
+    /// Lookup and the Medusa heads (when loaded) both draft, as far as each is expected to pay
+    /// at that step; their guesses are merged into one tree verified in one decode.
+    Auto,
 }
 
 impl GenerationMode {
-    pub const ALL: [GenerationMode; 3] = [Self::Normal, Self::Medusa, Self::Lookup];
+    pub const ALL: [GenerationMode; 4] = [Self::Normal, Self::Medusa, Self::Lookup, Self::Auto];
+
+    /// Whether a Medusa tree (`tree`) shapes this mode's drafts.
+    pub fn drafts_trees(self) -> bool {
+        matches!(self, Self::Medusa | Self::Auto)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Normal => "normal",
             Self::Medusa => "medusa",
             Self::Lookup => "lookup",
+            Self::Auto => "auto",
         }
     }
 }
@@ -67,7 +76,7 @@ impl std::str::FromStr for GenerationMode {
             .ok_or_else(|| {
                 invalid(
                     "mode",
-                    format!("unknown mode '{s}'; use normal, medusa or lookup"),
+                    format!("unknown mode '{s}'; use normal, medusa, lookup or auto"),
                 )
             })
     }
@@ -251,10 +260,11 @@ pub enum DraftPolicy {
     /// the measured cost of decoding them, so a CPU often drafts little or nothing.
     #[default]
     Auto,
-    /// Medusa mode: this whole tree at every step, whatever it costs.
+    /// Medusa mode: this whole tree at every step, whatever it costs. Auto mode: this tree and
+    /// lookup's whole continuation, merged, at every step.
     Tree(TreeSpec),
-    /// Medusa mode: the fastest tree the tuner found for this machine, drafted in full at every
-    /// step; the engine makes it a `Tree` when it accepts the request.
+    /// Medusa and auto modes: the fastest tree the tuner found for this machine, drafted as
+    /// `Tree` is; the engine makes it a `Tree` when it accepts the request.
     Tuned,
     /// Lookup mode: this many tokens at every step that finds a match, whatever they cost.
     Length(usize),
@@ -263,9 +273,15 @@ pub enum DraftPolicy {
 impl DraftPolicy {
     fn validate(&self, mode: GenerationMode) -> Result<(), EngineError> {
         match (self, mode) {
-            (Self::Auto, _) | (Self::Tuned, GenerationMode::Medusa) => Ok(()),
-            (Self::Tree(tree), GenerationMode::Medusa) if tree.len() <= MAX_DRAFT_TOKENS => Ok(()),
-            (Self::Tree(tree), GenerationMode::Medusa) => Err(invalid(
+            (Self::Auto, _) | (Self::Tuned, GenerationMode::Medusa | GenerationMode::Auto) => {
+                Ok(())
+            }
+            (Self::Tree(tree), GenerationMode::Medusa | GenerationMode::Auto)
+                if tree.len() <= MAX_DRAFT_TOKENS =>
+            {
+                Ok(())
+            }
+            (Self::Tree(tree), GenerationMode::Medusa | GenerationMode::Auto) => Err(invalid(
                 "tree",
                 format!(
                     "has {} nodes; at most {MAX_DRAFT_TOKENS} are drafted per step",
@@ -281,7 +297,7 @@ impl DraftPolicy {
             )),
             (Self::Tree(_) | Self::Tuned, mode) => Err(invalid(
                 "tree",
-                format!("a tree is drafted in medusa mode, not in {mode} mode"),
+                format!("a tree is drafted in medusa and auto modes, not in {mode} mode"),
             )),
             (Self::Length(_), mode) => Err(invalid(
                 "draft_length",
@@ -444,9 +460,10 @@ mod tests {
             "Lookup".parse::<GenerationMode>(),
             Ok(GenerationMode::Lookup)
         );
+        assert_eq!(" auto".parse::<GenerationMode>(), Ok(GenerationMode::Auto));
         let err = "fast".parse::<GenerationMode>().unwrap_err();
         assert!(
-            err.to_string().contains("normal, medusa or lookup"),
+            err.to_string().contains("normal, medusa, lookup or auto"),
             "{err}"
         );
     }

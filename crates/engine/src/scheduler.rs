@@ -15,6 +15,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use crate::clock::ms_since;
 use crate::diagnostics::Diagnostic;
 use crate::drafters::Drafters;
+use crate::drafting::no_room;
 use crate::error::EngineError;
 use crate::events::GenerationEvent;
 use crate::llama_runtime::{random_seed, LlamaRuntime};
@@ -23,7 +24,7 @@ use crate::prompt::RenderedPrompt;
 use crate::prompt_cache::PromptCache;
 use crate::request::{Prompt, ValidRequest};
 use crate::sampler::TokenId;
-use crate::sequence::{no_room, NewSequence, Sequence, StepPlan};
+use crate::sequence::{NewSequence, Sequence, StepPlan};
 use crate::speculative::tree::DraftTree;
 
 pub(crate) enum Command {
@@ -254,7 +255,7 @@ impl<'m> Scheduler<'m> {
             .runtime
             .prompt_tokens(&request.prompt, request.continue_final_message)?;
         // Measuring decode costs clears the KV cache, so it only happens with nothing running.
-        if draft.drafter.is_some() && self.runtime.cost_model().is_none() && self.active() == 0 {
+        if !draft.drafters.is_empty() && self.runtime.cost_model().is_none() && self.active() == 0 {
             self.drop_prompt_cache();
             self.runtime.ensure_cost_model()?;
         }
@@ -489,7 +490,7 @@ impl<'m> Scheduler<'m> {
                 if let Some(sequence) = self.slots[slot].take() {
                     self.keep_cells(&sequence);
                     let _ = self.runtime.forget(sequence.id);
-                    if let Some((drafter, learnt)) = sequence.learnt() {
+                    for (drafter, learnt) in sequence.learnt() {
                         self.drafters.absorb(drafter, &learnt);
                     }
                     sequence.finish();

@@ -9,18 +9,17 @@ use llama_cpp_2::token::LlamaToken;
 
 use crate::clock::ms_since;
 use crate::drafters::DraftSetup;
+use crate::drafting::{Draft, Drafting};
 use crate::error::EngineError;
 use crate::events::{
-    tokens_per_second, DraftNode, DraftSkip, DraftSkipReason, GenerationEvent, RunSummary,
-    StepEvent, StepToken, StepTree, StopReason,
+    tokens_per_second, DraftNode, DraftSkip, GenerationEvent, RunSummary, StepEvent, StepToken,
+    StepTree, StopReason,
 };
 use crate::llama_runtime::LlamaRuntime;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
 use crate::sampler::{Sampler, TokenId};
-use crate::speculative::budget::{
-    choose_draft_len_in_batch, shortest_draft, AcceptanceStats, CostModel, ShortestDraft,
-};
+use crate::speculative::budget::{AcceptanceStats, CostModel};
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
 use crate::speculative::verify::{verify, Verdict};
@@ -38,13 +37,9 @@ pub(crate) struct Sequence<'m> {
     sampler: Sampler,
     seed: u64,
     pub(crate) out: OutputSink<'m>,
-    drafter: Option<Box<dyn Drafter>>,
-    acceptance: AcceptanceStats,
-    acceptance_start: AcceptanceStats,
+    /// `None` decodes plainly.
+    drafting: Option<Drafting>,
     stats: StepStats,
-    max_draft: usize,
-    /// Draft `max_draft` at every step, whatever it costs.
-    fixed_draft: bool,
     /// Final hidden state where the last sampled logits came from (Medusa's input).
     hidden: Vec<f32>,
     /// Every hidden state behind an emitted token, when the request asked for them.
@@ -71,31 +66,6 @@ pub(crate) struct StepPlan {
     /// Why nothing was drafted.
     pub(crate) skip: Option<DraftSkip>,
     pub(crate) started: Instant,
-}
-
-/// A drafter's proposal for one step.
-#[derive(Default)]
-pub(crate) struct Draft {
-    pub(crate) tree: DraftTree,
-    pub(crate) draft_ms: f64,
-    pub(crate) skip: Option<DraftSkip>,
-}
-
-pub(crate) fn no_room() -> DraftSkip {
-    DraftSkip::new(
-        DraftSkipReason::NoRoom,
-        "no room to draft: the context is full, the run is at its last token, or the batch and its sequences are taken",
-    )
-}
-
-fn not_worth_it(shortest: ShortestDraft) -> DraftSkip {
-    DraftSkip::new(
-        DraftSkipReason::NotWorthIt,
-        format!(
-            "auto drafting found nothing that pays here: one drafted token was expected to yield {:.2} tokens in {:.1} ms, against 1 token in {:.1} ms without drafting",
-            shortest.expected_tokens, shortest.step_ms, shortest.plain_ms
-        ),
-    )
 }
 
 pub(crate) struct NewSequence<'m> {
@@ -125,12 +95,8 @@ impl<'m> Sequence<'m> {
             pos: 0,
             seed: new.seed,
             out: new.out,
-            drafter: new.draft.drafter,
-            acceptance_start: new.draft.prior.clone(),
-            acceptance: new.draft.prior,
+            drafting: Drafting::new(new.draft),
             stats: StepStats::default(),
-            max_draft: new.draft.max_draft,
-            fixed_draft: new.draft.fixed,
             hidden: Vec::new(),
             recorded: Vec::new(),
             recorded_width: 0,
@@ -160,10 +126,6 @@ impl<'m> Sequence<'m> {
 
     pub(crate) fn prefill_done(&self) -> bool {
         self.prefilled == self.prompt.len()
-    }
-
-    pub(crate) fn is_speculative(&self) -> bool {
-        self.drafter.is_some()
     }
 
     /// Stops the run when the caller cancelled or went away.
@@ -201,62 +163,19 @@ impl<'m> Sequence<'m> {
         batch_tokens: usize,
         max_nodes: usize,
     ) -> Draft {
-        let Some(drafter) = self.drafter.as_deref_mut() else {
+        let Some(drafting) = self.drafting.as_mut() else {
             return Draft::default();
         };
-        let started = Instant::now();
-        let limit = max_nodes.min(self.max_draft);
-        let (budget, skip) = match cost {
-            _ if limit == 0 => (0, Some(no_room())),
-            // The user asked to see the whole draft, whatever it costs here.
-            _ if self.fixed_draft => (limit, None),
-            Some(cost) => {
-                let budget = choose_draft_len_in_batch(cost, &self.acceptance, limit, batch_tokens);
-                let skip = (budget == 0)
-                    .then(|| not_worth_it(shortest_draft(cost, &self.acceptance, batch_tokens)));
-                (budget, skip)
-            }
-            // Costs not measured yet: decode plainly rather than guess.
-            None => (
-                0,
-                Some(DraftSkip::new(
-                    DraftSkipReason::CostsUnknown,
-                    "auto drafting waits for this machine's decode costs to be measured",
-                )),
-            ),
+        let input = DraftInput {
+            history: &self.out.history,
+            hidden_state: (!self.hidden.is_empty()).then_some(&self.hidden[..]),
         };
-        let mut tree = if budget == 0 {
-            DraftTree::default()
-        } else {
-            let input = DraftInput {
-                history: &self.out.history,
-                hidden_state: (!self.hidden.is_empty()).then_some(&self.hidden[..]),
-            };
-            drafter.draft(&input, budget)
-        };
-        tree.truncate(budget);
-        let draft_ms = ms_since(started);
-        let skip = match skip {
-            None if tree.is_empty() => Some(DraftSkip::new(
-                DraftSkipReason::NoCandidates,
-                format!("the {} drafter had no guess", drafter.name()),
-            )),
-            skip => skip,
-        };
-        if !tree.is_empty() {
-            self.acceptance.record_draft_time(draft_ms);
-        }
-        Draft {
-            tree,
-            draft_ms,
-            skip,
-        }
+        drafting.draft(&input, cost, batch_tokens, max_nodes)
     }
 
-    /// Its drafter, and what this run learnt about it beyond what it started from.
-    pub(crate) fn learnt(&self) -> Option<(&dyn Drafter, AcceptanceStats)> {
-        let drafter = self.drafter.as_deref()?;
-        Some((drafter, self.acceptance.since(&self.acceptance_start)))
+    /// Its drafters, and what this run learnt about each beyond what it started from.
+    pub(crate) fn learnt(&self) -> impl Iterator<Item = (&dyn Drafter, AcceptanceStats)> {
+        self.drafting.iter().flat_map(Drafting::learnt)
     }
 
     /// The last emitted token: the root of this step's tree.
@@ -310,8 +229,8 @@ impl<'m> Sequence<'m> {
         let verify_ms = ms_since(plan.started);
         self.stats
             .record(tokens.len(), &depth_hits, plan.draft_ms, verify_ms);
-        if self.is_speculative() {
-            self.acceptance.record(&depth_hits);
+        if let Some(drafting) = self.drafting.as_mut() {
+            drafting.record(tree, &plan.layout, &verdict.accepted);
             let step_tree = self.step_tree(plan, verdict);
             self.out.send(GenerationEvent::Step(StepEvent {
                 index: self.stats.steps - 1,
@@ -353,6 +272,7 @@ impl<'m> Sequence<'m> {
                     parent: tree.parents[n],
                     source: tree.sources[n],
                     rank: tree.ranks[n],
+                    also_proposed_by: tree.also[n],
                     accepted: verdict.accepted.contains(&n),
                 })
                 .collect(),

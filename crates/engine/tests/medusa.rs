@@ -493,6 +493,88 @@ fn a_tree_asked_for_is_drafted_in_full_at_every_step_and_losslessly() {
     ));
 }
 
+#[test]
+fn auto_mode_merges_lookup_and_medusa_guesses_into_one_lossless_tree() {
+    let heads = models::default_heads_path().expect("default heads installed");
+    let engine = engine_with_heads(&heads, None).expect("shipped heads load");
+    // Copying text: lookup finds the prompt's words, the heads guess the same tokens or others.
+    let prompt = chat(
+        "Fix the typos in this paragraph and write it out in full: The sun rose slowley over the \
+         quiet vilage. Farmers walked to thier fields while the children ran to school.",
+    );
+    let tree = TreeSpec::mc_sim_7b_63();
+    const MAX_TOKENS: u32 = 80;
+    let request = greedy(prompt.clone(), MAX_TOKENS, GenerationMode::Auto)
+        .with_draft(DraftPolicy::Tree(tree.clone()));
+    let mut stream = engine.generate(request).expect("accepted");
+    let mut steps = Vec::new();
+    let summary = loop {
+        match stream.blocking_next().expect("events until the end") {
+            GenerationEvent::Step(step) => steps.push(step),
+            GenerationEvent::Finished(summary) => break summary,
+            GenerationEvent::Failed(err) => panic!("{err}"),
+            _ => {}
+        }
+    };
+    assert_eq!(summary.mode, GenerationMode::Auto);
+    let nodes = || steps.iter().flat_map(|s| s.tree.nodes.iter());
+    let proposed_by = |drafter: &str| {
+        nodes()
+            .filter(|n| {
+                n.source.drafter() == Some(drafter)
+                    || n.also_proposed_by.and_then(TokenSource::drafter) == Some(drafter)
+            })
+            .count()
+    };
+    assert!(proposed_by("lookup") > 0, "lookup proposed nothing");
+    assert!(proposed_by("medusa") > 0, "the heads proposed nothing");
+    assert!(
+        nodes().any(|n| n.source == TokenSource::Lookup
+            && matches!(n.also_proposed_by, Some(TokenSource::Head(_)))),
+        "no guess was made by both drafters"
+    );
+    for step in &steps {
+        let nodes = &step.tree.nodes;
+        assert!(nodes.len() <= tree.len() + 16, "step {}", step.index);
+        // Shared guesses are one node: no two siblings carry the same token.
+        for (i, a) in nodes.iter().enumerate() {
+            assert!(
+                !nodes[..i]
+                    .iter()
+                    .any(|b| b.parent == a.parent && b.token == a.token),
+                "step {}: a token drafted twice at one place",
+                step.index
+            );
+        }
+        let accepted: Vec<i32> = nodes
+            .iter()
+            .filter(|n| n.accepted)
+            .map(|n| n.token)
+            .collect();
+        assert_eq!(accepted, step.tokens[..step.tokens.len() - 1]);
+    }
+    assert!(
+        summary.mean_accepted > 1.5,
+        "mean accepted {}",
+        summary.mean_accepted
+    );
+    let normal = engine
+        .generate(greedy(prompt.clone(), MAX_TOKENS, GenerationMode::Normal))
+        .unwrap()
+        .wait()
+        .unwrap();
+    common::assert_same_up_to_near_tie(
+        &engine,
+        &prompt,
+        &normal.token_ids,
+        &summary.token_ids,
+        "auto with mc_sim_7b_63",
+    );
+    // As far as each drafter pays on this machine: lossless too.
+    let budgeted = assert_lossless(&engine, prompt, GenerationMode::Auto, 48);
+    assert_eq!(budgeted.mode, GenerationMode::Auto);
+}
+
 /// Replaces the decode costs kept in the only cache entry of `dir`.
 /// The step's tree is `spec` filled in order, its accepted nodes are the path whose tokens the
 /// step emitted, and it hangs from the token emitted before it.

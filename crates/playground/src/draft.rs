@@ -1,5 +1,6 @@
-//! How much a request drafts, as clients ask for it: `tree` for Medusa mode (`"auto"`, a tree's
-//! name, or its rank paths) and `draft_length` for lookup mode. Every API takes these two fields.
+//! How much a request drafts, as clients ask for it: `tree` for Medusa and auto modes (`"auto"`,
+//! a tree's name, or its rank paths) and `draft_length` for lookup mode. Every API takes these
+//! two fields.
 
 use engine::{DraftPolicy, GenerationMode, TreeSpec};
 use serde::{Deserialize, Serialize};
@@ -14,7 +15,8 @@ pub struct DraftFields {
     /// Medusa mode: `"auto"` (the default: as much of the tree sized for this machine as pays,
     /// or the model's default tree set in Settings), or a tree drafted in full at every step
     /// whatever it costs: `"tuned"` (the fastest tree the tuner found here), `"mc_sim_7b_63"`,
-    /// `"chain-N"`, or its rank paths such as `[[0], [0, 0], [1]]`.
+    /// `"chain-N"`, or its rank paths such as `[[0], [0, 0], [1]]`. Auto mode: a named tree is
+    /// drafted in full beside lookup's whole continuation at every step.
     #[serde(default)]
     pub tree: Option<TreeChoice>,
     /// Lookup mode: draft this many tokens at every step that finds a match (default: as many as
@@ -39,7 +41,7 @@ impl DraftFields {
             AppError::invalid_parameter(format!("tree: {e}"))
         };
         match mode {
-            GenerationMode::Medusa => match &self.tree {
+            GenerationMode::Medusa | GenerationMode::Auto => match &self.tree {
                 None => Ok(DraftPolicy::Auto),
                 Some(TreeChoice::Name(name)) if name.trim() == "auto" => Ok(DraftPolicy::Auto),
                 Some(TreeChoice::Name(name)) if name.trim() == "tuned" => Ok(DraftPolicy::Tuned),

@@ -2,7 +2,7 @@
 //! recording task (see `recording`), its events handed to the adapter. The task outlives the
 //! adapter's handler, so a client that goes away cancels the run but never loses its record.
 
-use engine::{GenerationEvent, GenerationMode, Prompt, RunSummary, StepEvent};
+use engine::{GenerationEvent, Prompt, RunSummary, StepEvent};
 use futures_util::stream::{self, Stream};
 use store::{ConversationTurn, HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord};
 use tokio::sync::mpsc::{self, UnboundedReceiver};
@@ -171,7 +171,7 @@ fn new_run(hosted: &HostedModel, request: &engine::GenerateRequest) -> NewRun {
         request.max_tokens,
     );
     run.stop = request.stop.clone();
-    if request.mode == GenerationMode::Medusa {
+    if request.mode.drafts_trees() && hosted.heads_path.is_some() {
         run.heads = hosted.heads_path.as_ref().map(|p| HeadsRef {
             path: p.display().to_string(),
             identity: String::new(),

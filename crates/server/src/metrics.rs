@@ -150,7 +150,11 @@ type HistogramOf = fn(&RunLatencies) -> &Histogram;
 
 /// The speculative modes' counters; modes that drafted nothing yet read 0.
 fn render_spec_decode(out: &mut String, counts: &BTreeMap<&'static str, SpecDecodeCounts>) {
-    let speculative = [GenerationMode::Medusa, GenerationMode::Lookup].map(GenerationMode::as_str);
+    let speculative = GenerationMode::ALL
+        .into_iter()
+        .filter(|&mode| mode != GenerationMode::Normal)
+        .map(GenerationMode::as_str)
+        .collect::<Vec<_>>();
     let none = SpecDecodeCounts::default();
     let of = |mode: &str| counts.get(mode).unwrap_or(&none);
     let families: [Family<CountOf>; 4] = [
@@ -177,7 +181,7 @@ fn render_spec_decode(out: &mut String, counts: &BTreeMap<&'static str, SpecDeco
     ];
     for (name, help, value) in families {
         header(out, name, "counter", help);
-        for mode in speculative {
+        for &mode in &speculative {
             let _ = writeln!(out, "{name}{{mode=\"{mode}\"}} {}", value(of(mode)));
         }
     }
@@ -188,7 +192,7 @@ fn render_spec_decode(out: &mut String, counts: &BTreeMap<&'static str, SpecDeco
         "counter",
         "Steps whose drafted token at a depth (position 0 is depth 1) was accepted, by mode.",
     );
-    for mode in speculative {
+    for &mode in &speculative {
         for (position, value) in of(mode).accepted_per_position.iter().enumerate() {
             let _ = writeln!(
                 out,

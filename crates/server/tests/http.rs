@@ -57,6 +57,25 @@ fn seed_api_generates_and_compares() {
         comparison["modes"][1]["verdict"]
     );
 
+    // Auto mode without heads drafts with lookup alone, is offered, and is recorded as auto.
+    let (_, info) = get("/api/info");
+    assert_eq!(info["modes"], json!(["normal", "lookup", "auto"]));
+    let (status, auto) = post(
+        "/compare",
+        &json!({"prompt": "One, two, three, one, two, three, one, two,", "max_length": 8,
+                "modes": ["normal", "auto"]}),
+    );
+    assert_eq!(status, 200, "{auto}");
+    assert_eq!(auto["auto"]["text"], auto["normal"]["text"]);
+    let id = auto["comparison_id"].as_i64().unwrap();
+    let (_, comparison) = get(&format!("/api/comparisons/{id}"));
+    assert_eq!(comparison["runs"][1]["mode"], "auto");
+    let (status, refused) = post(
+        "/v1/completions",
+        &json!({"prompt": "Hi", "mode": "auto", "tree": "chain-2", "max_tokens": 2}),
+    );
+    assert_eq!(status, 409, "a named tree needs heads: {refused}");
+
     // Repeats: every mode three times, rounds in rotating order, medians and ranges per mode.
     let (status, repeated) = post(
         "/compare",

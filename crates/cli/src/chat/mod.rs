@@ -72,7 +72,7 @@ pub fn run(args: ChatArgs) -> anyhow::Result<()> {
     let mut conversation = Conversation {
         system: args.system.clone(),
         turns: Vec::new(),
-        mode: args.speculative.mode,
+        mode: args.speculative.mode.unwrap_or(GenerationMode::Auto),
         tree: args.model.default_draft(),
     };
     let interrupts = Interrupts::install()?;
@@ -124,7 +124,7 @@ pub fn run(args: ChatArgs) -> anyhow::Result<()> {
             Line::Tree(name) => match tree_policy(&name) {
                 Ok(policy) => {
                     conversation.tree = policy;
-                    eprintln!("(tree for medusa mode: {name})");
+                    eprintln!("(tree for medusa and auto modes: {name})");
                 }
                 Err(err) => eprintln!("{err:#}"),
             },
@@ -149,9 +149,9 @@ fn answer(
             args.sampling
                 .params(&engine.info().sampling_defaults.params),
         ),
+        conversation.mode,
     );
-    request.mode = conversation.mode;
-    if request.mode == GenerationMode::Medusa && request.draft == DraftPolicy::Auto {
+    if request.mode.drafts_trees() && request.draft == DraftPolicy::Auto {
         request.draft = conversation.tree.clone();
     }
     let streamed = engine

@@ -136,6 +136,18 @@ impl AcceptanceStats {
         }
     }
 
+    /// A starting point from an acceptance rate known beforehand (a held-out measurement),
+    /// weighing as `weight` tries.
+    pub fn with_rate(rate: f64, weight: u32) -> Self {
+        let accepted = (rate.clamp(0.0, 1.0) * f64::from(weight)).round() as u32;
+        Self {
+            tried: weight,
+            accepted,
+            steps: weight,
+            ..Self::default()
+        }
+    }
+
     /// What earlier requests learnt, as a starting point for a new one: the acceptance rate is
     /// kept but weighs as at most `weight` tries, so the new request can still prove it wrong.
     pub fn as_prior(&self, weight: u32) -> Self {
@@ -199,20 +211,101 @@ pub fn choose_draft_len_in_batch(
     max_len: usize,
     batch_tokens: usize,
 ) -> usize {
-    let max_len = max_len.min(stats.window);
-    let rate = stats.optimistic_rate();
+    choose_draft_lens(
+        cost,
+        &[DraftOption {
+            stats,
+            cap: max_len,
+        }],
+        max_len,
+        batch_tokens,
+    )[0]
+}
+
+/// A drafter the budget may draw on in a step: what the run learnt about it, and the most
+/// tokens it can propose now.
+#[derive(Debug, Clone, Copy)]
+pub struct DraftOption<'a> {
+    pub stats: &'a AcceptanceStats,
+    pub cap: usize,
+}
+
+/// How many tokens each drafter proposes this step, at most `max_total` together, for the best
+/// expected tokens per millisecond; all zeros when plain decoding is expected to be faster.
+///
+/// Drafts merged into one tree yield as far as the farthest accepted one reaches. Taking the
+/// drafters' guesses as independent, depth d is reached unless every drafter misses it, so a
+/// second drafter adds `p_2(d) * P(the others miss d)` at each depth it covers. Each drafter
+/// that drafts adds its own drafting time.
+pub fn choose_draft_lens(
+    cost: &CostModel,
+    options: &[DraftOption<'_>],
+    max_total: usize,
+    batch_tokens: usize,
+) -> Vec<usize> {
+    let Some((last, others)) = options.split_last() else {
+        return Vec::new();
+    };
+    let caps: Vec<usize> = options
+        .iter()
+        .map(|o| o.cap.min(o.stats.window).min(max_total))
+        .collect();
+    // reach[i][d]: how likely drafter i's token at depth d + 1 is accepted.
+    let reach: Vec<Vec<f64>> = options
+        .iter()
+        .zip(&caps)
+        .map(|(o, &cap)| {
+            let rate = o.stats.optimistic_rate();
+            (1..=cap as i32).map(|d| rate.powi(d)).collect()
+        })
+        .collect();
+    let depth = caps.iter().copied().max().unwrap_or(0);
     let base = cost.cost(batch_tokens);
     let added = |tokens: usize| (cost.cost(batch_tokens + tokens) - base).max(1e-6);
-    let mut best = (0, 1.0 / added(1));
-    let mut expected = 1.0;
-    let mut reach = 1.0;
-    for len in 1..=max_len {
-        reach *= rate;
-        expected += reach;
-        let tokens_per_ms = expected / (added(len + 1) + stats.draft_ms);
-        if tokens_per_ms > best.1 {
-            best = (len, tokens_per_ms);
+    let mut best = (vec![0; options.len()], 1.0 / added(1));
+    // Every length of the other drafters; the last one's lengths are added one depth at a time.
+    let mut lens = vec![0; others.len()];
+    loop {
+        let used: usize = lens.iter().sum();
+        if used <= max_total {
+            let miss: Vec<f64> = (0..depth)
+                .map(|d| {
+                    lens.iter()
+                        .zip(&reach)
+                        .filter(|(&len, _)| d < len)
+                        .map(|(_, r)| 1.0 - r[d])
+                        .product()
+                })
+                .collect();
+            let mut expected = 1.0 + miss.iter().map(|m| 1.0 - m).sum::<f64>();
+            let mut draft_ms: f64 = lens
+                .iter()
+                .zip(others)
+                .filter(|(&len, _)| len > 0)
+                .map(|(_, o)| o.stats.draft_ms)
+                .sum();
+            let mut consider = |last_len: usize, expected: f64, draft_ms: f64| {
+                let tokens_per_ms = expected / (added(1 + used + last_len) + draft_ms);
+                if tokens_per_ms > best.1 {
+                    let mut chosen = lens.clone();
+                    chosen.push(last_len);
+                    best = (chosen, tokens_per_ms);
+                }
+            };
+            consider(0, expected, draft_ms);
+            draft_ms += last.stats.draft_ms;
+            let last_cap = caps[others.len()].min(max_total - used);
+            for len in 1..=last_cap {
+                expected += reach[others.len()][len - 1] * miss[len - 1];
+                consider(len, expected, draft_ms);
+            }
         }
+        // The next combination of the other drafters' lengths, if any is left.
+        let Some(i) = (0..lens.len()).find(|&i| lens[i] < caps[i]) else {
+            break;
+        };
+        lens[i] += 1;
+        lens[..i].iter_mut().for_each(|len| *len = 0);
     }
     best.0
 }
@@ -365,5 +458,72 @@ mod tests {
         // Many steps without drafting: the bonus grows until a short draft is tried again.
         s.steps = 1_000_000;
         assert!(choose_draft_len(&steep, &s, 8) > 0);
+    }
+
+    fn both<'a>(
+        lookup: (&'a AcceptanceStats, usize),
+        medusa: &'a AcceptanceStats,
+    ) -> [DraftOption<'a>; 2] {
+        [
+            DraftOption {
+                stats: lookup.0,
+                cap: lookup.1,
+            },
+            DraftOption {
+                stats: medusa,
+                cap: 16,
+            },
+        ]
+    }
+
+    #[test]
+    fn merged_drafting_decodes_plainly_when_every_draft_costs_more_than_it_yields() {
+        // This CPU: each extra token costs about a whole step.
+        let steep = CostModel::new(vec![(1, 10.0), (2, 19.0), (9, 85.0), (17, 170.0)]);
+        let (lookup, medusa) = (stats_with(1000, 600), stats_with(1000, 450));
+        assert_eq!(
+            choose_draft_lens(&steep, &both((&lookup, 8), &medusa), 16, 0),
+            vec![0, 0]
+        );
+    }
+
+    #[test]
+    fn merged_drafting_takes_lookup_alone_on_repeated_text() {
+        let steep = CostModel::new(vec![(1, 10.0), (2, 11.0), (9, 30.0), (17, 170.0)]);
+        let lookup = stats_with(1000, 990);
+        let mut medusa = stats_with(1000, 300);
+        medusa.record_draft_time(3.0);
+        let lens = choose_draft_lens(&steep, &both((&lookup, 8), &medusa), 16, 0);
+        assert!(lens[0] >= 4 && lens[1] == 0, "{lens:?}");
+        // Without a match lookup has nothing to add, and Medusa still does not pay.
+        assert_eq!(
+            choose_draft_lens(&steep, &both((&lookup, 0), &medusa), 16, 0),
+            vec![0, 0]
+        );
+    }
+
+    #[test]
+    fn merged_drafting_uses_both_where_tokens_are_cheap() {
+        let flat = CostModel::new(vec![(1, 10.0), (64, 10.5)]);
+        let (lookup, medusa) = (stats_with(100, 60), stats_with(100, 60));
+        let lens = choose_draft_lens(&flat, &both((&lookup, 6), &medusa), 16, 0);
+        assert!(lens[0] > 0 && lens[1] > 0, "{lens:?}");
+        assert!(lens.iter().sum::<usize>() <= 16);
+        assert!(lens[0] <= 6, "lookup drafts no more than it found");
+        // A tight total budget is shared, never exceeded.
+        let lens = choose_draft_lens(&flat, &both((&lookup, 6), &medusa), 3, 0);
+        assert!(lens.iter().sum::<usize>() <= 3, "{lens:?}");
+    }
+
+    #[test]
+    fn a_second_drafter_adds_only_where_the_first_would_miss() {
+        // Lookup nearly always right: a Medusa guess at the same depths adds almost nothing,
+        // so where extra tokens cost something, Medusa does not draft beside it.
+        let gentle = CostModel::new(vec![(1, 10.0), (32, 20.0)]);
+        let lookup = stats_with(10_000, 9_990);
+        let medusa = stats_with(10_000, 5_000);
+        let lens = choose_draft_lens(&gentle, &both((&lookup, 16), &medusa), 32, 0);
+        assert_eq!(lens[1], 0, "{lens:?}");
+        assert!(lens[0] > 8, "{lens:?}");
     }
 }

@@ -21,6 +21,12 @@ pub trait Drafter: Send {
         false
     }
 
+    /// Whether a proposal costs next to nothing (a scan of the history), so that it can be made
+    /// before the budget decides how much of it to verify.
+    fn drafts_cheaply(&self) -> bool {
+        false
+    }
+
     /// Candidate tokens after the root, at most `max_nodes` of them.
     fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree;
 }

@@ -33,6 +33,10 @@ impl Drafter for LookupDrafter {
         "lookup"
     }
 
+    fn drafts_cheaply(&self) -> bool {
+        true
+    }
+
     fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
         let continuations = self.continuations(input.history);
         merge_into_tree(&continuations, max_nodes)

@@ -20,6 +20,17 @@ pub enum TokenSource {
     Lookup,
 }
 
+impl TokenSource {
+    /// The name of the drafter that proposes tokens from this source (`Drafter::name`).
+    pub fn drafter(self) -> Option<&'static str> {
+        match self {
+            Self::Base => None,
+            Self::Head(_) => Some("medusa"),
+            Self::Lookup => Some("lookup"),
+        }
+    }
+}
+
 impl std::fmt::Display for TokenSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -70,6 +81,9 @@ pub struct DraftTree {
     /// Rank of each node among its proposer's guesses: 0 is a head's top-1 guess; for lookup,
     /// which earlier match (0 the most recent) first proposed it.
     pub ranks: Vec<usize>,
+    /// A second drafter that proposed the same token at the same place, where two drafters'
+    /// trees were merged into one.
+    pub also: Vec<Option<TokenSource>>,
 }
 
 impl DraftTree {
@@ -93,7 +107,43 @@ impl DraftTree {
         self.parents.push(parent);
         self.sources.push(source);
         self.ranks.push(rank);
+        self.also.push(None);
         self.tokens.len() - 1
+    }
+
+    /// Adds `other`'s nodes below the same root, at most `max_nodes` in all. A node whose token
+    /// already hangs from the same place is shared (it records `other`'s drafter as `also`), so
+    /// one verification serves both drafters' guesses.
+    pub fn merge(&mut self, other: &DraftTree, max_nodes: usize) {
+        // Where each of `other`'s nodes went; `None` when it did not fit.
+        let mut placed: Vec<Option<usize>> = Vec::with_capacity(other.len());
+        for n in 0..other.len() {
+            let parent = match other.parents[n] {
+                None => None,
+                Some(p) => match placed[p] {
+                    Some(merged) => Some(merged),
+                    None => {
+                        placed.push(None);
+                        continue;
+                    }
+                },
+            };
+            let token = other.tokens[n];
+            let existing =
+                (0..self.len()).find(|&i| self.parents[i] == parent && self.tokens[i] == token);
+            placed.push(match existing {
+                Some(i) => {
+                    if self.also[i].is_none() && self.sources[i] != other.sources[n] {
+                        self.also[i] = Some(other.sources[n]);
+                    }
+                    Some(i)
+                }
+                None if self.len() < max_nodes => {
+                    Some(self.push(token, parent, other.sources[n], other.ranks[n]))
+                }
+                None => None,
+            });
+        }
     }
 
     /// Keeps the first `n` nodes (their parents come first, so the result is still a tree).
@@ -102,6 +152,7 @@ impl DraftTree {
         self.parents.truncate(n);
         self.sources.truncate(n);
         self.ranks.truncate(n);
+        self.also.truncate(n);
     }
 
     pub fn layout(&self) -> TreeLayout {
@@ -631,5 +682,43 @@ mod tests {
         let layout = tree.layout();
         assert_eq!(layout.depths.len(), 8);
         assert!(tree.parents.iter().all(|p| p.is_none_or(|p| p < 8)));
+    }
+
+    #[test]
+    fn merged_trees_share_equal_guesses_and_keep_within_the_budget() {
+        // Lookup: 5 -> 6 -> 7. Medusa: 5 -> {6, 9}, 8.
+        let mut merged = DraftTree::default();
+        merged.push(5, None, TokenSource::Lookup, 0);
+        merged.push(6, Some(0), TokenSource::Lookup, 0);
+        merged.push(7, Some(1), TokenSource::Lookup, 0);
+        let mut medusa = DraftTree::default();
+        medusa.push(5, None, TokenSource::Head(0), 0);
+        medusa.push(8, None, TokenSource::Head(0), 1);
+        medusa.push(6, Some(0), TokenSource::Head(1), 0);
+        medusa.push(9, Some(0), TokenSource::Head(1), 1);
+        medusa.push(4, Some(1), TokenSource::Head(1), 0);
+        let mut small = merged.clone();
+        merged.merge(&medusa, 16);
+        assert_eq!(merged.tokens, vec![5, 6, 7, 8, 9, 4]);
+        assert_eq!(
+            merged.parents,
+            vec![None, Some(0), Some(1), None, Some(0), Some(3)]
+        );
+        assert_eq!(
+            merged.also,
+            vec![
+                Some(TokenSource::Head(0)),
+                Some(TokenSource::Head(1)),
+                None,
+                None,
+                None,
+                None
+            ]
+        );
+        assert_eq!(merged.ranks, vec![0, 0, 0, 1, 1, 0]);
+        // One node of room: 8 takes it; 9 and 4 are left out.
+        small.merge(&medusa, 4);
+        assert_eq!(small.tokens, vec![5, 6, 7, 8]);
+        assert_eq!(small.layout().depths, vec![1, 2, 3, 1]);
     }
 }
