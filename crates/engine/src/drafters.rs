@@ -101,19 +101,30 @@ impl Drafters {
                     // No tree pays on this machine: Medusa mode decodes plainly.
                     None => (vec![], 0, false),
                 },
-                // A named tree beside lookup's whole continuation, both in full at every step.
-                (GenerationMode::Auto, DraftPolicy::Tree(tree), Some(setup)) => (
-                    vec![lookup(), medusa(setup, tree)],
-                    tree.len() + DEFAULT_MAX_DRAFT_TOKENS,
-                    true,
-                ),
-                // Lookup first: its guesses cost nothing to make, and the budget weighs how much of
-                // the heads' tree to add where lookup would miss.
-                (GenerationMode::Auto, _, Some(setup)) => {
-                    let tree = setup.auto_tree();
-                    let max_draft = tree.len().max(DEFAULT_MAX_DRAFT_TOKENS);
-                    (vec![lookup(), medusa(setup, &tree)], max_draft, false)
-                }
+                (GenerationMode::Auto, draft, Some(setup)) => match (draft, &setup.plan) {
+                    // A named tree (or one given at load) beside lookup's whole continuation,
+                    // both in full at every step.
+                    (DraftPolicy::Tree(tree), _)
+                    | (
+                        _,
+                        MedusaPlan {
+                            origin: TreeOrigin::Given,
+                            tree: Some(tree),
+                            ..
+                        },
+                    ) => (
+                        vec![lookup(), medusa(setup, tree)],
+                        tree.len() + DEFAULT_MAX_DRAFT_TOKENS,
+                        true,
+                    ),
+                    // Lookup first: its guesses cost nothing to make, and the budget weighs how
+                    // much of the heads' tree to add where lookup would miss.
+                    _ => {
+                        let tree = setup.auto_tree();
+                        let max_draft = tree.len().max(DEFAULT_MAX_DRAFT_TOKENS);
+                        (vec![lookup(), medusa(setup, &tree)], max_draft, false)
+                    }
+                },
                 (GenerationMode::Auto, _, None) => {
                     (vec![lookup()], DEFAULT_MAX_DRAFT_TOKENS, false)
                 }
