@@ -289,6 +289,7 @@ fn tree_record(tree: &StepTree) -> StepTreeRecord {
                 parent: node.parent.map(|p| p as u32),
                 source: node.source.to_string(),
                 rank: node.rank as u32,
+                also_proposed_by: node.also_proposed_by.map(|s| s.to_string()),
                 accepted: node.accepted,
             })
             .collect(),

@@ -192,6 +192,10 @@ pub struct DraftNodeRecord {
     pub source: String,
     /// Rank among its proposer's guesses.
     pub rank: u32,
+    /// A second drafter that proposed the same token here (auto mode); absent in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub also_proposed_by: Option<String>,
     pub accepted: bool,
 }
 

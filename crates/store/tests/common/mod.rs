@@ -108,7 +108,11 @@ pub fn step(index: i64) -> StepRecord {
                 text: " the".into(),
             },
             nodes: vec![
-                node(100 + index as i32, None, "medusa_head_0", 0, true),
+                // Guessed by lookup and by the first head (auto mode).
+                DraftNodeRecord {
+                    also_proposed_by: Some("medusa_head_0".into()),
+                    ..node(100 + index as i32, None, "lookup", 0, true)
+                },
                 node(5, None, "medusa_head_0", 1, false),
                 node(6, Some(0), "medusa_head_1", 0, false),
             ],
@@ -137,6 +141,7 @@ fn node(
         parent,
         source: source.into(),
         rank,
+        also_proposed_by: None,
         accepted,
     }
 }
