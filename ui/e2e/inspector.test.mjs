@@ -213,3 +213,89 @@ test('run details say why a run drafted nothing', async () => {
     }
   }
 });
+
+test('auto mode merges lookup’s and the heads’ guesses in one tree, and Chat starts in it', async () => {
+  // A fresh page: Chat's mode starts at auto.
+  await page.goto(server.url);
+  await openTab('chat');
+  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  const mode = page.getByTestId('chat-mode');
+  assert.equal(await mode.inputValue(), 'auto');
+  assert.equal((await mode.locator('option[value="auto"]').innerText()).trim(), 'Auto (lookup + Medusa, where each pays)');
+  const fresh = page.getByTestId('chat-new');
+  if (await fresh.isEnabled()) await fresh.click();
+  await greedy();
+  await page.getByTestId('chat-sampling-toggle').click();
+  await page.getByTestId('view-chat').getByLabel('Max tokens', { exact: true }).fill('64');
+  await page.getByTestId('chat-sampling-toggle').click();
+  // A named tree is drafted in full beside lookup's guesses; lookup's length is not offered.
+  await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
+  assert.match(await page.getByTestId('chat-tree').getAttribute('title'), /beside lookup's guesses/);
+  assert.equal(await page.getByTestId('chat-draft-length').count(), 0);
+
+  const input = page.getByTestId('chat-input');
+  // The answer copies most of the prompt: what prompt lookup guesses right.
+  await input.fill(
+    'Fix the typos in this paragraph and write it out in full: The sun rose slowley over the quiet vilage. ' +
+      'Farmers walked to thier fields while the children ran to school.',
+  );
+  await input.press('Enter');
+  await page.getByTestId('chat-stats').last().waitFor();
+  const answer = page.locator('[data-testid="chat-message"][data-role="assistant"]').last();
+  await page.getByTestId('chat-show-drafted').check();
+  const fromLookup = answer.locator('[data-testid="drafted-token"][data-source="lookup"]').filter({ hasText: /\S/ });
+  assert.ok((await fromLookup.count()) > 0, 'tokens accepted from prompt lookup');
+  await fromLookup.first().click();
+  const inspector = answer.getByTestId('step-inspector');
+  await inspector.waitFor();
+
+  // The step's tree holds lookup's guesses and the heads' whole tree, and its legend names both.
+  const drafts = (attrs) => inspector.locator(`[data-testid="step-tree-node"][data-kind="draft"]${attrs}`);
+  const lookupNodes = drafts('[data-source="lookup"]');
+  const headNodes = drafts('[data-source^="medusa_head_"]');
+  assert.ok((await lookupNodes.count()) >= 1, 'nodes proposed by lookup');
+  assert.ok((await headNodes.count()) >= 10, `${await headNodes.count()} nodes proposed by heads`);
+  assert.match(await lookupNodes.first().locator('title').textContent(), /prompt lookup, match \d+/);
+  assert.match(await headNodes.first().locator('title').textContent(), /Medusa head \d+, rank \d+/);
+  const legend = inspector.getByTestId('step-tree-sources');
+  const sources = await legend
+    .getByTestId('step-tree-source')
+    .evaluateAll((els) => els.map((e) => e.dataset.source));
+  assert.equal(sources[0], 'model');
+  assert.ok(sources.includes('lookup'), `legend: ${sources}`);
+  assert.ok(sources.some((s) => /^medusa_head_\d+$/.test(s)), `legend: ${sources}`);
+  await shoot('inspector-auto');
+
+  // A token both drafters guessed (a head's guess equal to lookup's) names both in its hover and
+  // puts `both` in the legend; a step without one has no `both`.
+  const prev = inspector.getByTestId('step-inspector-prev');
+  while (await prev.isEnabled()) await prev.click();
+  const next = inspector.getByTestId('step-inspector-next');
+  let sharedSeen = 0;
+  for (;;) {
+    const shared = drafts('[data-also]');
+    const labels = await legend.getByTestId('step-tree-source').evaluateAll((els) => els.map((e) => e.dataset.source));
+    if ((await shared.count()) > 0) {
+      sharedSeen += 1;
+      assert.match(await shared.first().locator('title').textContent(), /; also (Medusa head \d+|prompt lookup)/);
+      assert.ok(labels.includes('both'), `legend: ${labels}`);
+      if (sharedSeen === 1) await shoot('inspector-auto-shared');
+    } else {
+      assert.ok(!labels.includes('both'), `legend: ${labels}`);
+    }
+    if (!(await next.isEnabled())) break;
+    await next.click();
+  }
+  // Greedy answers repeat: this one copies words the first head also guesses (e.g. " quiet").
+  assert.ok(sharedSeen >= 1, 'a step with a token both drafters proposed');
+
+  // The run is recorded as auto mode.
+  const list = await (await fetch(`${server.url}/api/runs?limit=1`)).json();
+  const run = list.runs[0];
+  assert.equal(run.mode, 'auto');
+  await openTab('history');
+  await page.getByTestId('history-filter-mode').selectOption('auto');
+  const row = page.locator(`[data-testid="history-row"][data-run-id="${run.id}"]`);
+  await row.waitFor();
+  assert.equal((await row.locator('.mode').innerText()).trim(), 'auto');
+});

@@ -1,5 +1,6 @@
 // How token sources are named and coloured in the UI.
 
+import { sourceName } from '../lib/inspector';
 import { headOf } from '../lib/run';
 
 /** The CSS colour variable a source is tinted with. */
@@ -12,6 +13,5 @@ export function sourceColor(source: string): string {
 
 /** A person's name for a source: "model", "lookup", "head 1" (heads are 0-based inside). */
 export function sourceLabel(source: string): string {
-  const head = headOf(source);
-  return head === null ? source : `head ${head + 1}`;
+  return sourceName(source);
 }

@@ -74,6 +74,23 @@ describe('compare', () => {
     ]);
     expect(comparedModes({ medusa: true, lookup: true }, ['normal', 'lookup'])).toEqual(['normal', 'lookup']);
     expect(comparedModes({ medusa: false, lookup: true }, ['normal', 'medusa', 'lookup'])).toEqual(['normal', 'lookup']);
+    // Auto runs last when chosen and offered; it is offered even without heads (lookup alone).
+    expect(comparedModes({ medusa: true, lookup: true, auto: true }, ['normal', 'medusa', 'lookup', 'auto'])).toEqual([
+      'normal',
+      'medusa',
+      'lookup',
+      'auto',
+    ]);
+    expect(comparedModes({ medusa: true, lookup: false, auto: true }, ['normal', 'lookup', 'auto'])).toEqual([
+      'normal',
+      'auto',
+    ]);
+    expect(comparedModes({ medusa: true, lookup: true, auto: false }, ['normal', 'medusa', 'lookup', 'auto'])).toEqual([
+      'normal',
+      'medusa',
+      'lookup',
+    ]);
+    expect(comparedModes({ auto: true }, ['normal', 'medusa', 'lookup'])).toEqual(['normal']);
   });
 
   it('rotates the order of the modes round by round', () => {

@@ -2,6 +2,7 @@
 // stored comparison's medians and ranges say.
 
 import type { Mode, ModeFigures, SpeedVerdict, Spread } from './api/types';
+import { MODES } from './modes';
 import { firstDifference } from './run';
 
 export interface ComparedText {
@@ -39,7 +40,7 @@ export function baselineDifference(results: Difference[]): number | null {
 
 /** The runs to compare: normal first (the baseline), then the speculative modes chosen and available. */
 export function comparedModes(wanted: Partial<Record<Mode, boolean>>, available: readonly Mode[]): Mode[] {
-  return (['normal', 'medusa', 'lookup'] as Mode[]).filter(
+  return MODES.filter(
     (m) => m === 'normal' || (wanted[m] === true && available.includes(m)),
   );
 }

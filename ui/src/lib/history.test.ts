@@ -103,5 +103,9 @@ describe('draftingText', () => {
     const steps = [{ tree_size: 0, accepted_len: 1 }];
     expect(draftingText('medusa', steps)).toMatch(/^nothing: under auto drafting the draft budget/);
     expect(draftingText('lookup', steps)).toMatch(/^nothing: no earlier text matched/);
+    expect(draftingText('auto', steps)).toBe(
+      'nothing: neither an earlier match nor the heads had a draft that the budget expected to pay ' +
+        'on this machine; choose a named tree to see every guess',
+    );
   });
 });

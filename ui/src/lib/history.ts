@@ -119,10 +119,17 @@ export function replayTotals(steps: StepRecord[], count: number): ReplayTotals {
 export function draftingText(mode: Mode, steps: Pick<StepRecord, 'tree_size' | 'accepted_len'>[]): string {
   const drafted = steps.reduce((t, s) => t + s.tree_size, 0);
   if (drafted === 0) {
-    return mode === 'lookup'
-      ? 'nothing: no earlier text matched the latest tokens where drafting would pay'
-      : 'nothing: under auto drafting the draft budget found no draft that pays on this machine ' +
-          '(each extra token costs a share of a step here); choose a named tree to see the heads guess';
+    if (mode === 'lookup') return 'nothing: no earlier text matched the latest tokens where drafting would pay';
+    if (mode === 'auto') {
+      return (
+        'nothing: neither an earlier match nor the heads had a draft that the budget expected to pay ' +
+        'on this machine; choose a named tree to see every guess'
+      );
+    }
+    return (
+      'nothing: under auto drafting the draft budget found no draft that pays on this machine ' +
+      '(each extra token costs a share of a step here); choose a named tree to see the heads guess'
+    );
   }
   const accepted = steps.reduce((t, s) => t + Math.max(0, s.accepted_len - 1), 0);
   const perStep = (drafted / steps.length).toFixed(1);

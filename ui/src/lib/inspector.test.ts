@@ -3,11 +3,14 @@ import {
   acceptanceByHeadAndRank,
   acceptedLengthHistogram,
   clip,
+  drafterName,
   firstRejection,
   layoutTree,
   proposerText,
   skipGroups,
   skipText,
+  sourceLegend,
+  sourceName,
   stepAtToken,
   visibleText,
   type DraftTree,
@@ -183,6 +186,70 @@ describe('labels', () => {
   it('names proposers with 1-based heads and ranks', () => {
     expect(proposerText('medusa_head_1', 2)).toBe('Medusa head 2, rank 3');
     expect(proposerText('lookup', 0)).toBe('prompt lookup, match 1');
+  });
+
+  it('names a second proposer after the first', () => {
+    expect(proposerText('lookup', 0, 'medusa_head_1')).toBe('prompt lookup, match 1; also Medusa head 2');
+    expect(proposerText('medusa_head_0', 1, 'lookup')).toBe('Medusa head 1, rank 2; also prompt lookup');
+    expect(proposerText('lookup', 2, null)).toBe('prompt lookup, match 3');
+  });
+
+  it('names drafters in full and in short', () => {
+    expect(drafterName('medusa_head_0')).toBe('Medusa head 1');
+    expect(drafterName('lookup')).toBe('prompt lookup');
+    expect(sourceName('medusa_head_4')).toBe('head 5');
+    expect(sourceName('lookup')).toBe('lookup');
+    expect(sourceName('model')).toBe('model');
+  });
+});
+
+/**
+ * An auto step: lookup's a → b (a also head 1's top guess, accepted), head 1's second guess c,
+ * head 2's d under a (b also head 2's guess).
+ */
+const merged: DraftTree = {
+  root: { token: 1, text: 'r' },
+  nodes: [
+    { ...node('a', null, 'lookup', 0, true), also_proposed_by: 'medusa_head_0' },
+    { ...node('b', 0, 'lookup', 0), also_proposed_by: 'medusa_head_1' },
+    node('c', null, 'medusa_head_0', 1),
+    node('d', 0, 'medusa_head_1', 1),
+  ],
+  model_token: { token: 2, text: 'M' },
+};
+
+describe('sourceLegend', () => {
+  it('lists the model, each drafter present and the tokens two drafters proposed', () => {
+    expect(sourceLegend(merged)).toEqual([
+      { key: 'model', source: 'model', also: null, label: 'model', title: "the model's own token", count: 1 },
+      { key: 'medusa_head_0', source: 'medusa_head_0', also: null, label: 'head 1', title: 'proposed by Medusa head 1', count: 2 },
+      { key: 'medusa_head_1', source: 'medusa_head_1', also: null, label: 'head 2', title: 'proposed by Medusa head 2', count: 2 },
+      { key: 'lookup', source: 'lookup', also: null, label: 'lookup', title: 'proposed by prompt lookup', count: 2 },
+      {
+        key: 'both',
+        source: 'lookup',
+        also: 'medusa_head_0',
+        label: 'both',
+        title: 'proposed by two drafters: prompt lookup and Medusa head 1; prompt lookup and Medusa head 2',
+        count: 2,
+      },
+    ]);
+  });
+
+  it('has no `both` when every token had one proposer', () => {
+    expect(sourceLegend(small).map((e) => [e.label, e.count])).toEqual([
+      ['model', 1],
+      ['head 1', 2],
+      ['head 2', 1],
+    ]);
+    expect(sourceLegend({ ...small, nodes: [] }).map((e) => e.key)).toEqual(['model']);
+  });
+
+  it('carries the second proposer into the layout', () => {
+    const nodes = layoutTree(merged).nodes;
+    expect(nodes.find((n) => n.key === 'n0')).toMatchObject({ source: 'lookup', also: 'medusa_head_0' });
+    expect(nodes.find((n) => n.key === 'n2')).toMatchObject({ source: 'medusa_head_0', also: null });
+    expect(nodes.find((n) => n.key === 'model')).toMatchObject({ source: 'model', also: null });
   });
 });
 

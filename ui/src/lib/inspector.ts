@@ -22,6 +22,8 @@ export interface TreeNode {
   source: string;
   /** Rank among its proposer's guesses: 0 is a head's top-1; for lookup, which earlier match. */
   rank: number;
+  /** A second drafter that proposed the same token here (live auto runs; stored runs lack it). */
+  also_proposed_by?: string | null;
   accepted: boolean;
 }
 
@@ -65,6 +67,8 @@ export interface LaidOutNode {
   text: string;
   /** `model` for the model's token and the root; a drafted node's proposer otherwise. */
   source: string;
+  /** A drafted node's second proposer, if two drafters guessed it; else null. */
+  also: string | null;
   rank: number | null;
   /** Column: 0 for the root, 1 for what hangs from it, and so on. */
   depth: number;
@@ -119,6 +123,7 @@ export function layoutTree(tree: DraftTree): TreeLayout {
       token: d.token,
       text: d.text,
       source: d.source,
+      also: d.also_proposed_by ?? null,
       rank: d.rank,
       depth,
       slot: 0,
@@ -140,6 +145,7 @@ export function layoutTree(tree: DraftTree): TreeLayout {
       token: tree.model_token.token,
       text: tree.model_token.text,
       source: 'model',
+      also: null,
       rank: null,
       depth: node.depth + 1,
       slot: 0,
@@ -173,6 +179,7 @@ export function layoutTree(tree: DraftTree): TreeLayout {
     token: tree.root.token,
     text: tree.root.text,
     source: 'model',
+    also: null,
     rank: null,
     depth: 0,
     slot: 0,
@@ -246,13 +253,103 @@ export function clip(text: string, max: number): string {
   return chars.length <= max ? text : chars.slice(0, Math.max(1, max - 1)).join('') + '…';
 }
 
-/** Who proposed a drafted token, for people: "Medusa head 2, rank 3", "prompt lookup, match 1". */
-export function proposerText(source: string, rank: number): string {
-  // Heads and ranks are 0-based inside, 1-based on screen (rank 1 is a head's best guess).
+/** A drafter's full name: "Medusa head 2", "prompt lookup" (heads are 0-based inside). */
+export function drafterName(source: string): string {
   const head = headOf(source);
-  if (head !== null) return `Medusa head ${head + 1}, rank ${rank + 1}`;
-  if (source === 'lookup') return `prompt lookup, match ${rank + 1}`;
-  return `${source}, rank ${rank + 1}`;
+  if (head !== null) return `Medusa head ${head + 1}`;
+  return source === 'lookup' ? 'prompt lookup' : source;
+}
+
+/** A source's short name, for legends: "head 2", "lookup", "model". */
+export function sourceName(source: string): string {
+  const head = headOf(source);
+  return head === null ? source : `head ${head + 1}`;
+}
+
+/**
+ * Who proposed a drafted token, for people: "Medusa head 2, rank 3", "prompt lookup, match 1",
+ * and a second proposer after it: "prompt lookup, match 1; also Medusa head 2" (the second's rank
+ * is not known).
+ */
+export function proposerText(source: string, rank: number, also: string | null = null): string {
+  // Ranks are 0-based inside, 1-based on screen (rank 1 is a head's best guess).
+  const first =
+    headOf(source) !== null
+      ? `${drafterName(source)}, rank ${rank + 1}`
+      : source === 'lookup'
+        ? `prompt lookup, match ${rank + 1}`
+        : `${source}, rank ${rank + 1}`;
+  return also ? `${first}; also ${drafterName(also)}` : first;
+}
+
+export interface SourceLegendEntry {
+  /** `model`, `lookup`, `medusa_head_K`, or `both` for tokens two drafters proposed. */
+  key: string;
+  /** Whose colour the swatch takes (for `both`, the first proposer of its first such node). */
+  source: string;
+  /** For `both`: the second proposer of that node, whose colour fills the swatch's other half. */
+  also: string | null;
+  /** "model", "lookup", "head 2", "both". */
+  label: string;
+  /** In words, for a tooltip. */
+  title: string;
+  /** Nodes it covers: the model's one token, or drafted nodes (a shared one counts for each of its proposers and for `both`). */
+  count: number;
+}
+
+/**
+ * The legend of who proposed a step's tokens: the model (its own token), each drafter present
+ * (heads in order, then lookup), and `both` when two drafters proposed the same token.
+ */
+export function sourceLegend(tree: DraftTree): SourceLegendEntry[] {
+  const counts = new Map<string, number>();
+  const pairs = new Map<string, [string, string]>();
+  let shared = 0;
+  for (const node of tree.nodes) {
+    counts.set(node.source, (counts.get(node.source) ?? 0) + 1);
+    const also = node.also_proposed_by;
+    if (!also) continue;
+    counts.set(also, (counts.get(also) ?? 0) + 1);
+    shared += 1;
+    const pair = `${node.source}\u0000${also}`;
+    if (!pairs.has(pair)) pairs.set(pair, [node.source, also]);
+  }
+  const model: SourceLegendEntry = {
+    key: 'model',
+    source: 'model',
+    also: null,
+    label: 'model',
+    title: "the model's own token",
+    count: 1,
+  };
+  const drafters = [...counts.entries()]
+    .sort(([a], [b]) => {
+      const [ka, na] = sourceOrder(a);
+      const [kb, nb] = sourceOrder(b);
+      return ka - kb || na.localeCompare(nb);
+    })
+    .map(([source, count]) => ({
+      key: source,
+      source,
+      also: null,
+      label: sourceName(source),
+      title: `proposed by ${drafterName(source)}`,
+      count,
+    }));
+  const out = [model, ...drafters];
+  const [first] = pairs.values();
+  if (first) {
+    const names = [...pairs.values()].map(([a, b]) => `${drafterName(a)} and ${drafterName(b)}`);
+    out.push({
+      key: 'both',
+      source: first[0],
+      also: first[1],
+      label: 'both',
+      title: `proposed by two drafters: ${names.join('; ')}`,
+      count: shared,
+    });
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { draftFields, forecastText, treeLabel, treeNames } from './trees';
+import type { Info } from './api/types';
+import { draftFields, forecastText, headCount, treeApplies, treeHint, treeLabel, treeNames } from './trees';
 
 describe('trees', () => {
   it('offers the trees the heads can fill', () => {
@@ -15,12 +16,54 @@ describe('trees', () => {
     expect(treeLabel([[0], [0, 1]])).toBe('[[0],[0,1]]');
   });
 
-  it('sends a tree for medusa runs and a length for lookup runs, none for auto', () => {
-    expect(draftFields('medusa', 'auto')).toEqual({});
-    expect(draftFields('normal', 'chain-2', '4')).toEqual({});
-    expect(draftFields('medusa', 'mc_sim_7b_63', '4')).toEqual({ tree: 'mc_sim_7b_63' });
-    expect(draftFields('lookup', 'mc_sim_7b_63', '8')).toEqual({ draft_length: 8 });
-    expect(draftFields('lookup', 'auto', 'auto')).toEqual({});
+  it('sends a tree for medusa runs and auto runs with heads, a length for lookup runs only', () => {
+    expect(draftFields('medusa', 'auto', 'auto', 4)).toEqual({});
+    expect(draftFields('normal', 'chain-2', '4', 4)).toEqual({});
+    expect(draftFields('medusa', 'mc_sim_7b_63', '4', 4)).toEqual({ tree: 'mc_sim_7b_63' });
+    expect(draftFields('lookup', 'mc_sim_7b_63', '8', 4)).toEqual({ draft_length: 8 });
+    expect(draftFields('lookup', 'auto', 'auto', 0)).toEqual({});
+    // Auto mode: a named tree beside lookup's guesses; the lookup length is never sent.
+    expect(draftFields('auto', 'mc_sim_7b_63', '8', 4)).toEqual({ tree: 'mc_sim_7b_63' });
+    expect(draftFields('auto', 'tuned', 'auto', 2)).toEqual({ tree: 'tuned' });
+    expect(draftFields('auto', 'auto', '8', 4)).toEqual({});
+    // Without heads auto drafts with lookup alone, and a tree left from other heads is not sent.
+    expect(draftFields('auto', 'chain-2', '8', 0)).toEqual({});
+  });
+
+  it('shows the tree picker for medusa, and for auto only with heads', () => {
+    expect(treeApplies('medusa', 4)).toBe(true);
+    expect(treeApplies('medusa', 0)).toBe(true);
+    expect(treeApplies('auto', 1)).toBe(true);
+    expect(treeApplies('auto', 0)).toBe(false);
+    expect(treeApplies('lookup', 4)).toBe(false);
+    expect(treeApplies('normal', 4)).toBe(false);
+  });
+
+  it('counts the loaded heads', () => {
+    expect(headCount(null)).toBe(0);
+    expect(headCount({ model: { heads: { head_count: 3 } } } as unknown as Info)).toBe(3);
+    expect(headCount({ model: { heads: null } } as unknown as Info)).toBe(0);
+  });
+
+  it('says what each mode makes of the tree', () => {
+    const ctx = { decision: 'medusa with a 12-node tree', settingsTree: null, tunedNodes: 9 };
+    expect(treeHint('auto', ['medusa'], ctx)).toBe('Auto: medusa with a 12-node tree, drafted as far as it pays.');
+    expect(treeHint('auto', ['medusa'], { ...ctx, settingsTree: 'chain-2' })).toBe(
+      'Auto: the tree set in Settings, chain-2, drafted in full at every step.',
+    );
+    expect(treeHint('auto', ['auto'], ctx)).toBe(
+      'Auto mode: lookup and the heads each draft as far as they are expected to pay at each step.',
+    );
+    expect(treeHint('mc_sim_7b_63', ['auto'], ctx)).toBe(
+      "Auto mode: mc_sim_7b_63 is drafted in full beside lookup's guesses at every step, whatever it costs, so that every guess of both shows.",
+    );
+    expect(treeHint('tuned', ['auto'], ctx)).toBe(
+      "Auto mode: the tuner's fastest tree (9 nodes) is drafted in full beside lookup's guesses at every step, whatever it costs, so that every guess of both shows.",
+    );
+    expect(treeHint('chain-2', ['medusa', 'auto'], ctx)).toBe(
+      'Medusa mode: chain-2 is drafted in full at every step, whatever it costs here, so that every guess of the heads shows. ' +
+        "Auto mode: chain-2 is drafted in full beside lookup's guesses at every step, whatever it costs, so that every guess of both shows.",
+    );
   });
 
   it('puts a forecast in words', () => {

@@ -15,19 +15,79 @@ export function treeNames(headCount: number, tuned = false): string[] {
 /** The lookup draft lengths a user can pick. */
 export const LOOKUP_LENGTHS = ['auto', '2', '4', '8', '16'];
 
+/** How many Medusa heads the loaded model has (0 without heads or a model). */
+export function headCount(info: Info | null): number {
+  return info?.model?.heads?.head_count ?? 0;
+}
+
 /**
- * The draft fields of a request in `mode`: a fixed tree for Medusa runs, a fixed length for
- * lookup runs; none for auto (the server's default).
+ * Whether `mode` drafts a Medusa tree the user may name: Medusa mode, and auto mode when heads
+ * are loaded (without them auto drafts with lookup alone, and the server refuses a tree).
  */
-export function draftFields(mode: string, tree: string, length = 'auto'): { tree?: string; draft_length?: number } {
-  if (mode === 'medusa' && tree !== 'auto') return { tree };
+export function treeApplies(mode: string, heads: number): boolean {
+  return mode === 'medusa' || (mode === 'auto' && heads > 0);
+}
+
+/**
+ * The draft fields of a request in `mode` with `heads` heads loaded: a named tree for Medusa
+ * runs and for auto runs with heads (drafted in full beside lookup's guesses), a fixed length
+ * for lookup runs only; none for `auto` picks (the server's default).
+ */
+export function draftFields(
+  mode: string,
+  tree: string,
+  length: string,
+  heads: number,
+): { tree?: string; draft_length?: number } {
+  if (treeApplies(mode, heads) && tree !== 'auto') return { tree };
   if (mode === 'lookup' && length !== 'auto') return { draft_length: Number(length) };
   return {};
 }
 
 /** The tree picker's names for what `info` loaded. */
 export function loadedTreeNames(info: Info | null): string[] {
-  return treeNames(info?.model?.heads?.head_count ?? 0, !!info?.model?.medusa_plan?.tuned_tree);
+  return treeNames(headCount(info), !!info?.model?.medusa_plan?.tuned_tree);
+}
+
+/** What the tree picker's hint knows of the loaded heads. */
+export interface TreeHintContext {
+  /** The Medusa plan's decision in words, if any. */
+  decision: string | null;
+  /** The tree set in Settings for Medusa mode's `auto`, as named. */
+  settingsTree: string | null;
+  /** Nodes of the tuner's fastest tree (0 without one). */
+  tunedNodes: number;
+}
+
+/**
+ * The tree picker's hint for `tree` drafted by `modes` (Medusa, auto, or both in Compare): what
+ * each mode makes of it.
+ */
+export function treeHint(tree: string, modes: readonly string[], ctx: TreeHintContext): string {
+  const parts: string[] = [];
+  if (modes.includes('medusa')) {
+    const prefix = modes.includes('auto') ? 'Medusa mode: ' : '';
+    parts.push(
+      prefix +
+        (tree === 'auto'
+          ? ctx.settingsTree
+            ? `Auto: the tree set in Settings, ${ctx.settingsTree}, drafted in full at every step.`
+            : `Auto: ${ctx.decision ?? 'the tree sized for this machine'}, drafted as far as it pays.`
+          : tree === 'tuned'
+            ? `The tuner's fastest tree for this machine (${ctx.tunedNodes} nodes), drafted in full at every step, even where plain decoding is faster still.`
+            : `${tree} is drafted in full at every step, whatever it costs here, so that every guess of the heads shows.`),
+    );
+  }
+  if (modes.includes('auto')) {
+    const named = tree === 'tuned' ? `the tuner's fastest tree (${ctx.tunedNodes} nodes)` : tree;
+    parts.push(
+      'Auto mode: ' +
+        (tree === 'auto'
+          ? 'lookup and the heads each draft as far as they are expected to pay at each step.'
+          : `${named} is drafted in full beside lookup's guesses at every step, whatever it costs, so that every guess of both shows.`),
+    );
+  }
+  return parts.join(' ');
 }
 
 /** A tree as the user named it: its name, or its rank paths as JSON. */

@@ -4,7 +4,7 @@
 /**
  * How tokens are produced.
  */
-export type Mode = "normal" | "medusa" | "lookup";
+export type Mode = "normal" | "medusa" | "lookup" | "auto";
 
 export type ChatMessage = { role: 'system' | 'user' | 'assistant', content: string, };
 
@@ -75,7 +75,8 @@ continue_final_message?: boolean,
  * Medusa mode: `"auto"` (the default: as much of the tree sized for this machine as pays,
  * or the model's default tree set in Settings), or a tree drafted in full at every step
  * whatever it costs: `"tuned"` (the fastest tree the tuner found here), `"mc_sim_7b_63"`,
- * `"chain-N"`, or its rank paths such as `[[0], [0, 0], [1]]`.
+ * `"chain-N"`, or its rank paths such as `[[0], [0, 0], [1]]`. Auto mode: a named tree is
+ * drafted in full beside lookup's whole continuation at every step.
  */
 tree?: TreeChoice, 
 /**
@@ -160,7 +161,11 @@ parent: number | null, source: TokenSource,
 /**
  * Rank among its proposer's guesses: 0 is a head's top-1; for lookup, which earlier match.
  */
-rank: number, accepted: boolean, };
+rank: number, 
+/**
+ * A second drafter that guessed the same token here (auto mode merges their trees).
+ */
+also_proposed_by?: TokenSource, accepted: boolean, };
 
 /**
  * Why a speculative step drafted nothing.
@@ -813,7 +818,11 @@ source: string,
 /**
  * Rank among its proposer's guesses.
  */
-rank: number, accepted: boolean, };
+rank: number, 
+/**
+ * A second drafter that proposed the same token here (auto mode); absent in older records.
+ */
+also_proposed_by?: string, accepted: boolean, };
 
 /**
  * Why a step drafted nothing: a short code and the reason in words.

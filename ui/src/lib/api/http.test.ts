@@ -168,7 +168,7 @@ describe('errors in the app', () => {
   it('speak of what the app offers, not of command-line flags', async () => {
     const heads = await errorFrom(json(409, { error: { code: 'no_medusa_heads', message: 'pass a heads file (--heads PATH)' } }));
     expect(heads.message).toBe(
-      'Medusa mode needs heads for this model: open it with a heads file in Settings, or use normal or lookup mode.',
+      'Medusa mode needs heads for this model: open it with a heads file in Settings, or use normal, lookup or auto mode.',
     );
     const long = await errorFrom(
       json(400, {

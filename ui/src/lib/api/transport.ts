@@ -126,7 +126,7 @@ export class ApiError extends Error {
 export function inAppTerms(code: string, message: string): string {
   switch (code) {
     case 'no_medusa_heads':
-      return 'Medusa mode needs heads for this model: open it with a heads file in Settings, or use normal or lookup mode.';
+      return 'Medusa mode needs heads for this model: open it with a heads file in Settings, or use normal, lookup or auto mode.';
     case 'prompt_too_long':
       return `${message.replace(/;\s*shorten it or raise --ctx-size\.?$/, '')}: start a new chat, shorten the message, or raise the context size in Settings.`;
     case 'context_failed':

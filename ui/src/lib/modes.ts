@@ -1,0 +1,30 @@
+// The decoding modes as the menus list and name them.
+
+import type { Mode } from './api/types';
+
+/** Every mode, in the order menus list them. */
+export const MODES: readonly Mode[] = ['normal', 'medusa', 'lookup', 'auto'];
+
+/** A mode's short name, for headings, pills and filters. */
+export const MODE_LABELS: Record<Mode, string> = {
+  normal: 'Normal',
+  medusa: 'Medusa',
+  lookup: 'Prompt lookup',
+  auto: 'Auto',
+};
+
+/**
+ * Auto mode's name in a mode menu, given the loaded model's head count (null: no model known
+ * yet). Without heads it drafts with lookup alone, so the menu says so rather than promising them.
+ */
+export function autoModeLabel(headCount: number | null): string {
+  return headCount === 0 ? 'Auto (lookup where it pays; no heads loaded)' : 'Auto (lookup + Medusa, where each pays)';
+}
+
+/**
+ * How a run's acceptance per depth is labelled: Medusa head k drafts depth k, so its bars are
+ * heads; lookup and auto (which merges drafters at each depth) have depths, not heads.
+ */
+export function acceptanceKind(mode: string): 'head' | 'depth' {
+  return mode === 'medusa' ? 'head' : 'depth';
+}
