@@ -167,10 +167,10 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
             } else {
                 "own"
             };
-            let input = if heads.root_token_input {
-                "hidden state and root token"
-            } else {
-                "hidden state"
+            let input = match (heads.root_token_input, heads.path_input) {
+                (_, true) => "hidden state, root token and drafted path",
+                (true, false) => "hidden state and root token",
+                (false, false) => "hidden state",
             };
             println!(
                 "medusa heads {} x {} blocks reading the {input}, projection {} {projection}, {vocabulary}",

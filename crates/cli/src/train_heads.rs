@@ -32,6 +32,11 @@ pub struct TrainHeadsArgs {
     /// hidden state, as in the Medusa paper).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub root_input: bool,
+    /// Heads also read the tokens drafted between the root and the one they guess (Hydra-style
+    /// sequentially dependent heads): each node's children are drafted knowing its whole path,
+    /// at one head evaluation per node that has children instead of one per depth.
+    #[arg(long)]
+    pub path_input: bool,
     /// Prompts for the model to answer, one per line (default: the project's prompt set).
     #[arg(long)]
     pub prompts: Option<PathBuf>,
@@ -88,6 +93,7 @@ pub fn run(args: TrainHeadsArgs) -> anyhow::Result<()> {
     options.heads = args.heads;
     options.layers = args.layers;
     options.root_input = args.root_input;
+    options.path_input = args.path_input;
     options.max_tokens = args.max_tokens;
     options.epochs = args.epochs;
     options.batch_size = args.batch_size;

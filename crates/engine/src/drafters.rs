@@ -13,14 +13,27 @@ use crate::speculative::budget::AcceptanceStats;
 use crate::speculative::drafter::Drafter;
 use crate::speculative::lookup::LookupDrafter;
 use crate::speculative::tree::TreeSpec;
+use crate::speculative::tree_builder::HeadCost;
 
 /// The loaded heads and the tree Medusa mode drafts with on this machine.
 pub(crate) struct MedusaSetup {
     pub(crate) heads: Arc<MedusaHeads>,
     pub(crate) plan: MedusaPlan,
+    /// Where the heads' acceptance starts before any request has drafted with them.
+    heldout_prior: Option<AcceptanceStats>,
 }
 
 impl MedusaSetup {
+    pub(crate) fn new(heads: Arc<MedusaHeads>, plan: MedusaPlan) -> Self {
+        let mut setup = Self {
+            heads,
+            plan,
+            heldout_prior: None,
+        };
+        setup.heldout_prior = setup.measure_prior();
+        setup
+    }
+
     /// The tree auto mode cuts its Medusa drafts from: the plan's, else the fastest the tuner
     /// found even though plain decoding beat it (the budget drafts only what pays in a run),
     /// else the heads' stored one.
@@ -32,13 +45,18 @@ impl MedusaSetup {
             .unwrap_or_else(|| self.heads.info().default_tree.clone())
     }
 
-    /// Where the heads' acceptance starts before any request has drafted with them: the first
-    /// head's held-out top-1 accuracy, when the heads record it. Without it the budget would
-    /// explore heads that the tuner already found do not pay here.
-    fn heldout_prior(&self) -> Option<AcceptanceStats> {
-        let training = self.heads.info().training.as_ref()?;
-        let top1 = *training.heldout_top1.first()?;
-        Some(AcceptanceStats::with_rate(top1, PRIOR_WEIGHT))
+    /// The first head's held-out top-1 accuracy, when the heads record it, and the time they
+    /// take here to draft auto mode's tree. Without it the budget would explore heads that the
+    /// tuner already found do not pay here, and take their drafts for free until timed.
+    fn measure_prior(&self) -> Option<AcceptanceStats> {
+        let info = self.heads.info();
+        let top1 = *info.training.as_ref()?.heldout_top1.first()?;
+        let head_cost = HeadCost {
+            ms: self.heads.draft_ms_per_head(),
+            per_expanded_node: info.path_input,
+        };
+        let draft_ms = head_cost.draft_ms(&self.auto_tree());
+        Some(AcceptanceStats::with_rate(top1, PRIOR_WEIGHT, draft_ms))
     }
 }
 
@@ -159,7 +177,7 @@ impl Drafters {
                 .medusa
                 .as_ref()
                 .filter(|_| drafter.name() == "medusa")
-                .and_then(MedusaSetup::heldout_prior)
+                .and_then(|m| m.heldout_prior.clone())
                 .unwrap_or_default(),
         }
     }

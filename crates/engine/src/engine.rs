@@ -397,7 +397,7 @@ fn plan_medusa(
         Ok::<_, EngineError>((costs, heads.draft_ms_per_head()))
     })?;
     tracing::info!(decision = %plan.decision, "medusa plan");
-    Ok(MedusaSetup { heads, plan })
+    Ok(MedusaSetup::new(heads, plan))
 }
 
 /// Loads the configured heads and checks that a given tree fits them.

@@ -10,7 +10,7 @@ use crate::medusa::accuracy::HeadAccuracy;
 use crate::request::{ChatMessage, GenerateRequest, Prompt, SamplingParams};
 use crate::speculative::budget::CostModel;
 use crate::speculative::tree::TreeSpec;
-use crate::speculative::tree_builder::{tune, TuneResult, TunedSize};
+use crate::speculative::tree_builder::{tune, HeadCost, TuneResult, TunedSize};
 
 /// Short chat requests of different kinds, used to benchmark and tune.
 pub const DEFAULT_PROMPTS: &[&str] = &[
@@ -133,12 +133,12 @@ pub fn tune_engine(
     options: &TuneOptions,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<TuneReport, EngineError> {
-    let heads = engine
+    let heads_info = engine
         .info()
         .heads
         .as_ref()
-        .ok_or(EngineError::NoMedusaHeads)?
-        .head_count;
+        .ok_or(EngineError::NoMedusaHeads)?;
+    let (heads, path_input) = (heads_info.head_count, heads_info.path_input);
     let invalid = |name, message: String| Err(EngineError::InvalidParameter { name, message });
     if options.prompts.is_empty() {
         return invalid("prompts", "there are no prompts to tune on".into());
@@ -172,10 +172,14 @@ pub fn tune_engine(
     let table = accuracy
         .table()
         .map_err(|e| EngineError::Heads(e.to_string()))?;
+    let head_cost = HeadCost {
+        ms: accuracy.mean_head_ms(),
+        per_expanded_node: path_input,
+    };
     let result = tune(
         &table,
         &CostModel::new(costs.clone()),
-        accuracy.mean_head_ms(),
+        head_cost,
         options.max_nodes,
     );
     Ok(TuneReport::new(&accuracy, costs, result))

@@ -198,6 +198,7 @@ fn heads_made_for_another_model_are_refused() {
     let weights = HeadsWeights {
         blocks: vec![vec![(vec![0.0; n * n], vec![0.0; n])]],
         root: None,
+        path: None,
         projections: None,
         vocab_subset: None,
         training: None,
@@ -246,6 +247,7 @@ fn heads_that_read_the_root_token_draft_losslessly() {
     let mut weights = HeadsWeights {
         blocks: vec![head(1), head(3)],
         root: Some(vec![noise(n * n, 5, 0.2)]),
+        path: None,
         projections: None,
         vocab_subset: None,
         training: None,
@@ -266,6 +268,68 @@ fn heads_that_read_the_root_token_draft_losslessly() {
         32,
     );
     assert_eq!(summary.mode, GenerationMode::Medusa);
+}
+
+#[test]
+fn heads_that_read_the_drafted_path_guess_per_node_and_draft_losslessly() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = base_identity(&model_path()).unwrap();
+    let n = base.n_embd as usize;
+    let head = |seed: u64| vec![(noise(n * n, seed, 0.02), noise(n, seed + 1, 0.02))];
+    let mut weights = HeadsWeights {
+        blocks: vec![head(1), head(3)],
+        root: Some(vec![noise(n * n, 5, 0.2), noise(n * n, 6, 0.2)]),
+        // Head 1 reads the token drafted at depth 1, strongly.
+        path: Some(vec![vec![], vec![noise(n * n, 7, 1.0)]]),
+        projections: None,
+        vocab_subset: None,
+        training: None,
+    };
+    let heads = dir.path().join("path.medusa.gguf");
+    let tree = TreeSpec::new(vec![vec![0], vec![1], vec![0, 0], vec![1, 0]]).unwrap();
+    write_heads(&heads, &base, &weights, &tree, ENCODING).unwrap();
+    let engine = engine_with_heads(&heads, Some(tree.clone())).unwrap();
+    assert!(engine.info().heads.as_ref().unwrap().path_input);
+    let prompt = chat("List three colours.");
+    let mut stream = engine
+        .generate(greedy(prompt.clone(), 32, GenerationMode::Medusa))
+        .unwrap();
+    let mut below_each = Vec::new();
+    let summary = loop {
+        match stream.blocking_next().unwrap() {
+            GenerationEvent::Step(step) if step.tree.nodes.len() == tree.len() => {
+                let nodes = &step.tree.nodes;
+                below_each.push((nodes[2].token, nodes[3].token));
+            }
+            GenerationEvent::Finished(summary) => break summary,
+            GenerationEvent::Failed(err) => panic!("{err}"),
+            _ => {}
+        }
+    };
+    // Path-blind heads would put the same rank-0 guess below both depth-1 nodes; these read
+    // the node's token, so the guesses below the two differ at some step.
+    assert!(!below_each.is_empty());
+    assert!(
+        below_each.iter().any(|(a, b)| a != b),
+        "the same guess below every node: {below_each:?}"
+    );
+    let normal = engine
+        .generate(greedy(prompt.clone(), 32, GenerationMode::Normal))
+        .unwrap()
+        .wait()
+        .unwrap();
+    common::assert_same_up_to_near_tie(
+        &engine,
+        &prompt,
+        &normal.token_ids,
+        &summary.token_ids,
+        "path-reading heads",
+    );
+
+    // A path matrix too many, or path matrices without the root's, are refused.
+    weights.path = Some(vec![vec![noise(n * n, 8, 0.1)], vec![noise(n * n, 7, 1.0)]]);
+    let err = write_heads(&heads, &base, &weights, &tree, ENCODING).unwrap_err();
+    assert!(err.to_string().contains("k matrices for head k"), "{err}");
 }
 
 #[test]

@@ -64,6 +64,9 @@ pub struct TrainHeadsOptions {
     /// Heads also read the root token (the base model's own next token), not only its hidden
     /// state.
     pub root_input: bool,
+    /// Heads also read the tokens drafted between the root and the one they guess (teacher
+    /// forcing in training); needs `root_input`.
+    pub path_input: bool,
     /// Tokens the model writes per answer.
     pub max_tokens: u32,
     pub epochs: usize,
@@ -97,6 +100,7 @@ impl TrainHeadsOptions {
             heads: 4,
             layers: 1,
             root_input: true,
+            path_input: false,
             max_tokens: 256,
             epochs: 3,
             batch_size: 256,
@@ -126,6 +130,12 @@ impl TrainHeadsOptions {
         };
         range("heads", self.heads, 1, 8)?;
         range("layers", self.layers, 1, 4)?;
+        if self.path_input && !self.root_input {
+            return Err(invalid(
+                "path_input",
+                "heads that read the drafted path read the root token too (--root-input true)",
+            ));
+        }
         range("max_tokens", self.max_tokens as usize, 8, 4096)?;
         range("epochs", self.epochs, 1, 100)?;
         range("batch_size", self.batch_size, 1, 8192)?;
@@ -264,6 +274,7 @@ pub fn train_heads(
         n_embd,
         projection.to_f32()?,
         root_embedding,
+        options.path_input,
         &device,
     )?;
 
@@ -315,6 +326,7 @@ pub fn train_heads(
     let weights = HeadsWeights {
         blocks: heads.weights()?,
         root: heads.root_weights()?,
+        path: heads.path_weights()?,
         projections: None,
         vocab_subset: vocab.subset.clone(),
         training: Some(record),

@@ -191,7 +191,7 @@ mod tests {
         for i in 0..n {
             projection[i * n + i] = 4.0;
         }
-        let heads = TrainableHeads::new(1, 1, n, projection, None, &Device::Cpu).unwrap();
+        let heads = TrainableHeads::new(1, 1, n, projection, None, false, &Device::Cpu).unwrap();
         let mut data = Dataset::new(n, 1);
         for start in 0..40 {
             let tokens: Vec<i32> = (0..12).map(|i| ((start + i) % n) as i32).collect();
@@ -281,9 +281,16 @@ mod tests {
             .chunks_mut(n)
             .for_each(engine::medusa::heads::scale_to_unit_rms);
         let trained = |root_embedding| {
-            let heads =
-                TrainableHeads::new(1, 1, n, projection.clone(), root_embedding, &Device::Cpu)
-                    .unwrap();
+            let heads = TrainableHeads::new(
+                1,
+                1,
+                n,
+                projection.clone(),
+                root_embedding,
+                false,
+                &Device::Cpu,
+            )
+            .unwrap();
             train(
                 &heads,
                 &data,
@@ -298,5 +305,69 @@ mod tests {
         assert_eq!(trained(Some(unit_rms_rows)).top1, vec![1.0]);
         let blind = trained(None).top1[0];
         assert!(blind < 0.4, "without the root, top-1 {blind}");
+    }
+
+    /// Texts of doubled random tokens (x1 x1 x2 x2 ...) under one constant hidden state: where
+    /// the root is the second of a pair, the token two ahead repeats the one between, which only
+    /// heads that read the drafted path can know.
+    #[test]
+    fn reading_the_drafted_path_beats_path_blind_heads() {
+        let n = 6;
+        let projection: Vec<f32> = (0..n * n)
+            .map(|i| if i % (n + 1) == 0 { 4.0 } else { 0.0 })
+            .collect();
+        let mut data = Dataset::new(n, 2);
+        let mut state = 12345u64;
+        for _ in 0..60 {
+            let mut tokens = Vec::new();
+            for _ in 0..8 {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let x = 1 + (state >> 33) as i32 % (n as i32 - 1);
+                tokens.extend([x, x]);
+            }
+            let states = vec![0.5f32; tokens.len() * n];
+            data.push_answer(&Answer { tokens, states });
+        }
+        let vocab = HeadVocabulary::full(n);
+        let (train_set, heldout) = data.split(4);
+        let mut unit_rms_rows = projection.clone();
+        unit_rms_rows
+            .chunks_mut(n)
+            .for_each(engine::medusa::heads::scale_to_unit_rms);
+        let second_head_top1 = |path_input| {
+            let heads = TrainableHeads::new(
+                2,
+                1,
+                n,
+                projection.clone(),
+                Some(unit_rms_rows.clone()),
+                path_input,
+                &Device::Cpu,
+            )
+            .unwrap();
+            train(
+                &heads,
+                &data,
+                &train_set,
+                &heldout,
+                &vocab,
+                &options(30),
+                &mut |_| {},
+            )
+            .unwrap()
+            .top1[1]
+        };
+        let (path, blind) = (second_head_top1(true), second_head_top1(false));
+        // Half the positions are copies (always right with the path), the rest one of five.
+        assert!(path > 0.5, "with the path, top-1 {path}");
+        assert!(blind < 0.35, "without it, top-1 {blind}");
+    }
+
+    #[test]
+    fn path_input_needs_the_root_embedding() {
+        let refused = TrainableHeads::new(2, 1, 4, vec![0.0; 16], None, true, &Device::Cpu);
+        assert!(refused.is_err());
     }
 }

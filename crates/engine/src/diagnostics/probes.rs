@@ -65,12 +65,14 @@ pub(super) fn measure_heads(
         }
         let start = Instant::now();
         let mut ranks = Vec::with_capacity(heads.head_count());
-        let root_input = heads.root_input(tokens[pos + 1]);
+        // The root, then the true tokens below it: the path heads that read it would see.
+        let inputs =
+            heads.token_inputs(&tokens[pos + 1..(pos + 1 + heads.head_count()).min(tokens.len())]);
         for head in 0..heads.head_count() {
             let Some(&actual) = tokens.get(pos + 2 + head) else {
                 break;
             };
-            let guesses = heads.top_k(head, hidden, root_input.as_deref(), top_k);
+            let guesses = heads.top_k(head, hidden, &inputs[..inputs.len().min(head + 1)], top_k);
             ranks.push(tally.record(head, &guesses, actual));
         }
         tally.record_position(ranks);

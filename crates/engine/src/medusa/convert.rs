@@ -124,6 +124,7 @@ pub fn convert_checkpoint(
     let weights = HeadsWeights {
         blocks,
         root: None,
+        path: None,
         projections,
         vocab_subset,
         training: None,

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::heads::MedusaHeads;
+use crate::sampler::TokenId;
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TreeSpec};
 
@@ -34,25 +35,37 @@ impl Drafter for MedusaDrafter {
         let Some(hidden) = input.hidden_state else {
             return DraftTree::default();
         };
-        // Sorted paths: the first `max_nodes` form a tree, and only the heads they reach run.
-        let depth = self
-            .tree
-            .paths()
-            .iter()
-            .take(max_nodes)
-            .map(Vec::len)
-            .max()
-            .unwrap_or(0)
-            .min(self.heads.head_count());
         let root = input.history.last().copied().unwrap_or_default();
-        let root_input = self.heads.root_input(root);
-        let candidates: Vec<_> = (0..depth)
-            .map(|d| {
-                self.heads
-                    .top_k(d, hidden, root_input.as_deref(), self.top_k[d])
+        let mut tree = if self.heads.info().path_input {
+            // Each expanded node's children come from the head of its depth reading its path.
+            self.tree.fill_by_path(max_nodes, |depth, queries| {
+                queries
+                    .iter()
+                    .map(|(path, k)| {
+                        let tokens: Vec<TokenId> =
+                            std::iter::once(root).chain(path.iter().copied()).collect();
+                        let inputs = self.heads.token_inputs(&tokens);
+                        self.heads.top_k(depth, hidden, &inputs, *k)
+                    })
+                    .collect()
             })
-            .collect();
-        let mut tree = self.tree.fill(&candidates);
+        } else {
+            // Sorted paths: the first `max_nodes` form a tree, and only the heads they reach run.
+            let depth = self
+                .tree
+                .paths()
+                .iter()
+                .take(max_nodes)
+                .map(Vec::len)
+                .max()
+                .unwrap_or(0)
+                .min(self.heads.head_count());
+            let inputs = self.heads.token_inputs(&[root]);
+            let candidates: Vec<_> = (0..depth)
+                .map(|d| self.heads.top_k(d, hidden, &inputs, self.top_k[d]))
+                .collect();
+            self.tree.fill(&candidates)
+        };
         tree.truncate(max_nodes);
         tree
     }

@@ -6,6 +6,10 @@
 //! the token two ahead is much easier knowing the one in between, and the root is known before
 //! drafting, so this costs one small product per head and no extra pass.
 //!
+//! Heads that read the drafted path (Hydra's sequentially dependent heads) also add `P_j e_j`
+//! for each token between the root and the one they guess: each node's children are guessed
+//! knowing the node's whole path, at one head evaluation per node that has children.
+//!
 //! Heads files are GGUF (`*.medusa.gguf`) and record the base model they were made for, so
 //! that heads for another model are refused instead of silently drafting nonsense.
 
@@ -64,6 +68,8 @@ pub struct HeadsInfo {
     pub shared_projection: bool,
     /// True when the heads also read the root token's embedding.
     pub root_token_input: bool,
+    /// True when each head also reads the tokens drafted between the root and its guess.
+    pub path_input: bool,
     pub default_tree: TreeSpec,
     pub base: BaseIdentity,
     pub projection_type: String,
@@ -98,6 +104,9 @@ struct Head {
     blocks: Vec<(QuantMatrix, Vec<f32>)>,
     /// `R`, applied to the root token's embedding in the first block.
     root: Option<QuantMatrix>,
+    /// `P_j`, applied to the embedding of the token drafted at depth j + 1, for heads that read
+    /// the drafted path (head k has k of them).
+    path: Vec<QuantMatrix>,
     projection: Option<QuantMatrix>,
 }
 
@@ -105,7 +114,7 @@ pub struct MedusaHeads {
     info: HeadsInfo,
     heads: Vec<Head>,
     shared_projection: Option<Arc<QuantMatrix>>,
-    /// The base model's token embeddings, when the heads read the root token.
+    /// The base model's token embeddings, when the heads read the root token (and the path).
     token_embedding: Option<Arc<QuantMatrix>>,
     /// Token id of each projection row, when the vocabulary is restricted.
     row_tokens: Option<Vec<TokenId>>,
@@ -119,6 +128,7 @@ mod keys {
     pub const LAYERS: &str = "medusa.layers_per_head";
     pub const SHARED: &str = "medusa.shared_projection";
     pub const ROOT_INPUT: &str = "medusa.root_token_input";
+    pub const PATH_INPUT: &str = "medusa.path_input";
     pub const TREE: &str = "medusa.tree";
     pub const N_EMBD: &str = "medusa.base.n_embd";
     pub const N_VOCAB: &str = "medusa.base.n_vocab";
@@ -138,6 +148,9 @@ fn projection(h: usize) -> String {
 }
 fn root_weight(h: usize) -> String {
     format!("medusa.{h}.root.weight")
+}
+fn path_weight(h: usize, j: usize) -> String {
+    format!("medusa.{h}.path.{j}.weight")
 }
 
 impl MedusaHeads {
@@ -200,6 +213,12 @@ impl MedusaHeads {
                 "heads that read the root token need at least one block".into(),
             ));
         }
+        let path_input = file.bool(keys::PATH_INPUT).unwrap_or(false);
+        if path_input && !root_input {
+            return Err(EngineError::Heads(
+                "heads that read the drafted path must read the root token too".into(),
+            ));
+        }
         let default_tree = match file.string(keys::TREE) {
             Some(json) => serde_json::from_str::<TreeSpec>(&json)
                 .map_err(|e| EngineError::Heads(format!("default tree: {e}")))?,
@@ -240,6 +259,9 @@ impl MedusaHeads {
             } else {
                 None
             };
+            let path = (0..if path_input { h } else { 0 })
+                .map(|j| file.matrix(&path_weight(h, j), n_embd, n_embd))
+                .collect::<Result<Vec<_>, EngineError>>()?;
             let projection = if shared {
                 None
             } else {
@@ -248,6 +270,7 @@ impl MedusaHeads {
             heads.push(Head {
                 blocks,
                 root,
+                path,
                 projection,
             });
         }
@@ -287,6 +310,7 @@ impl MedusaHeads {
                 layers_per_head: layers,
                 shared_projection: shared,
                 root_token_input: root_input,
+                path_input,
                 default_tree,
                 base,
                 projection_type,
@@ -313,13 +337,13 @@ impl MedusaHeads {
     /// of a few timed runs of every head on a neutral hidden state, averaged over the heads.
     pub fn draft_ms_per_head(&self) -> f64 {
         let hidden = vec![0.0; self.info.base.n_embd as usize];
-        let root = self.root_input(0);
+        let inputs = self.token_inputs(&vec![0; self.head_count()]);
         let total: f64 = (0..self.head_count())
             .map(|head| {
                 (0..3)
                     .map(|_| {
                         let started = std::time::Instant::now();
-                        std::hint::black_box(self.top_k(head, &hidden, root.as_deref(), 10));
+                        std::hint::black_box(self.top_k(head, &hidden, &inputs, 10));
                         started.elapsed().as_secs_f64() * 1000.0
                     })
                     .fold(f64::INFINITY, f64::min)
@@ -328,24 +352,41 @@ impl MedusaHeads {
         total / self.head_count().max(1) as f64
     }
 
-    /// What heads that read the root token take from it: the root's embedding at unit RMS,
-    /// the same for every head, so made once per draft. `None` for heads that do not read it.
-    pub fn root_input(&self, root: TokenId) -> Option<Vec<f32>> {
-        let embedding = self.token_embedding.as_ref()?;
-        let row = usize::try_from(root).ok().filter(|&r| r < embedding.rows)?;
-        let mut e = vec![0.0; embedding.cols];
-        embedding.decode_row(row, &mut e).ok()?;
-        scale_to_unit_rms(&mut e);
-        Some(e)
+    /// What the heads take from `tokens` (the root, then the tokens drafted below it on one
+    /// path): their embeddings at unit RMS, as far as the heads read them (none for heads that
+    /// read only the hidden state, the root alone for heads that do not read the path).
+    pub fn token_inputs(&self, tokens: &[TokenId]) -> Vec<Vec<f32>> {
+        let Some(embedding) = self.token_embedding.as_ref() else {
+            return Vec::new();
+        };
+        let read = if self.info.path_input {
+            tokens.len()
+        } else {
+            1
+        };
+        tokens
+            .iter()
+            .take(read)
+            .map(|&token| {
+                let mut e = vec![0.0; embedding.cols];
+                if let Some(row) = usize::try_from(token).ok().filter(|&r| r < embedding.rows) {
+                    // A row that cannot be decoded reads as no token.
+                    let _ = embedding.decode_row(row, &mut e);
+                }
+                scale_to_unit_rms(&mut e);
+                e
+            })
+            .collect()
     }
 
-    /// The `k` most likely tokens head `head` proposes from `hidden`, best first; `root_input`
-    /// is [`Self::root_input`] of the token the base model chose from `hidden`.
+    /// The `k` most likely tokens head `head` proposes from `hidden`, best first. `inputs` is
+    /// [`Self::token_inputs`] of the root (the token the base model chose from `hidden`) and,
+    /// for heads that read the path, of the tokens drafted at depths 1..=head below it.
     pub fn top_k(
         &self,
         head: usize,
         hidden: &[f32],
-        root_input: Option<&[f32]>,
+        inputs: &[Vec<f32>],
         k: usize,
     ) -> Vec<TokenId> {
         let head = &self.heads[head];
@@ -358,15 +399,24 @@ impl MedusaHeads {
         let mut t = vec![0.0; x.len()];
         let mut logits = vec![0.0; projection.rows];
         self.pool.install(|| {
-            // `R e`, added to the first block's product.
-            let root_term = head.root.as_ref().zip(root_input).map(|(r, e)| {
-                let mut out = vec![0.0; r.rows];
-                r.matvec(e, &mut out);
-                out
-            });
+            // `R e_root + sum_j P_j e_j`, added to the first block's product.
+            let matrices = head.root.iter().chain(&head.path);
+            let token_term = matrices
+                .zip(inputs)
+                .fold(None, |term: Option<Vec<f32>>, (m, e)| {
+                    let mut out = vec![0.0; m.rows];
+                    m.matvec(e, &mut out);
+                    Some(match term {
+                        None => out,
+                        Some(mut sum) => {
+                            sum.iter_mut().zip(&out).for_each(|(s, o)| *s += o);
+                            sum
+                        }
+                    })
+                });
             for (block, (weight, bias)) in head.blocks.iter().enumerate() {
                 weight.matvec(&x, &mut t);
-                if let (0, Some(extra)) = (block, &root_term) {
+                if let (0, Some(extra)) = (block, &token_term) {
                     t.iter_mut().zip(extra).for_each(|(ti, ei)| *ti += ei);
                 }
                 for ((xi, ti), bi) in x.iter_mut().zip(&t).zip(bias) {
@@ -460,6 +510,9 @@ pub struct HeadsWeights {
     /// Per head, `R` (`n_embd * n_embd`) for the root token's embedding; `None` for heads
     /// that read only the hidden state.
     pub root: Option<Vec<Vec<f32>>>,
+    /// Per head k, its `P_j` (`n_embd * n_embd`, j < k) for the tokens drafted at depths
+    /// 1..=k; `None` for heads that do not read the drafted path (needs `root`).
+    pub path: Option<Vec<Vec<Vec<f32>>>>,
     /// Per head, its own `n_vocab * n_embd` projection; `None` to share the base model's.
     pub projections: Option<Vec<Vec<f32>>>,
     /// Restricts proposals to these tokens (FR-Spec); own projections keep only their rows.
@@ -498,6 +551,7 @@ pub fn write_heads(
         (keys::LAYERS, MetaValue::U32(layers as u32)),
         (keys::SHARED, MetaValue::Bool(weights.projections.is_none())),
         (keys::ROOT_INPUT, MetaValue::Bool(weights.root.is_some())),
+        (keys::PATH_INPUT, MetaValue::Bool(weights.path.is_some())),
         (keys::TREE, MetaValue::Str(tree_json)),
         (keys::N_EMBD, MetaValue::U32(base.n_embd)),
         (keys::N_VOCAB, MetaValue::U32(base.n_vocab)),
@@ -538,6 +592,18 @@ pub fn write_heads(
             "reading the root token needs one matrix per head and at least one block".into(),
         ));
     }
+    let path_shape_ok = |path: &Vec<Vec<Vec<f32>>>| {
+        path.len() == head_count && path.iter().enumerate().all(|(h, p)| p.len() == h)
+    };
+    if weights
+        .path
+        .as_ref()
+        .is_some_and(|p| weights.root.is_none() || !path_shape_ok(p))
+    {
+        return Err(EngineError::Heads(
+            "reading the drafted path needs the root matrices and k matrices for head k".into(),
+        ));
+    }
     for (h, blocks) in weights.blocks.iter().enumerate() {
         for (l, (w, b)) in blocks.iter().enumerate() {
             if w.len() != n_embd * n_embd || b.len() != n_embd {
@@ -560,6 +626,14 @@ pub fn write_heads(
                 )));
             }
             encoded.push(square(root_weight(h), root)?);
+        }
+        for (j, p) in weights.path.iter().flat_map(|path| &path[h]).enumerate() {
+            if p.len() != n_embd * n_embd {
+                return Err(EngineError::Heads(format!(
+                    "head {h}'s path matrix {j} is not {n_embd}x{n_embd}"
+                )));
+            }
+            encoded.push(square(path_weight(h, j), p)?);
         }
         if let Some(projections) = &weights.projections {
             let p = projections

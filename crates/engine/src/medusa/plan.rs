@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::heads::HeadsInfo;
 use crate::speculative::budget::CostModel;
 use crate::speculative::tree::TreeSpec;
-use crate::speculative::tree_builder::{forecast, tune, AccuracyTable, TreeForecast};
+use crate::speculative::tree_builder::{forecast, tune, AccuracyTable, HeadCost, TreeForecast};
 
 /// Largest tree the load-time sizing considers (the Medusa paper's trees have 63 nodes).
 pub const MAX_TUNED_NODES: usize = 64;
@@ -99,11 +99,15 @@ pub fn plan_tree<E>(
         });
     };
     let (costs, head_ms) = measure()?;
-    let result = tune(&table, &costs, head_ms, MAX_TUNED_NODES);
+    let head_cost = HeadCost {
+        ms: head_ms,
+        per_expanded_node: heads.path_input,
+    };
+    let result = tune(&table, &costs, head_cost, MAX_TUNED_NODES);
     let decision = result.decision();
     let forecasts = named_trees(heads.head_count)
         .iter()
-        .map(|(name, tree)| forecast(name, tree, &table, &costs, head_ms))
+        .map(|(name, tree)| forecast(name, tree, &table, &costs, head_cost))
         .collect();
     let tuned_tree = result.fastest().map(|i| result.trees[i].tree.clone());
     Ok(match result.chosen {
@@ -162,6 +166,7 @@ mod tests {
             layers_per_head: 1,
             shared_projection: true,
             root_token_input: false,
+            path_input: false,
             default_tree: TreeSpec::chain(2),
             base: BaseIdentity {
                 n_embd: 8,

@@ -136,14 +136,15 @@ impl AcceptanceStats {
         }
     }
 
-    /// A starting point from an acceptance rate known beforehand (a held-out measurement),
-    /// weighing as `weight` tries.
-    pub fn with_rate(rate: f64, weight: u32) -> Self {
+    /// A starting point from an acceptance rate and a drafting time known beforehand (held-out
+    /// and timing measurements), weighing as `weight` tries.
+    pub fn with_rate(rate: f64, weight: u32, draft_ms: f64) -> Self {
         let accepted = (rate.clamp(0.0, 1.0) * f64::from(weight)).round() as u32;
         Self {
             tried: weight,
             accepted,
             steps: weight,
+            draft_ms: draft_ms.max(0.0),
             ..Self::default()
         }
     }

@@ -408,6 +408,76 @@ impl TreeSpec {
         k
     }
 
+    /// Nodes that have children, the root included: how many head evaluations heads that read
+    /// the drafted path need to fill the tree.
+    pub fn expanded_nodes(&self) -> usize {
+        let mut parents: Vec<Option<usize>> = self.parents.clone();
+        parents.sort_unstable();
+        parents.dedup();
+        parents.len()
+    }
+
+    /// The tree filled node by node, for heads that read the drafted path: at each depth d,
+    /// `guesses(d, queries)` answers, for every filled node of depth d that has children among
+    /// the first `max_nodes` paths, its best tokens given `(tokens on its path below the root,
+    /// how many)`. A node without a guess at its rank is left out with everything below it.
+    pub fn fill_by_path(
+        &self,
+        max_nodes: usize,
+        mut guesses: impl FnMut(usize, &[(Vec<TokenId>, usize)]) -> Vec<Vec<TokenId>>,
+    ) -> DraftTree {
+        let count = max_nodes.min(self.paths.len());
+        let mut tree = DraftTree::default();
+        // The tree node each of the first `count` paths became, and its tokens from depth 1.
+        let mut placed: Vec<Option<usize>> = vec![None; count];
+        let mut tokens_of: Vec<Vec<TokenId>> = vec![Vec::new(); count];
+        let depth = self.paths[..count].iter().map(Vec::len).max().unwrap_or(0);
+        for d in 0..depth {
+            // The expanded nodes of depth d (`None`: the root) and the children each needs.
+            let mut parents: Vec<(Option<usize>, usize)> = Vec::new();
+            for (i, path) in self.paths[..count].iter().enumerate() {
+                let parent = self.parents[i];
+                let reachable = parent.is_none_or(|p| placed[p].is_some());
+                if path.len() != d + 1 || !reachable {
+                    continue;
+                }
+                let k = path[d] + 1;
+                match parents.iter_mut().find(|(p, _)| *p == parent) {
+                    Some((_, most)) => *most = (*most).max(k),
+                    None => parents.push((parent, k)),
+                }
+            }
+            let queries: Vec<(Vec<TokenId>, usize)> = parents
+                .iter()
+                .map(|&(p, k)| (p.map_or_else(Vec::new, |p| tokens_of[p].clone()), k))
+                .collect();
+            let answers = if queries.is_empty() {
+                Vec::new()
+            } else {
+                guesses(d, &queries)
+            };
+            for (i, path) in self.paths[..count].iter().enumerate() {
+                if path.len() != d + 1 {
+                    continue;
+                }
+                let parent = self.parents[i];
+                let Some(q) = parents.iter().position(|(p, _)| *p == parent) else {
+                    continue;
+                };
+                let Some(&token) = answers.get(q).and_then(|a| a.get(path[d])) else {
+                    continue;
+                };
+                let node_parent = parent.and_then(|p| placed[p]);
+                placed[i] =
+                    Some(tree.push(token, node_parent, TokenSource::Head(d as u8), path[d]));
+                let mut tokens = parent.map_or_else(Vec::new, |p| tokens_of[p].clone());
+                tokens.push(token);
+                tokens_of[i] = tokens;
+            }
+        }
+        tree
+    }
+
     /// The tree filled with tokens: `top_k[d][r]` is the rank-`r` guess for depth `d + 1`.
     /// Stops at the first path with no candidate (any prefix of the sorted paths is a tree).
     pub fn fill(&self, top_k: &[Vec<TokenId>]) -> DraftTree {
@@ -720,5 +790,39 @@ mod tests {
         small.merge(&medusa, 4);
         assert_eq!(small.tokens, vec![5, 6, 7, 8]);
         assert_eq!(small.layout().depths, vec![1, 2, 3, 1]);
+    }
+
+    #[test]
+    fn path_reading_heads_fill_each_node_knowing_its_path() {
+        let spec =
+            TreeSpec::new(vec![vec![0], vec![1], vec![0, 0], vec![0, 1], vec![1, 0]]).unwrap();
+        assert_eq!(spec.expanded_nodes(), 3);
+        let mut asked = Vec::new();
+        // A guess encodes the path it was made below: 10 * (1 + sum of the path) + rank.
+        let tree = spec.fill_by_path(16, |depth, queries| {
+            asked.push((depth, queries.to_vec()));
+            queries
+                .iter()
+                .map(|(path, k)| {
+                    let base = 10 * (1 + path.iter().sum::<i32>());
+                    (0..*k as i32).map(|r| base + r).collect()
+                })
+                .collect()
+        });
+        assert_eq!(tree.tokens, vec![10, 11, 110, 111, 120]);
+        assert_eq!(tree.parents, vec![None, None, Some(0), Some(0), Some(1)]);
+        assert_eq!(tree.ranks, vec![0, 1, 0, 1, 0]);
+        assert_eq!(tree.sources[2], TokenSource::Head(1));
+        assert_eq!(
+            asked,
+            vec![
+                (0, vec![(vec![], 2)]),
+                (1, vec![(vec![10], 2), (vec![11], 1)]),
+            ]
+        );
+        // Three nodes: only the root is expanded, and a missing guess drops its subtree.
+        let small = spec.fill_by_path(3, |_, queries| queries.iter().map(|_| vec![7]).collect());
+        assert_eq!(small.tokens, vec![7, 7]);
+        assert_eq!(small.parents, vec![None, Some(0)]);
     }
 }

@@ -222,13 +222,42 @@ impl TuneResult {
     }
 }
 
+/// What drafting a tree costs in head evaluations.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeadCost {
+    /// One head evaluation, in milliseconds.
+    pub ms: f64,
+    /// Heads that read the drafted path run once per node that has children (the root
+    /// included); other heads once per depth, for all the nodes of that depth at once.
+    pub per_expanded_node: bool,
+}
+
+impl HeadCost {
+    /// Heads that see only the hidden state (and the root): one evaluation per depth.
+    pub fn per_depth(ms: f64) -> Self {
+        Self {
+            ms,
+            per_expanded_node: false,
+        }
+    }
+
+    /// The heads' time to draft `tree`.
+    pub fn draft_ms(&self, tree: &TreeSpec) -> f64 {
+        let runs = if self.per_expanded_node {
+            tree.expanded_nodes()
+        } else {
+            tree.depth()
+        };
+        self.ms * runs as f64
+    }
+}
+
 /// Picks the tree size with the most expected tokens per second, given decode costs on this
-/// machine and the time one head takes to draft (a tree of depth `d` runs `d` heads). Keeps
-/// plain decoding when no tree is faster.
+/// machine and what the heads take to draft it. Keeps plain decoding when no tree is faster.
 pub fn tune(
     accuracy: &AccuracyTable,
     costs: &CostModel,
-    head_ms: f64,
+    head_cost: HeadCost,
     max_nodes: usize,
 ) -> TuneResult {
     let plain_ms = costs.cost(1);
@@ -239,7 +268,7 @@ pub fn tune(
         .map(|built| {
             let nodes = built.tree.len();
             let depth = built.tree.depth();
-            let step_ms = head_ms * depth as f64 + costs.cost(nodes + 1);
+            let step_ms = head_cost.draft_ms(&built.tree) + costs.cost(nodes + 1);
             let tokens_per_second = built.expected_tokens * 1000.0 / step_ms;
             TunedSize {
                 nodes,
@@ -302,19 +331,19 @@ pub fn expected_tokens(tree: &TreeSpec, accuracy: &AccuracyTable) -> f64 {
         .sum::<f64>()
 }
 
-/// The forecast of `tree` drafted in full, from the heads' accuracy and the costs measured here
-/// (`head_ms`: one head's drafting time; a tree of depth `d` runs `d` heads).
+/// The forecast of `tree` drafted in full, from the heads' accuracy, their drafting cost and the
+/// decode costs measured here.
 pub fn forecast(
     name: &str,
     tree: &TreeSpec,
     accuracy: &AccuracyTable,
     costs: &CostModel,
-    head_ms: f64,
+    head_cost: HeadCost,
 ) -> TreeForecast {
     let nodes = tree.len();
     let plain_ms = costs.cost(1);
     let decode_ms = costs.cost(nodes + 1);
-    let step_ms = head_ms * tree.depth() as f64 + decode_ms;
+    let step_ms = head_cost.draft_ms(tree) + decode_ms;
     let expected = expected_tokens(tree, accuracy);
     TreeForecast {
         name: name.to_owned(),
@@ -338,12 +367,25 @@ mod tests {
         // 1 + 0.6 + 0.2 + 0.6 * 0.5 + 0.6 * 0 (rank 2 is not in the table).
         assert!((expected_tokens(&tree, &accuracy) - 2.1).abs() < 1e-12);
         let costs = CostModel::new(vec![(1, 10.0), (5, 18.0)]);
-        let f = forecast("four", &tree, &accuracy, &costs, 0.5);
+        let f = forecast("four", &tree, &accuracy, &costs, HeadCost::per_depth(0.5));
         assert_eq!((f.name.as_str(), f.nodes), ("four", 4));
         // Two heads at 0.5 ms, then a decode of 5 tokens at 18 ms.
         assert!((f.step_ms - 19.0).abs() < 1e-12);
         assert!((f.predicted_speedup - 2.1 * 10.0 / 19.0).abs() < 1e-12);
         assert!((f.extra_token_ms - 2.0).abs() < 1e-12);
+        // Heads that read the path run below the root and below [0], the two nodes with
+        // children: as many runs as depths here; a wider tree needs more.
+        let path_heads = HeadCost {
+            ms: 0.5,
+            per_expanded_node: true,
+        };
+        assert_eq!(
+            forecast("four", &tree, &accuracy, &costs, path_heads).step_ms,
+            19.0
+        );
+        let wide = TreeSpec::new(vec![vec![0], vec![1], vec![0, 0], vec![1, 0]]).unwrap();
+        assert_eq!(path_heads.draft_ms(&wide), 1.5);
+        assert_eq!(HeadCost::per_depth(0.5).draft_ms(&wide), 1.0);
     }
 
     fn table(rows: &[&[f64]]) -> AccuracyTable {
@@ -421,13 +463,13 @@ mod tests {
         let accuracy = table(&[&[0.8, 0.1], &[0.7, 0.1], &[0.6], &[0.5]]);
         // Cheap extra tokens (a GPU-like curve): a large tree wins.
         let flat = CostModel::new(vec![(1, 10.0), (4, 10.5), (16, 11.0), (64, 13.0)]);
-        let result = tune(&accuracy, &flat, 0.5, 12);
+        let result = tune(&accuracy, &flat, HeadCost::per_depth(0.5), 12);
         let chosen = result.chosen.expect("a tree pays");
         assert!(result.sizes[chosen].predicted_speedup > 2.0);
         assert!(result.sizes[chosen].nodes >= 4);
         // Every extra token costing as much as the first (a busy CPU): nothing pays.
         let linear = CostModel::new(vec![(1, 10.0), (2, 20.0), (4, 40.0), (16, 160.0)]);
-        let result = tune(&accuracy, &linear, 0.5, 12);
+        let result = tune(&accuracy, &linear, HeadCost::per_depth(0.5), 12);
         assert_eq!(result.chosen, None);
         assert!(result.chosen_tree().is_none());
         assert!(result.sizes.iter().all(|s| s.predicted_speedup <= 1.0));

@@ -423,7 +423,11 @@ shared_projection: boolean,
 /**
  * True when the heads also read the root token's embedding.
  */
-root_token_input: boolean, default_tree: TreeSpec, base: BaseIdentity, projection_type: string, 
+root_token_input: boolean, 
+/**
+ * True when each head also reads the tokens drafted between the root and its guess.
+ */
+path_input: boolean, default_tree: TreeSpec, base: BaseIdentity, projection_type: string, 
 /**
  * Tokens the heads can propose when their vocabulary is restricted to the most frequent
  * ones (FR-Spec); `None` for the whole vocabulary.
