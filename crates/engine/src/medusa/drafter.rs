@@ -37,17 +37,18 @@ impl Drafter for MedusaDrafter {
         };
         let root = input.history.last().copied().unwrap_or_default();
         let mut tree = if self.heads.info().path_input {
-            // Each expanded node's children come from the head of its depth reading its path.
-            self.tree.fill_by_path(max_nodes, |depth, queries| {
-                queries
+            // Each expanded node's children come from the head of its depth reading its path;
+            // the nodes of one depth are evaluated together.
+            self.tree.fill_by_path(max_nodes, |depth, nodes| {
+                let queries: Vec<(Vec<Vec<f32>>, usize)> = nodes
                     .iter()
                     .map(|(path, k)| {
                         let tokens: Vec<TokenId> =
                             std::iter::once(root).chain(path.iter().copied()).collect();
-                        let inputs = self.heads.token_inputs(&tokens);
-                        self.heads.top_k(depth, hidden, &inputs, *k)
+                        (self.heads.token_inputs(&tokens), *k)
                     })
-                    .collect()
+                    .collect();
+                self.heads.top_k_each(depth, hidden, &queries)
             })
         } else {
             // Sorted paths: the first `max_nodes` form a tree, and only the heads they reach run.

@@ -389,48 +389,70 @@ impl MedusaHeads {
         inputs: &[Vec<f32>],
         k: usize,
     ) -> Vec<TokenId> {
+        self.top_k_each(head, hidden, &[(inputs.to_vec(), k)])
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// [`Self::top_k`] for several `(inputs, k)` at once (the nodes of one depth, for heads that
+    /// read the path): every matrix is read once for all of them.
+    pub fn top_k_each(
+        &self,
+        head: usize,
+        hidden: &[f32],
+        queries: &[(Vec<Vec<f32>>, usize)],
+    ) -> Vec<Vec<TokenId>> {
         let head = &self.heads[head];
         let projection = head
             .projection
             .as_ref()
             .or(self.shared_projection.as_deref())
             .expect("a head has its own projection or shares the base one");
-        let mut x = hidden.to_vec();
-        let mut t = vec![0.0; x.len()];
-        let mut logits = vec![0.0; projection.rows];
-        self.pool.install(|| {
-            // `R e_root + sum_j P_j e_j`, added to the first block's product.
-            let matrices = head.root.iter().chain(&head.path);
-            let token_term = matrices
-                .zip(inputs)
-                .fold(None, |term: Option<Vec<f32>>, (m, e)| {
-                    let mut out = vec![0.0; m.rows];
-                    m.matvec(e, &mut out);
-                    Some(match term {
-                        None => out,
-                        Some(mut sum) => {
-                            sum.iter_mut().zip(&out).for_each(|(s, o)| *s += o);
-                            sum
-                        }
-                    })
-                });
-            for (block, (weight, bias)) in head.blocks.iter().enumerate() {
-                weight.matvec(&x, &mut t);
-                if let (0, Some(extra)) = (block, &token_term) {
-                    t.iter_mut().zip(extra).for_each(|(ti, ei)| *ti += ei);
-                }
-                for ((xi, ti), bi) in x.iter_mut().zip(&t).zip(bias) {
-                    let z = ti + bi;
-                    *xi += z / (1.0 + (-z).exp());
+        let mut xs: Vec<Vec<f32>> = vec![hidden.to_vec(); queries.len()];
+        let logits = self.pool.install(|| {
+            // `R e_root + sum_j P_j e_j`, added to the first block's product: the m-th matrix
+            // applies to each query's m-th input.
+            let mut token_terms: Vec<Vec<f32>> = vec![vec![0.0; hidden.len()]; queries.len()];
+            for (m, matrix) in head.root.iter().chain(&head.path).enumerate() {
+                let reading: Vec<usize> = (0..queries.len())
+                    .filter(|&q| queries[q].0.len() > m)
+                    .collect();
+                let inputs: Vec<&[f32]> = reading
+                    .iter()
+                    .map(|&q| queries[q].0[m].as_slice())
+                    .collect();
+                for (&q, product) in reading.iter().zip(matrix.matmul(&inputs)) {
+                    token_terms[q]
+                        .iter_mut()
+                        .zip(&product)
+                        .for_each(|(t, p)| *t += p);
                 }
             }
-            projection.matvec(&x, &mut logits);
+            for (block, (weight, bias)) in head.blocks.iter().enumerate() {
+                let products = weight.matmul(&xs.iter().map(Vec::as_slice).collect::<Vec<_>>());
+                for ((x, mut t), term) in xs.iter_mut().zip(products).zip(&token_terms) {
+                    if block == 0 {
+                        t.iter_mut().zip(term).for_each(|(ti, ei)| *ti += ei);
+                    }
+                    for ((xi, ti), bi) in x.iter_mut().zip(&t).zip(bias) {
+                        let z = ti + bi;
+                        *xi += z / (1.0 + (-z).exp());
+                    }
+                }
+            }
+            projection.matmul(&xs.iter().map(Vec::as_slice).collect::<Vec<_>>())
         });
-        let top = top_indices(&logits, k);
-        match &self.row_tokens {
-            Some(ids) => top.into_iter().map(|row| ids[row as usize]).collect(),
-            None => top,
-        }
+        logits
+            .iter()
+            .zip(queries)
+            .map(|(logits, (_, k))| {
+                let top = top_indices(logits, *k);
+                match &self.row_tokens {
+                    Some(ids) => top.into_iter().map(|row| ids[row as usize]).collect(),
+                    None => top,
+                }
+            })
+            .collect()
     }
 }
 

@@ -182,37 +182,58 @@ impl QuantMatrix {
     /// [`rayon::ThreadPool::install`] to choose the pool; a pool's threads wait between calls,
     /// where spawning threads per call would cost more than a small product).
     pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
-        assert_eq!(x.len(), self.cols);
         assert_eq!(out.len(), self.rows);
+        let product = self.matmul(&[x]);
+        out.copy_from_slice(&product[0]);
+    }
+
+    /// `[row_r . x for every row r]` for each of `xs`: each row is read once for all of them,
+    /// which is what makes several vectors cheaper together than one by one.
+    pub fn matmul(&self, xs: &[&[f32]]) -> Vec<Vec<f32>> {
+        assert!(xs.iter().all(|x| x.len() == self.cols));
+        let n = xs.len();
+        if n == 0 {
+            return Vec::new();
+        }
         // SAFETY: the traits were checked to exist in `from_raw`.
         let cpu = unsafe { *ggml_get_type_traits_cpu(self.ty) };
         let vec_dot = cpu.vec_dot.expect("checked in from_raw");
-        // The kernel wants the vector in its partner type (e.g. Q8_0 weights with Q8_0 activations).
-        let x_encoded = encode_vector(cpu.vec_dot_type, x);
+        // The kernel wants the vectors in its partner type (e.g. Q8_0 weights with Q8_0 activations).
+        let encoded: Vec<Vec<u8>> = xs
+            .iter()
+            .map(|x| encode_vector(cpu.vec_dot_type, x))
+            .collect();
         let rows_per_chunk = self.rows.div_ceil(rayon::current_num_threads()).max(1);
-        let (data, cols, row_bytes, x) = (&self.data, self.cols, self.row_bytes, &x_encoded);
-        out.par_chunks_mut(rows_per_chunk)
+        let (data, cols, row_bytes) = (&self.data, self.cols, self.row_bytes);
+        // Row-major `[rows, n]`, so that each thread writes whole rows.
+        let mut flat = vec![0.0f32; self.rows * n];
+        flat.par_chunks_mut(rows_per_chunk * n)
             .enumerate()
             .for_each(|(chunk_index, chunk)| {
                 let first_row = chunk_index * rows_per_chunk;
-                for (i, slot) in chunk.iter_mut().enumerate() {
+                for (i, slots) in chunk.chunks_mut(n).enumerate() {
                     let row = &data[(first_row + i) * row_bytes..];
-                    // SAFETY: `row` holds a whole encoded row and `x` the encoded vector,
-                    // both of `cols` values; one result is written to `slot`.
-                    unsafe {
-                        vec_dot(
-                            cols as i32,
-                            slot,
-                            0,
-                            row.as_ptr().cast(),
-                            0,
-                            x.as_ptr().cast(),
-                            0,
-                            1,
-                        );
+                    for (slot, x) in slots.iter_mut().zip(&encoded) {
+                        // SAFETY: `row` holds a whole encoded row and `x` an encoded vector,
+                        // both of `cols` values; one result is written to `slot`.
+                        unsafe {
+                            vec_dot(
+                                cols as i32,
+                                slot,
+                                0,
+                                row.as_ptr().cast(),
+                                0,
+                                x.as_ptr().cast(),
+                                0,
+                                1,
+                            );
+                        }
                     }
                 }
             });
+        (0..n)
+            .map(|j| flat.iter().skip(j).step_by(n).copied().collect())
+            .collect()
     }
 }
 
@@ -260,6 +281,24 @@ mod tests {
         for (a, b) in out.iter().zip(reference(&values, rows, cols, &x)) {
             assert!((a - b).abs() < 1e-4, "{a} vs {b}");
         }
+    }
+
+    #[test]
+    fn several_vectors_at_once_give_each_ones_product() {
+        let (rows, cols) = (33, 128);
+        let (values, x) = data(rows, cols);
+        let y: Vec<f32> = x.iter().rev().copied().collect();
+        let m = QuantMatrix::quantize(GGML_TYPE_Q8_0, rows, cols, &values).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let both = pool.install(|| m.matmul(&[&x, &y]));
+        let (mut one, mut other) = (vec![0.0; rows], vec![0.0; rows]);
+        m.matvec(&x, &mut one);
+        m.matvec(&y, &mut other);
+        assert_eq!(both, vec![one, other]);
+        assert!(m.matmul(&[]).is_empty());
     }
 
     #[test]
