@@ -34,20 +34,9 @@ impl MedusaSetup {
         setup
     }
 
-    /// The tree auto mode cuts its Medusa drafts from: the plan's, else the fastest the tuner
-    /// found even though plain decoding beat it (the budget drafts only what pays in a run),
-    /// else the heads' stored one.
-    fn auto_tree(&self) -> TreeSpec {
-        self.plan
-            .tree
-            .clone()
-            .or_else(|| self.plan.tuned_tree.clone())
-            .unwrap_or_else(|| self.heads.info().default_tree.clone())
-    }
-
     /// The first head's held-out top-1 accuracy, when the heads record it, and the time they
-    /// take here to draft auto mode's tree. Without it the budget would explore heads that the
-    /// tuner already found do not pay here, and take their drafts for free until timed.
+    /// take here to draft the plan's tree. Without it the budget would take the heads' drafts
+    /// for free until timed, and explore them from an even start.
     fn measure_prior(&self) -> Option<AcceptanceStats> {
         let info = self.heads.info();
         let top1 = *info.training.as_ref()?.heldout_top1.first()?;
@@ -55,7 +44,7 @@ impl MedusaSetup {
             ms: self.heads.draft_ms_per_head(),
             per_expanded_node: info.path_input,
         };
-        let draft_ms = head_cost.draft_ms(&self.auto_tree());
+        let draft_ms = head_cost.draft_ms(self.plan.tree.as_ref()?);
         Some(AcceptanceStats::with_rate(top1, PRIOR_WEIGHT, draft_ms))
     }
 }
@@ -136,12 +125,16 @@ impl Drafters {
                         true,
                     ),
                     // Lookup first: its guesses cost nothing to make, and the budget weighs how
-                    // much of the heads' tree to add where lookup would miss.
-                    _ => {
-                        let tree = setup.auto_tree();
-                        let max_draft = tree.len().max(DEFAULT_MAX_DRAFT_TOKENS);
-                        (vec![lookup(), medusa(setup, &tree)], max_draft, false)
-                    }
+                    // much of the heads' tree to add where lookup would miss. Where the tuner
+                    // found that no tree pays on this machine, lookup drafts alone.
+                    _ => match &setup.plan.tree {
+                        Some(tree) => (
+                            vec![lookup(), medusa(setup, tree)],
+                            tree.len().max(DEFAULT_MAX_DRAFT_TOKENS),
+                            false,
+                        ),
+                        None => (vec![lookup()], DEFAULT_MAX_DRAFT_TOKENS, false),
+                    },
                 },
                 (GenerationMode::Auto, _, None) => {
                     (vec![lookup()], DEFAULT_MAX_DRAFT_TOKENS, false)
