@@ -77,7 +77,7 @@ fn commands_answer_like_the_http_api() {
 
     let info = invoke(&window, "info", json!({})).expect("info answers");
     assert_eq!(info["model"]["architecture"], "llama");
-    assert_eq!(info["modes"], json!(["normal", "lookup"]));
+    assert_eq!(info["modes"], json!(["normal", "lookup", "auto"]));
     assert!(info["loading"].is_null() && info["error"].is_null());
 
     // A generation through IPC: resolves with the run id; the run is recorded when it ends.
