@@ -238,26 +238,32 @@ fn heads_made_for_another_model_are_refused() {
     assert!(err.to_string().contains("shape [64, 64]"), "{err}");
 }
 
+/// Two small random heads of one block that read the root token, for a model of width `n`.
+fn heads_reading_the_root(n: usize) -> HeadsWeights {
+    let head = |seed: u64| vec![(noise(n * n, seed, 0.02), noise(n, seed + 1, 0.02))];
+    HeadsWeights {
+        blocks: vec![head(1), head(3)],
+        root: Some(vec![noise(n * n, 5, 0.2), noise(n * n, 6, 0.2)]),
+        path: None,
+        projections: None,
+        vocab_subset: None,
+        training: None,
+    }
+}
+
 #[test]
 fn heads_that_read_the_root_token_draft_losslessly() {
     let dir = tempfile::tempdir().unwrap();
     let base = base_identity(&model_path()).unwrap();
     let n = base.n_embd as usize;
-    let head = |seed: u64| vec![(noise(n * n, seed, 0.02), noise(n, seed + 1, 0.02))];
-    let mut weights = HeadsWeights {
-        blocks: vec![head(1), head(3)],
-        root: Some(vec![noise(n * n, 5, 0.2)]),
-        path: None,
-        projections: None,
-        vocab_subset: None,
-        training: None,
-    };
+    let mut weights = heads_reading_the_root(n);
+    let complete = weights.root.replace(vec![noise(n * n, 5, 0.2)]);
     let heads = dir.path().join("root.medusa.gguf");
     let err = write_heads(&heads, &base, &weights, &TreeSpec::chain(2), ENCODING).unwrap_err();
     assert!(err.to_string().contains("one matrix per head"), "{err}");
     assert!(!heads.exists());
 
-    weights.root = Some(vec![noise(n * n, 5, 0.2), noise(n * n, 6, 0.2)]);
+    weights.root = complete;
     write_heads(&heads, &base, &weights, &TreeSpec::chain(2), ENCODING).unwrap();
     let engine = engine_with_heads(&heads, Some(TreeSpec::chain(2))).unwrap();
     assert!(engine.info().heads.as_ref().unwrap().root_token_input);
@@ -275,15 +281,10 @@ fn heads_that_read_the_drafted_path_guess_per_node_and_draft_losslessly() {
     let dir = tempfile::tempdir().unwrap();
     let base = base_identity(&model_path()).unwrap();
     let n = base.n_embd as usize;
-    let head = |seed: u64| vec![(noise(n * n, seed, 0.02), noise(n, seed + 1, 0.02))];
     let mut weights = HeadsWeights {
-        blocks: vec![head(1), head(3)],
-        root: Some(vec![noise(n * n, 5, 0.2), noise(n * n, 6, 0.2)]),
         // Head 1 reads the token drafted at depth 1, strongly.
         path: Some(vec![vec![], vec![noise(n * n, 7, 1.0)]]),
-        projections: None,
-        vocab_subset: None,
-        training: None,
+        ..heads_reading_the_root(n)
     };
     let heads = dir.path().join("path.medusa.gguf");
     let tree = TreeSpec::new(vec![vec![0], vec![1], vec![0, 0], vec![1, 0]]).unwrap();

@@ -260,96 +260,54 @@ mod tests {
         assert_eq!(after.top5, vec![1.0]);
     }
 
-    /// Every hidden state is the same, so only the root token (which cycles 0, 1, 2, 3) tells
-    /// what comes after it: heads that read the root learn it, heads that do not cannot.
-    #[test]
-    fn reading_the_root_token_learns_what_the_hidden_state_does_not_say() {
-        let n = 4;
-        let projection: Vec<f32> = (0..n * n)
-            .map(|i| if i % (n + 1) == 0 { 4.0 } else { 0.0 })
-            .collect();
-        let mut data = Dataset::new(n, 1);
-        for start in 0..40 {
-            let tokens: Vec<i32> = (0..12).map(|i| ((start + i) % n) as i32).collect();
-            let states = vec![0.5f32; tokens.len() * n];
-            data.push_answer(&Answer { tokens, states });
-        }
-        let vocab = HeadVocabulary::full(n);
-        let (train_set, heldout) = data.split(4);
-        let mut unit_rms_rows = projection.clone();
-        unit_rms_rows
-            .chunks_mut(n)
-            .for_each(engine::medusa::heads::scale_to_unit_rms);
-        let trained = |root_embedding| {
-            let heads = TrainableHeads::new(
-                1,
-                1,
-                n,
-                projection.clone(),
-                root_embedding,
-                false,
-                &Device::Cpu,
-            )
-            .unwrap();
-            train(
-                &heads,
-                &data,
-                &train_set,
-                &heldout,
-                &vocab,
-                &options(30),
-                &mut |_| {},
-            )
-            .unwrap()
-        };
-        assert_eq!(trained(Some(unit_rms_rows)).top1, vec![1.0]);
-        let blind = trained(None).top1[0];
-        assert!(blind < 0.4, "without the root, top-1 {blind}");
+    /// `n` tokens whose projection rows (and input embeddings) are scaled unit vectors, and
+    /// texts of them under one constant hidden state: only the tokens themselves tell what
+    /// comes next.
+    struct TokenProblem {
+        n: usize,
+        projection: Vec<f32>,
+        data: Dataset,
     }
 
-    /// Texts of doubled random tokens (x1 x1 x2 x2 ...) under one constant hidden state: where
-    /// the root is the second of a pair, the token two ahead repeats the one between, which only
-    /// heads that read the drafted path can know.
-    #[test]
-    fn reading_the_drafted_path_beats_path_blind_heads() {
-        let n = 6;
-        let projection: Vec<f32> = (0..n * n)
-            .map(|i| if i % (n + 1) == 0 { 4.0 } else { 0.0 })
-            .collect();
-        let mut data = Dataset::new(n, 2);
-        let mut state = 12345u64;
-        for _ in 0..60 {
-            let mut tokens = Vec::new();
-            for _ in 0..8 {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let x = 1 + (state >> 33) as i32 % (n as i32 - 1);
-                tokens.extend([x, x]);
+    impl TokenProblem {
+        fn new(n: usize, heads: usize, texts: impl IntoIterator<Item = Vec<i32>>) -> Self {
+            let projection = (0..n * n)
+                .map(|i| if i % (n + 1) == 0 { 4.0 } else { 0.0 })
+                .collect();
+            let mut data = Dataset::new(n, heads);
+            for tokens in texts {
+                let states = vec![0.5f32; tokens.len() * n];
+                data.push_answer(&Answer { tokens, states });
             }
-            let states = vec![0.5f32; tokens.len() * n];
-            data.push_answer(&Answer { tokens, states });
-        }
-        let vocab = HeadVocabulary::full(n);
-        let (train_set, heldout) = data.split(4);
-        let mut unit_rms_rows = projection.clone();
-        unit_rms_rows
-            .chunks_mut(n)
-            .for_each(engine::medusa::heads::scale_to_unit_rms);
-        let second_head_top1 = |path_input| {
-            let heads = TrainableHeads::new(
-                2,
-                1,
+            Self {
                 n,
-                projection.clone(),
-                Some(unit_rms_rows.clone()),
+                projection,
+                data,
+            }
+        }
+
+        /// Held-out top-1 per head of heads trained on the texts, reading the root token
+        /// and the drafted path as asked.
+        fn top1(&self, root_input: bool, path_input: bool) -> Vec<f64> {
+            let mut embedding = self.projection.clone();
+            embedding
+                .chunks_mut(self.n)
+                .for_each(engine::medusa::heads::scale_to_unit_rms);
+            let heads = TrainableHeads::new(
+                self.data.heads,
+                1,
+                self.n,
+                self.projection.clone(),
+                root_input.then_some(embedding),
                 path_input,
                 &Device::Cpu,
             )
             .unwrap();
+            let (train_set, heldout) = self.data.split(4);
+            let vocab = HeadVocabulary::full(self.n);
             train(
                 &heads,
-                &data,
+                &self.data,
                 &train_set,
                 &heldout,
                 &vocab,
@@ -357,9 +315,39 @@ mod tests {
                 &mut |_| {},
             )
             .unwrap()
-            .top1[1]
+            .top1
+        }
+    }
+
+    /// Every hidden state is the same, so only the root token (which cycles 0, 1, 2, 3) tells
+    /// what comes after it: heads that read the root learn it, heads that do not cannot.
+    #[test]
+    fn reading_the_root_token_learns_what_the_hidden_state_does_not_say() {
+        let cycles = (0..40).map(|start| (0..12).map(|i| (start + i) % 4).collect());
+        let problem = TokenProblem::new(4, 1, cycles);
+        assert_eq!(problem.top1(true, false), vec![1.0]);
+        let blind = problem.top1(false, false)[0];
+        assert!(blind < 0.4, "without the root, top-1 {blind}");
+    }
+
+    /// Texts of doubled random tokens (x1 x1 x2 x2 ...): where the root is the second of a
+    /// pair, the token two ahead repeats the one between, which only heads that read the
+    /// drafted path can know.
+    #[test]
+    fn reading_the_drafted_path_beats_path_blind_heads() {
+        let n = 6;
+        let mut state = 12345u64;
+        let mut random_token = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            1 + (state >> 33) as i32 % (n as i32 - 1)
         };
-        let (path, blind) = (second_head_top1(true), second_head_top1(false));
+        let texts: Vec<Vec<i32>> = (0..60)
+            .map(|_| (0..8).flat_map(|_| [random_token(); 2]).collect())
+            .collect();
+        let problem = TokenProblem::new(n, 2, texts);
+        let (path, blind) = (problem.top1(true, true)[1], problem.top1(true, false)[1]);
         // Half the positions are copies (always right with the path), the rest one of five.
         assert!(path > 0.5, "with the path, top-1 {path}");
         assert!(blind < 0.35, "without it, top-1 {blind}");
