@@ -11,8 +11,8 @@ use engine::medusa::heads::{write_heads, HeadsEncoding, HeadsWeights};
 use engine::medusa::matrix::{GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q8_0};
 use engine::medusa::plan::TreeOrigin;
 use engine::{
-    DraftPolicy, Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode, Prompt,
-    StepEvent, TokenSource, TreeSpec,
+    DraftPolicy, Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode, StepEvent,
+    TokenSource, TreeSpec,
 };
 use safetensors::tensor::{serialize_to_file, Dtype, TensorView};
 
@@ -314,16 +314,11 @@ fn heads_that_read_the_drafted_path_guess_per_node_and_draft_losslessly() {
         below_each.iter().any(|(a, b)| a != b),
         "the same guess below every node: {below_each:?}"
     );
-    let normal = engine
-        .generate(greedy(prompt.clone(), 32, GenerationMode::Normal))
-        .unwrap()
-        .wait()
-        .unwrap();
-    common::assert_same_up_to_near_tie(
+    common::assert_like_normal(
         &engine,
         &prompt,
-        &normal.token_ids,
         &summary.token_ids,
+        32,
         "path-reading heads",
     );
 
@@ -507,15 +502,8 @@ fn a_tree_asked_for_is_drafted_in_full_at_every_step_and_losslessly() {
     );
     // Outputs may part from normal's, but only where the model's two best tokens are nearly tied:
     // a 64-token decode sums in another order than a 1-token one.
-    let assert_like_normal = |prompt: &Prompt, tokens: &[i32], max_tokens: u32, label: &str| {
-        let normal = engine
-            .generate(greedy(prompt.clone(), max_tokens, GenerationMode::Normal))
-            .unwrap()
-            .wait()
-            .unwrap();
-        common::assert_same_up_to_near_tie(&engine, prompt, &normal.token_ids, tokens, label);
-    };
-    assert_like_normal(
+    common::assert_like_normal(
+        &engine,
         &prompt,
         &summary.token_ids,
         MAX_TOKENS as u32,
@@ -533,7 +521,7 @@ fn a_tree_asked_for_is_drafted_in_full_at_every_step_and_losslessly() {
             .unwrap()
             .wait()
             .unwrap();
-        assert_like_normal(&prompt, &full.token_ids, 64, text);
+        common::assert_like_normal(&engine, &prompt, &full.token_ids, 64, text);
     }
 
     // Trees the heads cannot fill, and trees in the wrong mode, are refused up front.
@@ -623,16 +611,11 @@ fn auto_mode_merges_lookup_and_medusa_guesses_into_one_lossless_tree() {
         "mean accepted {}",
         summary.mean_accepted
     );
-    let normal = engine
-        .generate(greedy(prompt.clone(), MAX_TOKENS, GenerationMode::Normal))
-        .unwrap()
-        .wait()
-        .unwrap();
-    common::assert_same_up_to_near_tie(
+    common::assert_like_normal(
         &engine,
         &prompt,
-        &normal.token_ids,
         &summary.token_ids,
+        MAX_TOKENS,
         "auto with mc_sim_7b_63",
     );
     // As far as each drafter pays on this machine: lossless too.

@@ -54,19 +54,31 @@ pub fn assert_lossless(
     mode: GenerationMode,
     max_tokens: u32,
 ) -> RunSummary {
+    let fast = run(engine, greedy(prompt.clone(), max_tokens, mode));
+    assert_like_normal(
+        engine,
+        &prompt,
+        &fast.token_ids,
+        max_tokens,
+        &mode.to_string(),
+    );
+    fast
+}
+
+/// `tokens`, generated greedily from `prompt` by some other means, must be normal decoding's
+/// output of `max_tokens`, up to a numerical near-tie.
+pub fn assert_like_normal(
+    engine: &Engine,
+    prompt: &Prompt,
+    tokens: &[i32],
+    max_tokens: u32,
+    label: &str,
+) {
     let normal = run(
         engine,
         greedy(prompt.clone(), max_tokens, GenerationMode::Normal),
     );
-    let fast = run(engine, greedy(prompt.clone(), max_tokens, mode));
-    assert_same_up_to_near_tie(
-        engine,
-        &prompt,
-        &normal.token_ids,
-        &fast.token_ids,
-        &mode.to_string(),
-    );
-    fast
+    assert_same_up_to_near_tie(engine, prompt, &normal.token_ids, tokens, label);
 }
 
 /// Two greedy outputs of the same prompt must be equal, or part where the model's two best
