@@ -25,28 +25,29 @@ pub(crate) struct MedusaSetup {
 
 impl MedusaSetup {
     pub(crate) fn new(heads: Arc<MedusaHeads>, plan: MedusaPlan) -> Self {
-        let mut setup = Self {
+        let heldout_prior = heldout_prior(&heads, &plan);
+        Self {
             heads,
             plan,
-            heldout_prior: None,
-        };
-        setup.heldout_prior = setup.measure_prior();
-        setup
+            heldout_prior,
+        }
     }
+}
 
-    /// The first head's held-out top-1 accuracy, when the heads record it, and the time they
-    /// take here to draft the plan's tree. Without it the budget would take the heads' drafts
-    /// for free until timed, and explore them from an even start.
-    fn measure_prior(&self) -> Option<AcceptanceStats> {
-        let info = self.heads.info();
-        let top1 = *info.training.as_ref()?.heldout_top1.first()?;
-        let head_cost = HeadCost {
-            ms: self.heads.draft_ms_per_head(),
-            per_expanded_node: info.path_input,
-        };
-        let draft_ms = head_cost.draft_ms(self.plan.tree.as_ref()?);
-        Some(AcceptanceStats::with_rate(top1, PRIOR_WEIGHT, draft_ms))
-    }
+/// The first head's held-out top-1 accuracy, when the heads record it, and the time they take
+/// here to draft the plan's tree. Without it the budget would take the heads' drafts for free
+/// until timed, and explore them from an even start.
+fn heldout_prior(heads: &MedusaHeads, plan: &MedusaPlan) -> Option<AcceptanceStats> {
+    let info = heads.info();
+    let top1 = *info.training.as_ref()?.heldout_top1.first()?;
+    // Timing the heads takes a moment at load: only for a tree they will draft.
+    let tree = plan.tree.as_ref()?;
+    let head_cost = HeadCost {
+        ms: heads.draft_ms_per_head(),
+        per_expanded_node: info.path_input,
+    };
+    let draft_ms = head_cost.draft_ms(tree);
+    Some(AcceptanceStats::with_rate(top1, PRIOR_WEIGHT, draft_ms))
 }
 
 /// A request's drafters, each with where its draft budget starts.

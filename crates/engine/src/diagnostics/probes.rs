@@ -72,7 +72,8 @@ pub(super) fn measure_heads(
             let Some(&actual) = tokens.get(pos + 2 + head) else {
                 break;
             };
-            let guesses = heads.top_k(head, hidden, &inputs[..inputs.len().min(head + 1)], top_k);
+            // Each head reads as many of these as it has matrices for.
+            let guesses = heads.top_k(head, hidden, &inputs, top_k);
             ranks.push(tally.record(head, &guesses, actual));
         }
         tally.record_position(ranks);

@@ -82,9 +82,7 @@ fn merge_into_tree(continuations: &[Vec<TokenId>], max_nodes: usize) -> DraftTre
     for (rank, continuation) in continuations.iter().enumerate() {
         let mut parent = None;
         for &token in continuation {
-            let existing =
-                (0..tree.len()).find(|&i| tree.parents[i] == parent && tree.tokens[i] == token);
-            parent = Some(match existing {
+            parent = Some(match tree.child(parent, token) {
                 Some(node) => node,
                 None if tree.len() < max_nodes => {
                     tree.push(token, parent, TokenSource::Lookup, rank)

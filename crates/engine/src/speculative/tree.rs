@@ -111,6 +111,11 @@ impl DraftTree {
         self.tokens.len() - 1
     }
 
+    /// The node holding `token` below `parent` (`None`: the root), if there is one.
+    pub fn child(&self, parent: Option<usize>, token: TokenId) -> Option<usize> {
+        (0..self.len()).find(|&i| self.parents[i] == parent && self.tokens[i] == token)
+    }
+
     /// Adds `other`'s nodes below the same root, at most `max_nodes` in all. A node whose token
     /// already hangs from the same place is shared (it records `other`'s drafter as `also`), so
     /// one verification serves both drafters' guesses.
@@ -129,9 +134,7 @@ impl DraftTree {
                 },
             };
             let token = other.tokens[n];
-            let existing =
-                (0..self.len()).find(|&i| self.parents[i] == parent && self.tokens[i] == token);
-            placed.push(match existing {
+            placed.push(match self.child(parent, token) {
                 Some(i) => {
                     if self.also[i].is_none() && self.sources[i] != other.sources[n] {
                         self.also[i] = Some(other.sources[n]);
