@@ -1,6 +1,5 @@
-// How token sources are named and coloured in the UI.
+// How token sources are coloured in the UI (their names are in lib/inspector.ts).
 
-import { sourceName } from '../lib/inspector';
 import { headOf } from '../lib/run';
 
 /** The CSS colour variable a source is tinted with. */
@@ -9,9 +8,4 @@ export function sourceColor(source: string): string {
   const head = headOf(source);
   if (head === null) return 'var(--src-model)';
   return head <= 4 ? `var(--head-${head})` : 'var(--head-other)';
-}
-
-/** A person's name for a source: "model", "lookup", "head 1" (heads are 0-based inside). */
-export function sourceLabel(source: string): string {
-  return sourceName(source);
 }
