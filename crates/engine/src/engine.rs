@@ -212,6 +212,25 @@ impl Canceller {
     }
 }
 
+/// The producing end of a [`GenerationStream`] fed from outside the engine (a remote engine's
+/// client): the same events, and the cancel the stream's reader asks for.
+pub struct GenerationSender {
+    events: UnboundedSender<GenerationEvent>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl GenerationSender {
+    /// Passes an event on; false when the reader has gone.
+    pub fn send(&self, event: GenerationEvent) -> bool {
+        self.events.send(event).is_ok()
+    }
+
+    /// Whether the reader cancelled the run or went away.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed) || self.events.is_closed()
+    }
+}
+
 /// Events of one run. Dropping the stream cancels the run.
 pub struct GenerationStream {
     receiver: UnboundedReceiver<GenerationEvent>,
@@ -219,6 +238,17 @@ pub struct GenerationStream {
 }
 
 impl GenerationStream {
+    /// A stream whose events come from the returned sender instead of this engine.
+    pub fn channel() -> (GenerationSender, Self) {
+        let (events, receiver) = mpsc::unbounded_channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let sender = GenerationSender {
+            events,
+            cancel: cancel.clone(),
+        };
+        (sender, Self { receiver, cancel })
+    }
+
     pub async fn next(&mut self) -> Option<GenerationEvent> {
         self.receiver.recv().await
     }

@@ -49,6 +49,10 @@ pub enum EngineError {
         capacity: usize,
         retry_after_ms: u64,
     },
+    /// A remote engine's failure, with a code saying which kind (unreachable, refused the key,
+    /// timed out, answered something unreadable, or reported an error).
+    #[error("{message}")]
+    Remote { code: &'static str, message: String },
     #[error("i/o error on {}: {message}", path.display())]
     Io { path: PathBuf, message: String },
 }
@@ -73,6 +77,7 @@ impl EngineError {
             Self::Quantize(_) => "quantize_failed",
             Self::EngineStopped => "engine_stopped",
             Self::QueueFull { .. } => "queue_full",
+            Self::Remote { code, .. } => code,
             Self::Io { .. } => "io_error",
         }
     }

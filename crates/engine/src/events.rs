@@ -76,6 +76,11 @@ pub struct RunSummary {
     /// For each tree depth d (1-based, index d-1), the share of steps whose tree reached depth d
     /// in which the drafted token at that depth was accepted. Empty in normal mode.
     pub acceptance_by_depth: Vec<f64>,
+    /// Drafted tokens on the verified paths (each step's tree depth), and how many of them were
+    /// accepted: llama-server's `draft_n` and `draft_n_accepted`. `None` from a remote engine
+    /// that does not report them.
+    pub draft_tokens: Option<usize>,
+    pub accepted_draft_tokens: Option<usize>,
     /// Time spent drafting and verifying (speculative modes).
     pub draft_ms: f64,
     pub verify_ms: f64,

@@ -37,7 +37,7 @@ pub use config::{
     DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL,
 };
 pub use diagnostics::BaselineRun;
-pub use engine::{Canceller, Engine, GenerationStream};
+pub use engine::{Canceller, Engine, GenerationSender, GenerationStream};
 pub use error::EngineError;
 pub use events::{
     DraftNode, DraftSkip, DraftSkipReason, GenerationEvent, RunSummary, StepEvent, StepToken,

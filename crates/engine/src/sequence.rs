@@ -334,6 +334,8 @@ impl<'m> Sequence<'m> {
             steps: self.stats.steps,
             mean_accepted: self.stats.mean_accepted(),
             acceptance_by_depth: self.stats.acceptance_by_depth(),
+            draft_tokens: Some(self.stats.depth_reached.iter().sum()),
+            accepted_draft_tokens: Some(self.stats.emitted.saturating_sub(self.stats.steps)),
             draft_ms: self.stats.draft_ms,
             verify_ms: self.stats.verify_ms,
             hidden_states: std::mem::take(&mut self.recorded),

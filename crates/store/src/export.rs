@@ -89,6 +89,8 @@ struct CsvRow<'a> {
     created_at: String,
     status: &'static str,
     mode: Cow<'a, str>,
+    /// The remote engine's name; empty for the playground's own model.
+    engine: Cow<'a, str>,
     model: Cow<'a, str>,
     heads: Cow<'a, str>,
     prompt: Cow<'a, str>,
@@ -101,6 +103,8 @@ struct CsvRow<'a> {
     total_ms: Option<f64>,
     tokens_per_second: Option<f64>,
     mean_accepted: Option<f64>,
+    draft_tokens: Option<i64>,
+    accepted_draft_tokens: Option<i64>,
     /// JSON array text.
     acceptance_by_depth: String,
     steps: Option<i64>,
@@ -116,6 +120,7 @@ impl<'a> CsvRow<'a> {
             created_at: encode_time(&run.created_at),
             status: run.status.as_str(),
             mode: spreadsheet_safe(&run.mode),
+            engine: spreadsheet_safe(run.engine.as_deref().unwrap_or("")),
             model: spreadsheet_safe(&run.model.name),
             heads: spreadsheet_safe(run.heads.as_ref().map_or("", |h| h.path.as_str())),
             prompt: spreadsheet_safe(run.prompt.display_text()),
@@ -128,6 +133,8 @@ impl<'a> CsvRow<'a> {
             total_ms: run.total_ms,
             tokens_per_second: run.tokens_per_second,
             mean_accepted: run.mean_accepted,
+            draft_tokens: run.draft_tokens,
+            accepted_draft_tokens: run.accepted_draft_tokens,
             acceptance_by_depth: run
                 .acceptance_by_depth
                 .as_ref()

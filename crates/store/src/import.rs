@@ -246,6 +246,8 @@ fn check_run(run: &Run, latest: DateTime<Utc>) -> Result<(), String> {
         ("prompt_tokens", run.prompt_tokens),
         ("tokens_generated", run.tokens_generated),
         ("steps", run.steps),
+        ("draft_tokens", run.draft_tokens),
+        ("accepted_draft_tokens", run.accepted_draft_tokens),
     ];
     for (name, value) in counts {
         if value.is_some_and(|v| v < 0) {

@@ -89,6 +89,8 @@ pub struct NewRun {
     pub conversation: Option<ConversationTurn>,
     /// Time spent waiting in the queue before the run started.
     pub queue_ms: Option<f64>,
+    /// The remote engine that ran it, by name; `None`: the playground's own model.
+    pub engine: Option<String>,
 }
 
 impl NewRun {
@@ -114,6 +116,7 @@ impl NewRun {
             comparison_id: None,
             conversation: None,
             queue_ms: None,
+            engine: None,
         }
     }
 }
@@ -135,6 +138,10 @@ pub struct RunOutcome {
     pub mean_accepted: f64,
     /// Acceptance rate per tree depth.
     pub acceptance_by_depth: Vec<f64>,
+    /// Drafted tokens on the verified paths and those accepted; `None` when a remote engine did
+    /// not report them.
+    pub draft_tokens: Option<i64>,
+    pub accepted_draft_tokens: Option<i64>,
     pub seed: u64,
     pub finished_at: DateTime<Utc>,
 }
@@ -279,6 +286,10 @@ pub struct Run {
     pub stop: Vec<String>,
     pub comparison_id: Option<i64>,
     pub queue_ms: Option<f64>,
+    /// The remote engine that ran it, by name; `None`: the playground's own model. Exports made
+    /// before remote engines lack it.
+    #[serde(default)]
+    pub engine: Option<String>,
     pub output: Option<String>,
     pub stop_reason: Option<String>,
     pub prompt_tokens: Option<i64>,
@@ -294,6 +305,12 @@ pub struct Run {
     // Exports made before the rename call it `acceptance_by_head`.
     #[serde(alias = "acceptance_by_head")]
     pub acceptance_by_depth: Option<Vec<f64>>,
+    /// Drafted tokens on the verified paths and those accepted (llama-server's `draft_n` and
+    /// `draft_n_accepted`); a remote engine's own report for its runs.
+    #[serde(default)]
+    pub draft_tokens: Option<i64>,
+    #[serde(default)]
+    pub accepted_draft_tokens: Option<i64>,
     pub seed: Option<u64>,
     pub error: Option<String>,
     pub finished_at: Option<DateTime<Utc>>,
@@ -317,6 +334,7 @@ impl Run {
             stop: new.stop.clone(),
             comparison_id: new.comparison_id,
             queue_ms: new.queue_ms,
+            engine: new.engine.clone(),
             output: None,
             stop_reason: None,
             prompt_tokens: None,
@@ -328,6 +346,8 @@ impl Run {
             steps: None,
             mean_accepted: None,
             acceptance_by_depth: None,
+            draft_tokens: None,
+            accepted_draft_tokens: None,
             seed: None,
             error: None,
             finished_at: None,
@@ -355,6 +375,8 @@ impl Run {
             steps: self.steps?,
             mean_accepted: self.mean_accepted?,
             acceptance_by_depth: self.acceptance_by_depth.clone()?,
+            draft_tokens: self.draft_tokens,
+            accepted_draft_tokens: self.accepted_draft_tokens,
             seed: self.seed?,
             finished_at: self.finished_at?,
         })

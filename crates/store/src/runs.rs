@@ -21,7 +21,8 @@ const RUN_COLUMNS: &str = "id, uid, created_at, status, mode, model_name, model_
      model_file_type, model_identity, heads_path, heads_identity, tree, prompt, prompt_text, \
      sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
      tokens_generated, ttft_ms, total_ms, tokens_per_second, decode_tokens_per_second, steps, \
-     mean_accepted, acceptance_by_depth, seed, error, finished_at";
+     mean_accepted, acceptance_by_depth, seed, error, finished_at, engine, draft_tokens, \
+     accepted_draft_tokens";
 
 const STEP_COLUMNS: &str = "step_index, tree_size, tree_depth, accepted_len, tokens, sources, \
      depth_hits, draft_ms, verify_ms, tree, skip";
@@ -150,7 +151,8 @@ impl Store {
             let updated = sqlx::query(
                 "UPDATE runs SET status = ?, output = ?, stop_reason = ?, prompt_tokens = ?, \
                  tokens_generated = ?, ttft_ms = ?, total_ms = ?, tokens_per_second = ?, \
-                 decode_tokens_per_second = ?, steps = ?, mean_accepted = ?, acceptance_by_depth = ?, seed = ?, error = ?, finished_at = ? \
+                 decode_tokens_per_second = ?, steps = ?, mean_accepted = ?, acceptance_by_depth = ?, \
+                 draft_tokens = ?, accepted_draft_tokens = ?, seed = ?, error = ?, finished_at = ? \
                  WHERE id = ? AND status = 'running'",
             )
             .bind(end.status.as_str())
@@ -165,6 +167,8 @@ impl Store {
             .bind(o.map(|o| o.steps))
             .bind(o.map(|o| o.mean_accepted))
             .bind(acceptance)
+            .bind(o.and_then(|o| o.draft_tokens))
+            .bind(o.and_then(|o| o.accepted_draft_tokens))
             .bind(o.map(|o| o.seed.to_string()))
             .bind(end.error)
             .bind(encode_time(&finished_at))
@@ -256,9 +260,10 @@ pub(crate) async fn insert_run(conn: &mut SqliteConnection, run: &Run) -> Result
          model_file_type, model_identity, heads_path, heads_identity, tree, prompt, prompt_text, \
          sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
          tokens_generated, ttft_ms, total_ms, tokens_per_second, decode_tokens_per_second, steps, \
-         mean_accepted, acceptance_by_depth, seed, error, finished_at) \
+         mean_accepted, acceptance_by_depth, seed, error, finished_at, engine, draft_tokens, \
+         accepted_draft_tokens) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
-         ?, ?, ?, ?, ?)",
+         ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(run.uid.to_string())
     .bind(encode_time(&run.created_at))
@@ -292,6 +297,9 @@ pub(crate) async fn insert_run(conn: &mut SqliteConnection, run: &Run) -> Result
     .bind(run.seed.map(|s| s.to_string()))
     .bind(run.error.as_deref())
     .bind(run.finished_at.as_ref().map(encode_time))
+    .bind(run.engine.as_deref())
+    .bind(run.draft_tokens)
+    .bind(run.accepted_draft_tokens)
     .execute(&mut *conn)
     .await;
     match result {
@@ -442,6 +450,7 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
         stop: from_json("stop", &stop)?,
         comparison_id: row.try_get("comparison_id")?,
         queue_ms: row.try_get("queue_ms")?,
+        engine: row.try_get("engine")?,
         output: row.try_get("output")?,
         stop_reason: row.try_get("stop_reason")?,
         prompt_tokens: row.try_get("prompt_tokens")?,
@@ -455,6 +464,8 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
         acceptance_by_depth: acceptance
             .map(|a| from_json("acceptance_by_depth", &a))
             .transpose()?,
+        draft_tokens: row.try_get("draft_tokens")?,
+        accepted_draft_tokens: row.try_get("accepted_draft_tokens")?,
         seed: seed
             .map(|s| s.parse::<u64>().map_err(|e| decode_error("seed", e)))
             .transpose()?,

@@ -49,15 +49,10 @@ async fn populate(store: &Store) -> Fixture {
         .await
         .unwrap();
     store.fail_run(failed, "context full").await.unwrap();
-    let cancelled = store
-        .begin_run(&new_run(
-            "normal",
-            "llama",
-            PromptRecord::Text("stop me".into()),
-            3,
-        ))
-        .await
-        .unwrap();
+    // A run on a remote engine, which names it.
+    let mut remote = new_run("normal", "llama", PromptRecord::Text("stop me".into()), 3);
+    remote.engine = Some("lab".into());
+    let cancelled = store.begin_run(&remote).await.unwrap();
     store.append_steps(cancelled, &steps(0..2)).await.unwrap();
     store
         .cancel_run(cancelled, Some(&outcome("partial", 5.0, 3)))
@@ -273,6 +268,7 @@ async fn csv_parses_back_with_header_rows_and_quoted_values() {
             "created_at",
             "status",
             "mode",
+            "engine",
             "model",
             "heads",
             "prompt",
@@ -285,6 +281,8 @@ async fn csv_parses_back_with_header_rows_and_quoted_values() {
             "total_ms",
             "tokens_per_second",
             "mean_accepted",
+            "draft_tokens",
+            "accepted_draft_tokens",
             "acceptance_by_depth",
             "steps",
             "seed",
@@ -337,6 +335,10 @@ async fn csv_parses_back_with_header_rows_and_quoted_values() {
         stored.total_ms.unwrap()
     );
     assert_eq!(&medusa[column("mean_accepted")], "1.6");
+    assert_eq!(&medusa[column("engine")], "");
+    assert_eq!(&medusa[column("draft_tokens")], "70");
+    assert_eq!(&medusa[column("accepted_draft_tokens")], "24");
+    assert_eq!(&rows[1][column("engine")], "lab");
     assert_eq!(&medusa[column("acceptance_by_depth")], "[0.5,0.25,0.125]");
     assert_eq!(&medusa[column("steps")], "40");
     assert_eq!(&medusa[column("seed")], u64::MAX.to_string());
