@@ -5,6 +5,7 @@ pub mod backend;
 pub mod commands;
 pub mod conversation_commands;
 pub mod locale;
+pub mod remote_commands;
 mod shutdown;
 
 use anyhow::Context;
@@ -38,6 +39,9 @@ pub fn invoke_handler<R: tauri::Runtime>(
         conversation_commands::update_conversation,
         conversation_commands::delete_conversation,
         conversation_commands::export_conversation,
+        remote_commands::list_remotes,
+        remote_commands::add_remote,
+        remote_commands::remove_remote,
     ]
 }
 

@@ -54,6 +54,12 @@ pub struct ServeArgs {
     /// the models cache is loadable over HTTP.
     #[arg(long = "models-dir", value_name = "DIR")]
     pub models_dirs: Vec<PathBuf>,
+    /// A remote OpenAI-compatible engine (vLLM, SGLang, llama-server, another `medusa serve`)
+    /// whose models runs may name beside this one's, for this process (repeatable), e.g.
+    /// `lab=http://gpu-box:8000` or `lab=http://gpu-box:8000,KEY`. A key given here shows in the
+    /// process list; engines added in Settings keep theirs in a file only you can read.
+    #[arg(long = "remote", value_name = "NAME=URL[,KEY]")]
+    pub remotes: Vec<remote::RemoteSpec>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -95,6 +101,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("opening the run history {}", db.display()))?;
         let playground = playground::Playground::new(engine, store, config);
+        add_remotes(&playground, args.remotes).await?;
         if args.model.default_draft() == engine::DraftPolicy::Tuned {
             playground
                 .set_default_tree(playground::TreeChoice::Name("tuned".into()))
@@ -115,6 +122,31 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         server::serve(config, playground).await?;
         anyhow::Ok(())
     })
+}
+
+/// Adds the command line's remote engines and says what each serves (or why it did not answer:
+/// it is kept, since it may start later).
+async fn add_remotes(
+    playground: &playground::Playground,
+    specs: Vec<remote::RemoteSpec>,
+) -> anyhow::Result<()> {
+    for spec in specs {
+        let name = spec.name.clone();
+        let added = playground
+            .remotes()
+            .add(spec, false)
+            .await
+            .map_err(|e| anyhow::anyhow!("--remote {name}: {}", e.message))?;
+        match &added.error {
+            None => eprintln!(
+                "remote engine {name} at {}: {}",
+                added.url,
+                added.models.join(", ")
+            ),
+            Some(error) => eprintln!("warning: remote engine {name}: {}", error.message),
+        }
+    }
+    Ok(())
 }
 
 /// The UI directory: the one asked for (which must hold a built UI), else the first built one of

@@ -23,10 +23,16 @@ impl Drop for Served {
 }
 
 fn serve(db: &Path) -> Served {
+    serve_with(db, &[])
+}
+
+/// `medusa serve` on a free port with `db` and the `extra` arguments.
+fn serve_with(db: &Path, extra: &[&str]) -> Served {
     let model = models::default_model_path().expect("default model available");
     let mut child = Command::new(env!("CARGO_BIN_EXE_medusa"))
         .args(["serve", "--port", "0", "--ctx-size", "1024", "--db"])
         .arg(db)
+        .args(extra)
         .env("MEDUSA_MODEL", model)
         .env_remove("MEDUSA_HEADS")
         .stdout(Stdio::piped())
@@ -223,6 +229,52 @@ fn bench_measures_another_server_through_its_openai_api() {
     let message = String::from_utf8_lossy(&dead.stderr);
     assert!(
         message.contains("cannot reach http://127.0.0.1:9"),
+        "{message}"
+    );
+}
+
+#[test]
+fn serve_runs_on_remote_engines_given_on_the_command_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let remote = serve(&dir.path().join("remote.sqlite"));
+    let lab = format!("lab={}", remote.base);
+    let server = serve_with(
+        &dir.path().join("history.sqlite"),
+        &["--remote", &lab, "--remote", "dead=http://127.0.0.1:9"],
+    );
+    let remotes: Value = agent()
+        .get(&format!("{}/api/remotes", server.base))
+        .call()
+        .expect("remotes listed")
+        .into_json()
+        .unwrap();
+    assert_eq!(remotes[0]["name"], "lab");
+    assert_eq!(remotes[0]["saved"], false, "for this process only");
+    assert!(remotes[0]["models"][0].is_string(), "{remotes}");
+    assert_eq!(remotes[1]["error"]["code"], "remote_unreachable");
+    // Nothing was written for them: the next start does not know them.
+    assert!(!dir.path().join("remotes.json").exists());
+
+    let answer = agent()
+        .post(&format!("{}/api/generate", server.base))
+        .send_json(json!({"prompt": "Name a colour.", "max_tokens": 5, "engine": "lab"}))
+        .expect("generation")
+        .into_string()
+        .unwrap();
+    assert!(answer.contains(r#""type":"finished""#), "{answer}");
+    let here = runs(&server.base, "");
+    assert_eq!(here[0]["engine"], "lab");
+    assert_eq!(here[0]["output"], runs(&remote.base, "")[0]["output"]);
+
+    // A malformed --remote is refused before anything starts.
+    let bad = Command::new(env!("CARGO_BIN_EXE_medusa"))
+        .args(["serve", "--port", "0", "--remote", "lab=gpu-box:8000"])
+        .output()
+        .expect("serve runs");
+    assert!(!bad.status.success());
+    let message = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        message.contains("not an address such as http://gpu-box:8000"),
         "{message}"
     );
 }

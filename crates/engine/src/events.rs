@@ -208,6 +208,15 @@ pub enum GenerationEvent {
     Failed(EngineError),
 }
 
+impl RunSummary {
+    /// Percent of drafted tokens accepted; `None` when nothing was drafted (or not reported).
+    pub fn acceptance_rate(&self) -> Option<f64> {
+        let drafted = self.draft_tokens.filter(|&n| n > 0)?;
+        let accepted = self.accepted_draft_tokens.unwrap_or(0);
+        Some(100.0 * accepted as f64 / drafted as f64)
+    }
+}
+
 pub(crate) fn tokens_per_second(tokens: usize, ms: f64) -> f64 {
     if ms > 0.0 {
         tokens as f64 * 1000.0 / ms

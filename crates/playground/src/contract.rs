@@ -65,6 +65,8 @@ pub fn typescript() -> String {
         engine::EngineMetrics,
         crate::model_host::LoadingStatus,
         crate::LoadModelRequest,
+        crate::RemoteInfo,
+        crate::AddRemoteRequest,
         crate::SetTreeRequest,
         crate::tuning::TuneRequest,
         engine::tuning::TuneReport,

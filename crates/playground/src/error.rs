@@ -23,6 +23,8 @@ pub enum ErrorKind {
     /// Not now: no model yet, or the queue is full.
     Unavailable,
     TooLarge,
+    /// A remote engine failed or could not be reached.
+    Upstream,
     /// The playground failed.
     Internal,
 }
@@ -88,6 +90,7 @@ impl From<EngineError> for AppError {
         let kind = match &err {
             EngineError::NoMedusaHeads => ErrorKind::Conflict,
             EngineError::QueueFull { .. } => ErrorKind::Unavailable,
+            EngineError::Remote { .. } => ErrorKind::Upstream,
             e if e.is_client_error() => ErrorKind::Invalid,
             _ => ErrorKind::Internal,
         };

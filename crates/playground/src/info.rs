@@ -9,6 +9,7 @@ use crate::draft::TreeChoice;
 use crate::error::ErrorBody;
 use crate::model_host::LoadingStatus;
 use crate::playground::Playground;
+use crate::remotes::RemoteInfo;
 
 /// The model (or the load in progress), heads, tree, modes, engine metrics and the database.
 /// `model` is null until a first model has loaded; while another loads, the current one keeps
@@ -29,6 +30,8 @@ pub struct Info {
     pub database: String,
     pub loading: Option<LoadingStatus>,
     pub error: Option<ErrorBody>,
+    /// The remote engines runs may name (`engine`), as last seen.
+    pub remotes: Vec<RemoteInfo>,
 }
 
 impl Playground {
@@ -57,6 +60,7 @@ impl Playground {
             database: self.store().path().display().to_string(),
             loading: host.loading_status(),
             error: host.last_error(),
+            remotes: self.remotes().list(),
             model: info,
         }
     }

@@ -12,6 +12,7 @@ use crate::draft::TreeChoice;
 use crate::error::{AppError, ErrorKind};
 use crate::info::Info;
 use crate::model_host::{HostedModel, LoadRequest, ModelHost};
+use crate::remotes::{Remotes, REMOTES_FILE};
 use crate::run_counters::RunCounters;
 
 #[derive(Clone)]
@@ -22,6 +23,7 @@ pub struct Playground {
 struct Inner {
     host: Arc<ModelHost>,
     store: Store,
+    remotes: Remotes,
     counters: RunCounters,
     running: Mutex<HashMap<i64, Canceller>>,
     tuning: AtomicBool,
@@ -67,10 +69,13 @@ impl Playground {
         playground
     }
 
+    /// The remote engines saved beside the history come back with it.
     fn with_host(host: ModelHost, store: Store) -> Self {
+        let remotes_file = store.path().parent().map(|dir| dir.join(REMOTES_FILE));
         Self {
             inner: Arc::new(Inner {
                 host: Arc::new(host),
+                remotes: Remotes::load(remotes_file),
                 store,
                 counters: RunCounters::default(),
                 running: Mutex::new(HashMap::new()),
@@ -110,6 +115,11 @@ impl Playground {
 
     pub fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// The remote engines runs may name instead of the model served here.
+    pub fn remotes(&self) -> &Remotes {
+        &self.inner.remotes
     }
 
     pub fn counters(&self) -> &RunCounters {

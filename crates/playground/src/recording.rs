@@ -95,11 +95,12 @@ impl Progress {
     }
 }
 
-/// Records the run's events and passes them on, until the run ends.
+/// Records the run's events and passes them on, until the run ends. `counted_mode`: the mode
+/// the engine's figures count it under; `None` for a remote engine's run.
 pub(crate) async fn record(
     playground: Playground,
     run_id: i64,
-    mode: GenerationMode,
+    counted_mode: Option<GenerationMode>,
     mut stream: engine::GenerationStream,
     tx: UnboundedSender<RecordedEvent>,
 ) {
@@ -122,12 +123,15 @@ pub(crate) async fn record(
                 text, token_ids, ..
             } => {
                 progress.output.push_str(text);
-                progress.tokens += token_ids.len() as i64;
+                // A remote engine's text comes without token ids: a piece counts as one.
+                progress.tokens += token_ids.len().max(1) as i64;
                 progress.save_if_due(&store, run_id).await;
                 None
             }
             GenerationEvent::Step(step) => {
-                counters.record_step(mode.as_str(), step);
+                if let Some(mode) = counted_mode {
+                    counters.record_step(mode.as_str(), step);
+                }
                 progress.steps.push(step_record(step));
                 progress.save_if_due(&store, run_id).await;
                 None
@@ -137,11 +141,11 @@ pub(crate) async fn record(
                 let cancelled = summary.stop_reason == StopReason::Cancelled;
                 let status = if cancelled { "cancelled" } else { "finished" };
                 counters.record_run(status, summary.tokens_generated);
-                if !cancelled {
+                if let Some(mode) = counted_mode.filter(|_| !cancelled) {
                     counters.record_latencies(mode.as_str(), summary);
-                }
-                if !cancelled && mode != GenerationMode::Normal {
-                    counters.record_mean_accepted(mode.as_str(), summary.mean_accepted);
+                    if mode != GenerationMode::Normal {
+                        counters.record_mean_accepted(mode.as_str(), summary.mean_accepted);
+                    }
                 }
                 tracing::info!(
                     tokens = summary.tokens_generated,
@@ -249,6 +253,8 @@ fn outcome(summary: &RunSummary) -> RunOutcome {
         steps: summary.steps as i64,
         mean_accepted: summary.mean_accepted,
         acceptance_by_depth: summary.acceptance_by_depth.clone(),
+        draft_tokens: summary.draft_tokens.map(|n| n as i64),
+        accepted_draft_tokens: summary.accepted_draft_tokens.map(|n| n as i64),
         seed: summary.seed,
         finished_at: Utc::now(),
     }

@@ -51,6 +51,12 @@ pub struct PlaygroundRequest {
     /// Write on from the last (assistant) message instead of answering it.
     #[serde(default)]
     pub continue_final_message: Option<bool>,
+    /// Run on this remote engine (by name) instead of the model served here.
+    #[serde(default)]
+    pub engine: Option<String>,
+    /// The remote engine's model; default: the first it lists.
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 impl PlaygroundRequest {

@@ -2,13 +2,16 @@
 //! recording task (see `recording`), its events handed to the adapter. The task outlives the
 //! adapter's handler, so a client that goes away cancels the run but never loses its record.
 
-use engine::{GenerationEvent, Prompt, RunSummary, StepEvent};
+use engine::{
+    DraftPolicy, GenerateRequest, GenerationEvent, GenerationMode, GenerationStream, Prompt,
+    RunSummary,
+};
 use futures_util::stream::{self, Stream};
 use store::{ConversationTurn, HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord};
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tracing::Instrument;
 
-use crate::error::AppError;
+use crate::error::{AppError, ErrorKind};
 use crate::events::RunEvent;
 use crate::model_host::HostedModel;
 use crate::playground::{CheckedRequest, Playground};
@@ -28,26 +31,6 @@ pub type RecordedEvent = Result<GenerationEvent, AppError>;
 pub struct Collected {
     pub run_id: i64,
     pub summary: RunSummary,
-    pub stats: DraftStats,
-}
-
-/// Drafted tokens on the verified path and how many of them were accepted, over all steps.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct DraftStats {
-    pub accepted: usize,
-    pub drafted: usize,
-}
-
-impl DraftStats {
-    pub fn add(&mut self, step: &StepEvent) {
-        self.accepted += step.accepted_len.saturating_sub(1);
-        self.drafted += step.tree_depth;
-    }
-
-    /// Percent of drafted tokens accepted; `None` when nothing was drafted.
-    pub fn acceptance_rate(&self) -> Option<f64> {
-        (self.drafted > 0).then(|| 100.0 * self.accepted as f64 / self.drafted as f64)
-    }
 }
 
 impl RunHandle {
@@ -67,19 +50,18 @@ impl RunHandle {
 
     /// Waits for the end of the run.
     pub async fn collect(mut self) -> Result<Collected, AppError> {
-        let mut stats = DraftStats::default();
         while let Some(event) = self.next().await {
             match event? {
-                GenerationEvent::Step(step) => stats.add(&step),
                 GenerationEvent::Finished(summary) => {
                     return Ok(Collected {
                         run_id: self.run_id,
                         summary,
-                        stats,
                     })
                 }
                 GenerationEvent::Failed(err) => return Err(err.into()),
-                GenerationEvent::Started { .. } | GenerationEvent::Text { .. } => {}
+                GenerationEvent::Started { .. }
+                | GenerationEvent::Text { .. }
+                | GenerationEvent::Step(_) => {}
             }
         }
         Err(engine::EngineError::EngineStopped.into())
@@ -121,12 +103,23 @@ impl Playground {
         request: PlaygroundRequest,
     ) -> Result<(i64, impl Stream<Item = RunEvent> + Send), AppError> {
         let conversation_id = request.conversation_id;
-        let checked = self.check(request.into_request()?)?;
+        let (engine, model) = (request.engine.clone(), request.model.clone());
+        let request = request.into_request()?;
         let conversation = conversation_id.map(|conversation_id| ConversationTurn {
             conversation_id,
-            continues: checked.request().continue_final_message,
+            continues: request.continue_final_message,
         });
-        let mut handle = start(self, checked, conversation).await?;
+        let mut handle = match engine.filter(|name| !name.is_empty()) {
+            Some(name) => start_remote(self, &name, model, request, conversation).await?,
+            None => {
+                if model.is_some() {
+                    return Err(AppError::invalid_parameter(
+                        "model names a remote engine's model; the model served here is chosen in Settings",
+                    ));
+                }
+                start(self, self.check(request)?, conversation).await?
+            }
+        };
         let first = handle.first().await?;
         Ok((handle.run_id, handle.into_events(first)))
     }
@@ -145,12 +138,67 @@ pub async fn start(
     new_run.conversation = conversation;
     let mode = request.get().mode;
     let stream = model.engine.submit(request)?;
-    // Dropping `stream` on a store error cancels the queued request.
+    record(playground, new_run, Some(mode), stream).await
+}
+
+/// Starts a run on the remote engine named `engine` (its `model`, else the first it lists) and
+/// records it like a local one, the engine named. Fields only the model served here can honour
+/// (a tree, a draft length, hidden states) are refused.
+pub async fn start_remote(
+    playground: &Playground,
+    engine: &str,
+    model: Option<String>,
+    request: GenerateRequest,
+    conversation: Option<ConversationTurn>,
+) -> Result<RunHandle, AppError> {
+    request.validate()?;
+    if request.draft != DraftPolicy::Auto || request.max_draft_tokens.is_some() {
+        return Err(AppError::invalid_parameter(
+            "trees and draft lengths are for the model served here; a remote engine drafts as it was started",
+        ));
+    }
+    if request.record_hidden_states {
+        return Err(AppError::new(
+            ErrorKind::Invalid,
+            "invalid_parameter",
+            "a remote engine does not return hidden states",
+        ));
+    }
+    let (remote, model) = playground.remotes().target(engine, model).await?;
+    let mut new_run = NewRun::new(
+        request.mode.as_str(),
+        ModelRef {
+            name: model.clone(),
+            path: remote.spec().url.clone(),
+            file_type: String::new(),
+            identity: String::new(),
+        },
+        prompt_record(&request.prompt),
+        serde_json::to_value(&request.sampling).unwrap_or(serde_json::Value::Null),
+        request.max_tokens,
+    );
+    new_run.stop = request.stop.clone();
+    new_run.engine = Some(remote.name().to_owned());
+    new_run.conversation = conversation;
+    let stream = remote.generate(remote::RemoteRequest { model, request });
+    // The local engine's figures (`/metrics`, the draft budget) leave remote runs out.
+    record(playground, new_run, None, stream).await
+}
+
+/// Records the run's start and starts its recording task. Dropping `stream` on a store error
+/// cancels the run.
+async fn record(
+    playground: &Playground,
+    new_run: NewRun,
+    counted_mode: Option<GenerationMode>,
+    stream: GenerationStream,
+) -> Result<RunHandle, AppError> {
     let run_id = playground.store().begin_run(&new_run).await?;
     playground.register_run(run_id, stream.canceller());
     let (tx, rx) = mpsc::unbounded_channel();
-    let span = tracing::info_span!("run", run_id, mode = %mode);
-    tokio::spawn(recording::record(playground.clone(), run_id, mode, stream, tx).instrument(span));
+    let span = tracing::info_span!("run", run_id, mode = %new_run.mode, engine = new_run.engine.as_deref().unwrap_or("local"));
+    let task = recording::record(playground.clone(), run_id, counted_mode, stream, tx);
+    tokio::spawn(task.instrument(span));
     Ok(RunHandle { run_id, events: rx })
 }
 

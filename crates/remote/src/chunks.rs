@@ -100,9 +100,8 @@ impl Answer {
 
     /// Reads one chunk's data; its new text, if any.
     pub(crate) fn read(&mut self, data: &str) -> Result<Option<String>, ChunkError> {
-        let chunk: Chunk = serde_json::from_str(data).map_err(|err| {
-            ChunkError::Malformed(format!("{err} in chunk {}", excerpt(data)))
-        })?;
+        let chunk: Chunk = serde_json::from_str(data)
+            .map_err(|err| ChunkError::Malformed(format!("{err} in chunk {}", excerpt(data))))?;
         if let Some(error) = chunk.error {
             return Err(ChunkError::Reported(error_message(&error)));
         }

@@ -26,7 +26,7 @@ const MODELS_TIMEOUT: Duration = Duration::from_secs(15);
 const CANCEL_POLL: Duration = Duration::from_millis(100);
 
 /// One remote engine; cheap to clone (the HTTP client is shared).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct RemoteEngine {
     spec: RemoteSpec,
     client: reqwest::Client,
@@ -68,7 +68,7 @@ impl RemoteEngine {
     }
 
     /// The models the engine serves, as it lists them.
-    #[tracing::instrument(skip(self), fields(remote = %self.spec.name), err)]
+    #[tracing::instrument(skip(self), fields(remote = %self.spec.name), err(level = tracing::Level::WARN))]
     pub async fn models(&self) -> Result<Vec<String>, RemoteError> {
         let response = self
             .authorized(self.client.get(self.endpoint("/v1/models")))
@@ -81,10 +81,11 @@ impl RemoteEngine {
             .text()
             .await
             .map_err(|err| self.transport_error(&err, MODELS_TIMEOUT))?;
-        let list: ModelList = serde_json::from_str(&body).map_err(|err| RemoteError::Malformed {
-            name: self.spec.name.clone(),
-            message: format!("the model list: {err} in {}", excerpt(&body)),
-        })?;
+        let list: ModelList =
+            serde_json::from_str(&body).map_err(|err| RemoteError::Malformed {
+                name: self.spec.name.clone(),
+                message: format!("the model list: {err} in {}", excerpt(&body)),
+            })?;
         Ok(list.data.into_iter().map(|m| m.id).collect())
     }
 
@@ -325,8 +326,8 @@ mod tests {
         assert!(body.get("top_k").is_none());
         assert!(body.get("stop").is_none());
 
-        let request = GenerateRequest::new(Prompt::Text("Once".into()), 4)
-            .with_stop(vec!["\n".into()]);
+        let request =
+            GenerateRequest::new(Prompt::Text("Once".into()), 4).with_stop(vec!["\n".into()]);
         let (path, body) = request_body(&RemoteRequest {
             model: "m".into(),
             request,

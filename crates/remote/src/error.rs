@@ -26,7 +26,9 @@ pub enum RemoteError {
         status: u16,
         message: String,
     },
-    #[error("remote engine '{name}' sent something that is not an OpenAI-compatible answer: {message}")]
+    #[error(
+        "remote engine '{name}' sent something that is not an OpenAI-compatible answer: {message}"
+    )]
     Malformed { name: String, message: String },
     #[error("remote engine '{name}' reported an error: {message}")]
     Reported { name: String, message: String },

@@ -57,7 +57,9 @@ impl RemoteSpec {
             )));
         }
         let url = base_url(url.into().trim())?;
-        let api_key = api_key.map(|k| k.trim().to_owned()).filter(|k| !k.is_empty());
+        let api_key = api_key
+            .map(|k| k.trim().to_owned())
+            .filter(|k| !k.is_empty());
         if let Some(key) = &api_key {
             if key.len() > MAX_KEY || key.chars().any(|c| c.is_whitespace() || c.is_control()) {
                 return Err(invalid(
@@ -75,7 +77,9 @@ impl FromStr for RemoteSpec {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let (name, rest) = text.split_once('=').ok_or_else(|| {
-            invalid(format!("'{text}' is not NAME=URL[,KEY] (such as lab=http://gpu-box:8000)"))
+            invalid(format!(
+                "'{text}' is not NAME=URL[,KEY] (such as lab=http://gpu-box:8000)"
+            ))
         })?;
         let (url, key) = match rest.split_once(',') {
             Some((url, key)) => (url, Some(key.to_owned())),

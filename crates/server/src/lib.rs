@@ -15,6 +15,7 @@ mod listener;
 mod metrics;
 mod openai;
 mod paths;
+mod remotes_api;
 mod sampling;
 mod simple_api;
 
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::extract::FromRef;
-use axum::routing::{any, get, post, put};
+use axum::routing::{any, delete, get, post, put};
 use axum::{Extension, Router};
 use extract::BodyLimit;
 use metrics::RequestCounts;
@@ -127,6 +128,11 @@ pub fn router_with_ui(
         .route("/api/model", post(api::load_model))
         .route("/api/model/tree", put(api::set_tree))
         .route("/api/tune", post(api::tune))
+        .route(
+            "/api/remotes",
+            get(remotes_api::list).post(remotes_api::add),
+        )
+        .route("/api/remotes/{name}", delete(remotes_api::remove))
         .route("/api/generate", post(api::generate))
         .route("/api/events", get(event_socket::upgrade))
         .route(

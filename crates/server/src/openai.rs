@@ -17,7 +17,7 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use playground::runs::{self, DraftStats, RunHandle};
+use playground::runs::{self, RunHandle};
 use playground::{CheckedRequest, DraftFields, Playground};
 
 use crate::error::ApiError;
@@ -274,7 +274,7 @@ impl Envelope {
             "id": self.id, "object": object, "created": self.created, "model": self.model,
             "system_fingerprint": null, "choices": [choice],
             "usage": usage(summary.prompt_tokens, summary.tokens_generated),
-            "timings": timings(summary, &run.stats), "run_id": run.run_id,
+            "timings": timings(summary), "run_id": run.run_id,
         })
     }
 }
@@ -290,7 +290,7 @@ fn finish_reason(reason: StopReason) -> &'static str {
 /// prompt tokens decoded (cached ones apart, in `cache_n`) and the time to the first token after
 /// the queue; tokens generated, the time from the first to the last and the decode speed; drafted
 /// tokens on the verified paths and how many were accepted (as `acceptance_rate` counts them).
-fn timings(summary: &RunSummary, drafts: &DraftStats) -> Value {
+fn timings(summary: &RunSummary) -> Value {
     let prompt_n = summary
         .prompt_tokens
         .saturating_sub(summary.cached_prompt_tokens);
@@ -310,8 +310,8 @@ fn timings(summary: &RunSummary, drafts: &DraftStats) -> Value {
         "predicted_n": summary.tokens_generated,
         "predicted_ms": (summary.total_ms - summary.ttft_ms).max(0.0),
         "predicted_per_second": summary.decode_tokens_per_second,
-        "draft_n": drafts.drafted,
-        "draft_n_accepted": drafts.accepted,
+        "draft_n": summary.draft_tokens.unwrap_or(0),
+        "draft_n_accepted": summary.accepted_draft_tokens.unwrap_or(0),
     })
 }
 
@@ -379,7 +379,6 @@ struct StreamState {
     pending: Option<GenerationEvent>,
     envelope: Envelope,
     sent_role: bool,
-    drafts: DraftStats,
     done: bool,
 }
 
@@ -397,7 +396,6 @@ fn sse_events(
         pending: Some(first),
         envelope,
         sent_role: false,
-        drafts: DraftStats::default(),
         done: false,
     };
     stream::unfold(state, |mut st| async move {
@@ -423,14 +421,11 @@ fn sse_events(
                 st.sent_role = true;
                 vec![data(&st.envelope.chunk(Some(&text), first, None))]
             }
-            Some(Ok(GenerationEvent::Step(step))) => {
-                st.drafts.add(&step);
-                Vec::new()
-            }
+            Some(Ok(GenerationEvent::Step(_))) => Vec::new(),
             Some(Ok(GenerationEvent::Finished(summary))) => {
                 st.done = true;
                 let reason = finish_reason(summary.stop_reason);
-                let timings = timings(&summary, &st.drafts);
+                let timings = timings(&summary);
                 let mut last = st.envelope.chunk(None, false, Some(reason));
                 last["timings"] = timings.clone();
                 let mut events = vec![data(&last)];

@@ -123,7 +123,7 @@ async fn response(
         acceptance_rate: if normal {
             None
         } else {
-            run.stats.acceptance_rate()
+            run.summary.acceptance_rate()
         },
         run_id: run.run_id,
     })

@@ -72,6 +72,14 @@ conversation_id?: number,
  */
 continue_final_message?: boolean, 
 /**
+ * Run on this remote engine (by name) instead of the model served here.
+ */
+engine?: string, 
+/**
+ * The remote engine's model; default: the first it lists.
+ */
+model?: string, 
+/**
  * Medusa mode: `"auto"` (the default: as much of the tree sized for this machine as pays,
  * or the model's default tree set in Settings), or a tree drafted in full at every step
  * whatever it costs: `"tuned"` (the fastest tree the tuner found here), `"mc_sim_7b_63"`,
@@ -229,6 +237,12 @@ mean_accepted: number,
  */
 acceptance_by_depth: Array<number>, 
 /**
+ * Drafted tokens on the verified paths (each step's tree depth), and how many of them were
+ * accepted: llama-server's `draft_n` and `draft_n_accepted`. `None` from a remote engine
+ * that does not report them.
+ */
+draft_tokens: number | null, accepted_draft_tokens: number | null, 
+/**
  * Time spent drafting and verifying (speculative modes).
  */
 draft_ms: number, verify_ms: number, };
@@ -284,6 +298,12 @@ mean_accepted: number,
  */
 acceptance_by_depth: Array<number>, 
 /**
+ * Drafted tokens on the verified paths (each step's tree depth), and how many of them were
+ * accepted: llama-server's `draft_n` and `draft_n_accepted`. `None` from a remote engine
+ * that does not report them.
+ */
+draft_tokens: number | null, accepted_draft_tokens: number | null, 
+/**
  * Time spent drafting and verifying (speculative modes).
  */
 draft_ms: number, verify_ms: number, };
@@ -321,7 +341,11 @@ tree: TreeSpec | null,
  * The tree Medusa requests drafting `auto` draft in full instead, as set in Settings; null
  * keeps `auto`.
  */
-default_tree: TreeChoice | null, modes: Array<Mode>, metrics: EngineMetrics | null, database: string, loading: LoadingStatus | null, error: ApiErrorBody | null, };
+default_tree: TreeChoice | null, modes: Array<Mode>, metrics: EngineMetrics | null, database: string, loading: LoadingStatus | null, error: ApiErrorBody | null, 
+/**
+ * The remote engines runs may name (`engine`), as last seen.
+ */
+remotes: Array<RemoteEngineInfo>, };
 
 /**
  * What a loaded model is, for display and for recording next to every run.
@@ -620,6 +644,37 @@ tree?: string | null,
 ctx_size?: number | null, };
 
 /**
+ * A remote engine as the UI sees it (never its key).
+ */
+export type RemoteEngineInfo = { name: string, url: string, 
+/**
+ * Whether requests carry an API key.
+ */
+has_key: boolean, 
+/**
+ * Kept in the saved list (added in Settings); otherwise given on the command line for this
+ * process only.
+ */
+saved: boolean, 
+/**
+ * The models it listed when last asked; the first is the default.
+ */
+models: Array<string>, 
+/**
+ * Why it could not be asked last time; null when it answered.
+ */
+error: ApiErrorBody | null, };
+
+/**
+ * Body of adding a remote engine (Settings, `POST /api/remotes`).
+ */
+export type AddRemoteRequest = { name: string, 
+/**
+ * Its base address, such as `http://gpu-box:8000`.
+ */
+url: string, api_key?: string, };
+
+/**
  * Settings' tree: what Medusa requests drafting `auto` draft in full, changed without reloading
  * the model. `"auto"` undoes it.
  */
@@ -712,11 +767,21 @@ export type RunRecord = {
 /**
  * Local id: differs between databases, unlike `uid`.
  */
-id: number, uid: string, status: RunStatus, created_at: string, mode: string, model: ModelRef, heads: HeadsRef | null, tree: JsonValue | null, prompt: PromptRecord, sampling: JsonValue, max_tokens: number, stop: Array<string>, comparison_id: number | null, queue_ms: number | null, output: string | null, stop_reason: string | null, prompt_tokens: number | null, tokens_generated: number | null, ttft_ms: number | null, total_ms: number | null, tokens_per_second: number | null, 
+id: number, uid: string, status: RunStatus, created_at: string, mode: string, model: ModelRef, heads: HeadsRef | null, tree: JsonValue | null, prompt: PromptRecord, sampling: JsonValue, max_tokens: number, stop: Array<string>, comparison_id: number | null, queue_ms: number | null, 
+/**
+ * The remote engine that ran it, by name; `None`: the playground's own model. Exports made
+ * before remote engines lack it.
+ */
+engine: string | null, output: string | null, stop_reason: string | null, prompt_tokens: number | null, tokens_generated: number | null, ttft_ms: number | null, total_ms: number | null, tokens_per_second: number | null, 
 /**
  * Exports made before it was kept lack it; their import derives it.
  */
-decode_tokens_per_second: number | null, steps: number | null, mean_accepted: number | null, acceptance_by_depth: Array<number> | null, seed: number | null, error: string | null, finished_at: string | null, };
+decode_tokens_per_second: number | null, steps: number | null, mean_accepted: number | null, acceptance_by_depth: Array<number> | null, 
+/**
+ * Drafted tokens on the verified paths and those accepted (llama-server's `draft_n` and
+ * `draft_n_accepted`); a remote engine's own report for its runs.
+ */
+draft_tokens: number | null, accepted_draft_tokens: number | null, seed: number | null, error: string | null, finished_at: string | null, };
 
 /**
  * Where a run is in its life.

@@ -1,0 +1,406 @@
+//! The remote engines the playground can run on beside its own model: those given on the command
+//! line (for this process only) and those added in Settings, kept with their API keys in
+//! `remotes.json` next to the history, readable only by the user. The history names a run's
+//! engine, never its key.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use futures_util::future::join_all;
+use remote::{RemoteEngine, RemoteError, RemoteSpec};
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+use crate::error::{AppError, ErrorBody, ErrorKind};
+use crate::playground::Playground;
+
+/// The file of saved remote engines, beside the history database.
+pub const REMOTES_FILE: &str = "remotes.json";
+
+/// A remote engine as the UI sees it (never its key).
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[ts(rename = "RemoteEngineInfo")]
+pub struct RemoteInfo {
+    pub name: String,
+    pub url: String,
+    /// Whether requests carry an API key.
+    pub has_key: bool,
+    /// Kept in the saved list (added in Settings); otherwise given on the command line for this
+    /// process only.
+    pub saved: bool,
+    /// The models it listed when last asked; the first is the default.
+    pub models: Vec<String>,
+    /// Why it could not be asked last time; null when it answered.
+    pub error: Option<ErrorBody>,
+}
+
+/// Body of adding a remote engine (Settings, `POST /api/remotes`).
+#[derive(Debug, Clone, Deserialize, TS)]
+#[ts(rename = "AddRemoteRequest", optional_fields)]
+pub struct AddRemoteRequest {
+    pub name: String,
+    /// Its base address, such as `http://gpu-box:8000`.
+    pub url: String,
+    #[serde(default)]
+    pub api_key: Option<String>,
+}
+
+struct Entry {
+    engine: RemoteEngine,
+    saved: bool,
+    models: Vec<String>,
+    error: Option<ErrorBody>,
+}
+
+impl Entry {
+    fn info(&self) -> RemoteInfo {
+        let spec = self.engine.spec();
+        RemoteInfo {
+            name: spec.name.clone(),
+            url: spec.url.clone(),
+            has_key: spec.api_key.is_some(),
+            saved: self.saved,
+            models: self.models.clone(),
+            error: self.error.clone(),
+        }
+    }
+
+    fn observe(&mut self, result: Result<Vec<String>, RemoteError>) {
+        match result {
+            Ok(models) => {
+                self.models = models;
+                self.error = None;
+            }
+            Err(err) => self.error = Some(AppError::from(err).body()),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct SavedFile {
+    remotes: Vec<RemoteSpec>,
+}
+
+/// The remote engines, in the order they were added.
+pub struct Remotes {
+    /// Where saved engines are kept; `None` keeps them in memory (a history in memory).
+    file: Option<PathBuf>,
+    entries: Mutex<Vec<Entry>>,
+}
+
+impl Remotes {
+    /// The engines saved in `file`, not asked anything yet. An unreadable file is set aside
+    /// (renamed, never overwritten) and the list starts empty.
+    pub fn load(file: Option<PathBuf>) -> Self {
+        let saved = file.as_deref().map(read_saved).unwrap_or_default();
+        let entries = saved
+            .into_iter()
+            .filter_map(|spec| match RemoteEngine::new(spec) {
+                Ok(engine) => Some(Entry {
+                    engine,
+                    saved: true,
+                    models: Vec::new(),
+                    error: None,
+                }),
+                Err(err) => {
+                    tracing::warn!(error = %err, "skipping a saved remote engine");
+                    None
+                }
+            })
+            .collect();
+        Self {
+            file,
+            entries: Mutex::new(entries),
+        }
+    }
+
+    /// Every engine as last seen.
+    pub fn list(&self) -> Vec<RemoteInfo> {
+        self.entries().iter().map(Entry::info).collect()
+    }
+
+    /// Asks every engine for its models, all at once; then the list.
+    pub async fn refresh(&self) -> Vec<RemoteInfo> {
+        let engines: Vec<RemoteEngine> = self.entries().iter().map(|e| e.engine.clone()).collect();
+        let results = join_all(engines.iter().map(RemoteEngine::models)).await;
+        let mut entries = self.entries();
+        for (engine, result) in engines.iter().zip(results) {
+            // One removed meanwhile is gone; one re-added under its name is asked afresh.
+            if let Some(entry) = entries
+                .iter_mut()
+                .find(|e| e.engine.spec() == engine.spec())
+            {
+                entry.observe(result);
+            }
+        }
+        entries.iter().map(Entry::info).collect()
+    }
+
+    /// Adds an engine and asks it for its models. `save` keeps it (with its key) for later
+    /// starts. An engine that does not answer is still added, with the reason: it may be
+    /// started later.
+    pub async fn add(&self, spec: RemoteSpec, save: bool) -> Result<RemoteInfo, AppError> {
+        let name = spec.name.clone();
+        let engine = RemoteEngine::new(spec).map_err(AppError::from)?;
+        {
+            let mut entries = self.entries();
+            if entries.iter().any(|e| e.engine.name() == name) {
+                return Err(AppError::new(
+                    ErrorKind::Conflict,
+                    "remote_exists",
+                    format!("there is a remote engine named '{name}' already; remove it first"),
+                ));
+            }
+            entries.push(Entry {
+                engine: engine.clone(),
+                saved: save,
+                models: Vec::new(),
+                error: None,
+            });
+            if save {
+                if let Err(err) = self.save(&entries) {
+                    entries.pop();
+                    return Err(err);
+                }
+            }
+        }
+        let result = engine.models().await;
+        let mut entries = self.entries();
+        let entry = entries
+            .iter_mut()
+            .find(|e| e.engine.spec() == engine.spec())
+            .ok_or_else(|| not_found(&name))?;
+        entry.observe(result);
+        Ok(entry.info())
+    }
+
+    /// Removes an engine (from the saved list too). Runs already recorded keep its name.
+    pub fn remove(&self, name: &str) -> Result<(), AppError> {
+        let mut entries = self.entries();
+        let index = entries
+            .iter()
+            .position(|e| e.engine.name() == name)
+            .ok_or_else(|| not_found(name))?;
+        let removed = entries.remove(index);
+        if removed.saved {
+            if let Err(err) = self.save(&entries) {
+                entries.insert(index, removed);
+                return Err(err);
+            }
+        }
+        Ok(())
+    }
+
+    /// The engine named `name`, and the model to run: `model` when given, else the first it
+    /// lists (asked now if it was never answered).
+    pub async fn target(
+        &self,
+        name: &str,
+        model: Option<String>,
+    ) -> Result<(RemoteEngine, String), AppError> {
+        let (engine, known) = {
+            let entries = self.entries();
+            let entry = entries
+                .iter()
+                .find(|e| e.engine.name() == name)
+                .ok_or_else(|| not_found(name))?;
+            (entry.engine.clone(), entry.models.first().cloned())
+        };
+        if let Some(model) = model.filter(|m| !m.trim().is_empty()) {
+            return Ok((engine, model));
+        }
+        if let Some(model) = known {
+            return Ok((engine, model));
+        }
+        let models = engine.models().await.map_err(AppError::from)?;
+        let first = models.first().cloned().ok_or_else(|| {
+            AppError::new(
+                ErrorKind::Upstream,
+                "remote_no_models",
+                format!("remote engine '{name}' lists no models; name one"),
+            )
+        })?;
+        if let Some(entry) = self.entries().iter_mut().find(|e| e.engine.name() == name) {
+            entry.observe(Ok(models));
+        }
+        Ok((engine, first))
+    }
+
+    /// Writes the saved engines, keys included, to a file only the user can read.
+    fn save(&self, entries: &[Entry]) -> Result<(), AppError> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let saved = SavedFile {
+            remotes: entries
+                .iter()
+                .filter(|e| e.saved)
+                .map(|e| e.engine.spec().clone())
+                .collect(),
+        };
+        write_private(file, &saved).map_err(|err| {
+            AppError::internal(
+                "remotes_not_saved",
+                format!(
+                    "the remote engines could not be saved to {}: {err}",
+                    file.display()
+                ),
+            )
+        })
+    }
+
+    fn entries(&self) -> MutexGuard<'_, Vec<Entry>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Playground {
+    /// Adds a remote engine from Settings; it is saved for later starts.
+    pub async fn add_remote(&self, request: AddRemoteRequest) -> Result<RemoteInfo, AppError> {
+        let spec = RemoteSpec::new(request.name, request.url, request.api_key)?;
+        self.remotes().add(spec, true).await
+    }
+}
+
+fn not_found(name: &str) -> AppError {
+    AppError::new(
+        ErrorKind::NotFound,
+        "remote_not_found",
+        format!("there is no remote engine named '{name}'; add it in Settings or with --remote"),
+    )
+}
+
+impl From<RemoteError> for AppError {
+    fn from(err: RemoteError) -> Self {
+        let kind = match err {
+            RemoteError::InvalidSpec(_) => ErrorKind::Invalid,
+            _ => ErrorKind::Upstream,
+        };
+        AppError::new(kind, err.code(), err.to_string())
+    }
+}
+
+fn read_saved(file: &Path) -> Vec<RemoteSpec> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(err) => {
+            tracing::warn!(file = %file.display(), error = %err, "cannot read the saved remote engines");
+            return Vec::new();
+        }
+    };
+    match serde_json::from_str::<SavedFile>(&text) {
+        Ok(saved) => {
+            restrict_to_owner(file);
+            saved.remotes
+        }
+        Err(err) => {
+            let aside = file.with_extension("json.unreadable");
+            tracing::warn!(
+                file = %file.display(), error = %err, kept_as = %aside.display(),
+                "the saved remote engines cannot be read; starting without them"
+            );
+            if let Err(err) = std::fs::rename(file, &aside) {
+                tracing::warn!(error = %err, "could not set the unreadable file aside");
+            }
+            Vec::new()
+        }
+    }
+}
+
+/// Writes `value` as JSON through a temporary file (created readable by the owner only) renamed
+/// over `file`, so a failed write leaves the previous file whole.
+fn write_private(file: &Path, value: &SavedFile) -> std::io::Result<()> {
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty());
+    let dir = dir.unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
+    serde_json::to_writer_pretty(&mut temp, value)?;
+    temp.as_file().sync_all()?;
+    temp.persist(file).map_err(|err| err.error)?;
+    Ok(())
+}
+
+/// Keys are secrets: a saved file others can read is made the owner's alone.
+fn restrict_to_owner(file: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(file) {
+            if meta.permissions().mode() & 0o077 != 0 {
+                tracing::warn!(file = %file.display(), "the saved remote engines were readable by others; now only by their owner");
+                let _ = std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600));
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = file;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, key: Option<&str>) -> RemoteSpec {
+        RemoteSpec::new(name, "http://127.0.0.1:9", key.map(str::to_owned)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn saved_engines_come_back_with_their_keys_from_a_private_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(REMOTES_FILE);
+        let remotes = Remotes::load(Some(file.clone()));
+        // Port 9 answers nothing: added anyway, with the reason.
+        let added = remotes
+            .add(spec("lab", Some("sk-secret")), true)
+            .await
+            .unwrap();
+        assert!(added.has_key && added.saved);
+        assert_eq!(added.error.unwrap().code, "remote_unreachable");
+        remotes.add(spec("session", None), false).await.unwrap();
+        let err = remotes.add(spec("lab", None), true).await.unwrap_err();
+        assert_eq!(err.code, "remote_exists");
+
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let again = Remotes::load(Some(file.clone()));
+        let names: Vec<String> = again.list().into_iter().map(|r| r.name).collect();
+        assert_eq!(names, ["lab"]);
+        assert!(std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("sk-secret"));
+
+        again.remove("lab").unwrap();
+        assert_eq!(again.remove("lab").unwrap_err().code, "remote_not_found");
+        assert!(Remotes::load(Some(file)).list().is_empty());
+    }
+
+    #[test]
+    fn an_unreadable_file_is_set_aside_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(REMOTES_FILE);
+        std::fs::write(&file, "{not json").unwrap();
+        assert!(Remotes::load(Some(file.clone())).list().is_empty());
+        assert!(!file.exists());
+        let aside = dir.path().join("remotes.json.unreadable");
+        assert_eq!(std::fs::read_to_string(aside).unwrap(), "{not json");
+    }
+
+    #[tokio::test]
+    async fn a_named_model_needs_no_question_and_an_unknown_engine_is_named() {
+        let remotes = Remotes::load(None);
+        remotes.add(spec("lab", None), true).await.unwrap();
+        let (engine, model) = remotes.target("lab", Some("big".into())).await.unwrap();
+        assert_eq!((engine.name(), model.as_str()), ("lab", "big"));
+        // Nothing answers on port 9, so the default model cannot be known.
+        let err = remotes.target("lab", None).await.unwrap_err();
+        assert_eq!(err.code, "remote_unreachable");
+        assert_eq!(err.kind, ErrorKind::Upstream);
+        let err = remotes.target("nope", None).await.unwrap_err();
+        assert_eq!(err.code, "remote_not_found");
+    }
+}

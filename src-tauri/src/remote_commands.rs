@@ -1,0 +1,25 @@
+//! The UI's remote-engine commands, each one [`Playground`] operation, answering what
+//! `/api/remotes` answers over HTTP.
+
+use playground::{AddRemoteRequest, AppError, Playground, RemoteInfo};
+use tauri::State;
+
+/// Every remote engine, each asked for its models now.
+#[tauri::command]
+pub async fn list_remotes(playground: State<'_, Playground>) -> Result<Vec<RemoteInfo>, AppError> {
+    Ok(playground.remotes().refresh().await)
+}
+
+/// Adds a remote engine; it is saved (key included, in a file only the user can read).
+#[tauri::command]
+pub async fn add_remote(
+    playground: State<'_, Playground>,
+    request: AddRemoteRequest,
+) -> Result<RemoteInfo, AppError> {
+    playground.add_remote(request).await
+}
+
+#[tauri::command]
+pub fn remove_remote(playground: State<'_, Playground>, name: String) -> Result<(), AppError> {
+    playground.remotes().remove(&name)
+}
