@@ -286,3 +286,44 @@ fn conversations_through_ipc() {
     let err = invoke(&window, "get_conversation", json!({"id": id})).expect_err("deleted");
     assert_eq!(err["code"], "not_found");
 }
+
+#[test]
+fn remote_engines_through_ipc() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_app, window) = app(state(&dir.path().join("history.sqlite")));
+    // Nothing listens on port 9: the engine is kept, with the reason.
+    let added = invoke(
+        &window,
+        "add_remote",
+        json!({"request": {"name": "lab", "url": "http://127.0.0.1:9", "api_key": "sk-0123"}}),
+    )
+    .unwrap();
+    assert_eq!(added["has_key"], true);
+    assert_eq!(added["error"]["code"], "remote_unreachable");
+    let saved = std::fs::read_to_string(dir.path().join("remotes.json")).unwrap();
+    assert!(saved.contains("sk-0123"), "kept for the next start");
+    let listed = invoke(&window, "list_remotes", json!({})).unwrap();
+    assert_eq!(listed[0]["name"], "lab");
+    assert!(!listed.to_string().contains("sk-0123"));
+    let err = invoke(
+        &window,
+        "add_remote",
+        json!({"request": {"name": "two words", "url": "http://h:1"}}),
+    )
+    .expect_err("a bad name");
+    assert_eq!(err["code"], "invalid_remote");
+    let err = invoke(
+        &window,
+        "generate",
+        json!({"request": {"prompt": "Hi", "engine": "lab", "model": "m"}, "onEvent": "__CHANNEL__:12"}),
+    )
+    .expect_err("unreachable");
+    assert_eq!(err["code"], "remote_unreachable");
+    invoke(&window, "remove_remote", json!({"name": "lab"})).unwrap();
+    let err = invoke(&window, "remove_remote", json!({"name": "lab"})).expect_err("gone");
+    assert_eq!(err["code"], "remote_not_found");
+    // The failed run stays in the history, named by its engine.
+    let runs = invoke(&window, "list_runs", json!({"query": {}})).unwrap();
+    assert_eq!(runs["runs"][0]["engine"], "lab");
+    assert_eq!(runs["runs"][0]["status"], "failed");
+}

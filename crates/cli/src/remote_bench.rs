@@ -4,6 +4,7 @@
 //! llama-server `timings` when the server sends them.
 
 use std::io::{BufRead, BufReader};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -83,16 +84,12 @@ struct RemoteBenchReport {
     results: Vec<RemoteModeResult>,
 }
 
-/// The server's base URL without a trailing `/` or `/v1`. Plain HTTP only: this build has no
-/// TLS (put the server behind an SSH tunnel or a local proxy).
+/// The server's base URL without a trailing `/` or `/v1`.
 fn base_url(endpoint: &str) -> anyhow::Result<String> {
     let trimmed = endpoint.trim().trim_end_matches('/');
     let base = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
-    if base.starts_with("https://") {
-        bail!("--endpoint {endpoint:?}: https is not supported; reach the server over http (an SSH tunnel, a local proxy)");
-    }
-    if !base.starts_with("http://") {
-        bail!("--endpoint must be an http:// URL, got {endpoint:?}");
+    if !base.starts_with("http://") && !base.starts_with("https://") {
+        bail!("--endpoint must be an http:// or https:// URL, got {endpoint:?}");
     }
     Ok(base.to_owned())
 }
@@ -246,7 +243,13 @@ pub fn run(endpoint: &str, args: &BenchArgs) -> anyhow::Result<()> {
     let endpoint = Endpoint {
         base: base_url(endpoint)?,
         api_key: args.api_key.clone(),
-        agent: ureq::AgentBuilder::new().timeout(REQUEST_TIMEOUT).build(),
+        // HTTPS certificates are checked against the system's trusted roots.
+        agent: ureq::AgentBuilder::new()
+            .timeout(REQUEST_TIMEOUT)
+            .tls_connector(Arc::new(
+                native_tls::TlsConnector::new().context("setting up TLS")?,
+            ))
+            .build(),
     };
     let prompts = load_prompts(args.prompts.as_ref())?;
     let modes = modes_with_normal_first(&args.modes);
@@ -341,7 +344,7 @@ mod tests {
             base_url("http://127.0.0.1:8080/v1/").unwrap(),
             "http://127.0.0.1:8080"
         );
-        assert!(base_url("https://box.lan").is_err());
+        assert_eq!(base_url("https://box.lan/v1").unwrap(), "https://box.lan");
         assert!(base_url("127.0.0.1:8080").is_err());
     }
 

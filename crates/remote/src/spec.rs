@@ -89,25 +89,19 @@ impl FromStr for RemoteSpec {
     }
 }
 
-/// `http(s)://host[:port][/path]` without a trailing `/` or `/v1`, no query or fragment.
+/// `http(s)://host[:port][/path]` without a trailing `/` or `/v1`, no query or fragment. HTTPS
+/// certificates are checked against the system's trusted roots.
 fn base_url(url: &str) -> Result<String, RemoteError> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(invalid(format!(
             "'{url}' is not an address such as http://gpu-box:8000"
         )));
     };
-    match scheme.to_ascii_lowercase().as_str() {
-        "http" => {}
-        "https" => {
-            return Err(invalid(format!(
-                "'{url}': this build speaks plain HTTP to remote engines; reach an HTTPS one through a local tunnel or proxy"
-            )))
-        }
-        other => {
-            return Err(invalid(format!(
-                "'{url}' uses '{other}': remote engines are reached over http"
-            )))
-        }
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return Err(invalid(format!(
+            "'{url}' uses '{scheme}': remote engines are reached over http or https"
+        )));
     }
     let host = rest.split('/').next().unwrap_or_default();
     if host.is_empty() || rest.contains(['?', '#', ' ']) || host.contains('@') {
@@ -115,7 +109,7 @@ fn base_url(url: &str) -> Result<String, RemoteError> {
             "'{url}' is not an address such as http://gpu-box:8000 (no user, query or spaces)"
         )));
     }
-    let mut base = format!("http://{}", rest.trim_end_matches('/'));
+    let mut base = format!("{scheme}://{}", rest.trim_end_matches('/'));
     if let Some(stripped) = base.strip_suffix("/v1") {
         base = stripped.to_owned();
     }
@@ -138,6 +132,8 @@ mod tests {
         assert_eq!(spec.api_key.as_deref(), Some("sk-123"));
         let spec: RemoteSpec = "vllm.1=HTTP://10.0.0.2:8000/proxy".parse().unwrap();
         assert_eq!(spec.url, "http://10.0.0.2:8000/proxy");
+        let spec: RemoteSpec = "cloud=https://api.example.com/v1".parse().unwrap();
+        assert_eq!(spec.url, "https://api.example.com");
         assert_eq!(spec.api_key, None);
         // An empty key is no key.
         let spec: RemoteSpec = "x=http://h:1,".parse().unwrap();
@@ -156,7 +152,6 @@ mod tests {
             "lab=http://user:pw@h:1",
             "lab=http://h:1/?x=1",
             "lab=http://h:1,two words",
-            "lab=https://h:1",
         ] {
             let err = bad.parse::<RemoteSpec>().unwrap_err();
             assert_eq!(err.code(), "invalid_remote", "{bad}");

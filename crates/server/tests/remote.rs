@@ -212,6 +212,10 @@ fn remote_failures_are_clear_errors_and_the_history_keeps_them() {
     assert_eq!(dead["error"]["code"], "remote_unreachable");
     let garbage = garbage_server();
     add("garbage", &garbage, None);
+    // HTTPS to a server that speaks plain HTTP: no TLS handshake.
+    let (status, tls) = add("tls", &garbage.replace("http://", "https://"), None);
+    assert_eq!(status, 201);
+    assert_eq!(tls["error"]["code"], "remote_unreachable", "{tls}");
 
     let request =
         |engine: &str| json!({"prompt": "Hi", "max_tokens": 4, "engine": engine, "model": "m"});
@@ -262,12 +266,17 @@ fn remote_failures_are_clear_errors_and_the_history_keeps_them() {
         .iter()
         .filter_map(|r| r["engine"].as_str())
         .collect();
+    let (status, err) = generate(base, &request("tls")).unwrap_err();
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (502, Some("remote_unreachable"))
+    );
     for engine in ["wrongkey", "dead", "garbage"] {
         assert!(engines.contains(&engine), "{engine} in {engines:?}");
     }
 
     // Removed engines stay named in their runs.
-    for name in ["wrongkey", "dead", "garbage"] {
+    for name in ["wrongkey", "dead", "garbage", "tls"] {
         let (status, _) = send(agent().delete(&format!("{base}/api/remotes/{name}")), None);
         assert_eq!(status, 204);
     }
