@@ -144,7 +144,8 @@ pub fn stream_to_terminal(
             } => {
                 stdout.write_all(text.as_bytes())?;
                 stdout.flush()?;
-                live.tokens(token_ids.len());
+                // A remote engine's text comes without ids: a piece counts as one token.
+                live.tokens(token_ids.len().max(1));
             }
             GenerationEvent::Step(step) => {
                 live.step(step.accepted_len);

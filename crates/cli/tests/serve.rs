@@ -278,3 +278,56 @@ fn serve_runs_on_remote_engines_given_on_the_command_line() {
         "{message}"
     );
 }
+
+#[test]
+fn chat_talks_to_a_remote_engine() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let remote = serve(&dir.path().join("remote.sqlite"));
+    let mut chat = Command::new(env!("CARGO_BIN_EXE_medusa"))
+        .args([
+            "chat",
+            "--max-tokens",
+            "6",
+            "--temperature",
+            "0",
+            "--remote",
+        ])
+        .arg(format!("lab={}", remote.base))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("chat starts");
+    chat.stdin
+        .take()
+        .unwrap()
+        .write_all(b"Name a colour.\n/tree chain-3\n")
+        .unwrap();
+    let output = chat.wait_with_output().expect("chat ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("on lab ("), "{stderr}");
+    assert!(
+        stderr.contains("trees are for a model loaded here"),
+        "{stderr}"
+    );
+    // The answer printed here is the one the remote engine recorded.
+    let answer = String::from_utf8_lossy(&output.stdout);
+    let recorded = runs(&remote.base, "");
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0]["mode"], "normal");
+    let text = recorded[0]["output"].as_str().unwrap();
+    assert!(!text.is_empty());
+    assert!(answer.contains(text), "{answer:?} holds {text:?}");
+
+    // An engine that is not there: a clear error before the first message.
+    let dead = Command::new(env!("CARGO_BIN_EXE_medusa"))
+        .args(["chat", "--remote", "dead=http://127.0.0.1:9"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("chat runs");
+    assert!(!dead.status.success());
+    let message = String::from_utf8_lossy(&dead.stderr);
+    assert!(message.contains("cannot be reached"), "{message}");
+}

@@ -2,6 +2,7 @@
 //! Ctrl-C stops an answer and keeps what it said; slash commands change the conversation's
 //! settings and are never sent to the model.
 
+mod backend;
 mod commands;
 mod terminal;
 
@@ -9,10 +10,11 @@ use std::io::{BufRead, IsTerminal};
 use std::path::Path;
 
 use anyhow::Context;
+use backend::ChatBackend;
 use clap::Args;
 use engine::{
-    ChatMessage, DraftPolicy, Engine, GenerateRequest, GenerationMode, Prompt, SamplingParams,
-    StopReason, TreeSpec,
+    ChatMessage, DraftPolicy, GenerateRequest, GenerationMode, Prompt, SamplingParams, StopReason,
+    TreeSpec,
 };
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
@@ -37,6 +39,13 @@ pub struct ChatArgs {
     pub sampling: SamplingArgs,
     #[command(flatten)]
     pub speculative: SpeculativeArgs,
+    /// Chat with a remote OpenAI-compatible engine's model instead of loading one here, e.g.
+    /// `lab=http://gpu-box:8000` or `lab=http://gpu-box:8000,KEY`.
+    #[arg(long, value_name = "NAME=URL[,KEY]")]
+    pub remote: Option<remote::RemoteSpec>,
+    /// The remote engine's model (default: the first it lists).
+    #[arg(long, value_name = "MODEL", requires = "remote")]
+    pub remote_model: Option<String>,
 }
 
 /// The conversation and what `/mode` and `/tree` changed.
@@ -60,19 +69,27 @@ pub fn run(args: ChatArgs) -> anyhow::Result<()> {
     args.sampling
         .params(&SamplingParams::chat_default())
         .validate()?;
-    let engine = args.model.load()?;
-    let info = engine.info();
+    let backend = match args.remote.clone() {
+        Some(spec) => ChatBackend::remote(spec, args.remote_model.clone())?,
+        None => ChatBackend::Local(args.model.load()?),
+    };
     args.sampling
-        .params(&info.sampling_defaults.params)
+        .params(&backend.sampling_defaults())
         .validate()?;
     eprintln!(
-        "{} ({}, {} threads). Type a message; /help lists the commands, /quit or Ctrl-D leaves.",
-        info.name, info.file_type, info.threads
+        "{}. Type a message; /help lists the commands, /quit or Ctrl-D leaves.",
+        backend.describe()
     );
+    // A remote engine of unknown kind decodes plainly unless asked for a mode.
+    let default_mode = if backend.is_remote() {
+        GenerationMode::Normal
+    } else {
+        GenerationMode::Auto
+    };
     let mut conversation = Conversation {
         system: args.system.clone(),
         turns: Vec::new(),
-        mode: args.speculative.mode.unwrap_or(GenerationMode::Auto),
+        mode: args.speculative.mode.unwrap_or(default_mode),
         tree: args.model.default_draft(),
     };
     let interrupts = Interrupts::install()?;
@@ -89,7 +106,7 @@ pub fn run(args: ChatArgs) -> anyhow::Result<()> {
         match line {
             Line::Message(text) => {
                 conversation.turns.push(ChatMessage::new("user", text));
-                answer(&engine, &args, &mut conversation, &interrupts);
+                answer(&backend, &args, &mut conversation, &interrupts);
             }
             Line::Help => eprintln!("{HELP}"),
             Line::Quit => break,
@@ -113,7 +130,7 @@ pub fn run(args: ChatArgs) -> anyhow::Result<()> {
                 );
             }
             Line::Mode(mode) => match mode {
-                GenerationMode::Medusa if info.heads.is_none() => {
+                GenerationMode::Medusa if !backend.has_heads() => {
                     eprintln!("medusa mode needs heads: start medusa chat with --heads FILE");
                 }
                 mode => {
@@ -121,6 +138,11 @@ pub fn run(args: ChatArgs) -> anyhow::Result<()> {
                     eprintln!("(mode: {mode})");
                 }
             },
+            Line::Tree(_) if backend.is_remote() => {
+                eprintln!(
+                    "trees are for a model loaded here; the remote engine drafts as it was started"
+                );
+            }
             Line::Tree(name) => match tree_policy(&name) {
                 Ok(policy) => {
                     conversation.tree = policy;
@@ -128,7 +150,7 @@ pub fn run(args: ChatArgs) -> anyhow::Result<()> {
                 }
                 Err(err) => eprintln!("{err:#}"),
             },
-            Line::Save(path) => match save(&path, info.name.as_str(), &conversation.messages()) {
+            Line::Save(path) => match save(&path, &backend.name(), &conversation.messages()) {
                 Ok(()) => eprintln!("(saved to {})", path.display()),
                 Err(err) => eprintln!("error: {err:#}"),
             },
@@ -139,28 +161,27 @@ pub fn run(args: ChatArgs) -> anyhow::Result<()> {
 
 /// Streams the model's answer to the last user turn and keeps it, even when Ctrl-C stopped it.
 fn answer(
-    engine: &Engine,
+    backend: &ChatBackend,
     args: &ChatArgs,
     conversation: &mut Conversation,
     interrupts: &Interrupts,
 ) {
-    let mut request = args.speculative.apply(
-        GenerateRequest::new(Prompt::Chat(conversation.messages()), args.max_tokens).with_sampling(
-            args.sampling
-                .params(&engine.info().sampling_defaults.params),
-        ),
-        conversation.mode,
-    );
-    if request.mode.drafts_trees() && request.draft == DraftPolicy::Auto {
-        request.draft = conversation.tree.clone();
-    }
-    let streamed = engine
-        .generate(request)
-        .map_err(anyhow::Error::from)
-        .and_then(|stream| {
-            let _quiet = QuietInput::new();
-            interrupts.during(stream.canceller(), || stream_to_terminal(stream, false))
-        });
+    let request = GenerateRequest::new(Prompt::Chat(conversation.messages()), args.max_tokens)
+        .with_sampling(args.sampling.params(&backend.sampling_defaults()));
+    let request = if backend.is_remote() {
+        // Draft settings are the remote engine's own.
+        request.with_mode(conversation.mode)
+    } else {
+        let mut request = args.speculative.apply(request, conversation.mode);
+        if request.mode.drafts_trees() && request.draft == DraftPolicy::Auto {
+            request.draft = conversation.tree.clone();
+        }
+        request
+    };
+    let streamed = backend.generate(request).and_then(|stream| {
+        let _quiet = QuietInput::new();
+        interrupts.during(stream.canceller(), || stream_to_terminal(stream, false))
+    });
     match streamed {
         Ok(summary) => {
             if summary.stop_reason == StopReason::Cancelled {

@@ -1,0 +1,107 @@
+//! What a chat talks to: the model loaded here, or a remote engine's model.
+
+use anyhow::Context;
+use engine::{Engine, GenerateRequest, GenerationStream, SamplingParams};
+use remote::{RemoteEngine, RemoteRequest, RemoteSpec};
+
+pub enum ChatBackend {
+    Local(Engine),
+    Remote {
+        engine: RemoteEngine,
+        model: String,
+        /// Runs the remote's HTTP streams while the terminal reads events on this thread.
+        runtime: tokio::runtime::Runtime,
+    },
+}
+
+impl ChatBackend {
+    /// The remote engine `spec`, running `model` (else the first model it lists).
+    pub fn remote(spec: RemoteSpec, model: Option<String>) -> anyhow::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        let engine = RemoteEngine::new(spec)?;
+        let model = match model {
+            Some(model) => model,
+            None => runtime
+                .block_on(engine.models())?
+                .into_iter()
+                .next()
+                .with_context(|| {
+                    format!(
+                        "remote engine {} lists no models; name one with --remote-model",
+                        engine.name()
+                    )
+                })?,
+        };
+        Ok(Self::Remote {
+            engine,
+            model,
+            runtime,
+        })
+    }
+
+    /// How the greeting names it.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Local(engine) => {
+                let info = engine.info();
+                format!(
+                    "{} ({}, {} threads)",
+                    info.name, info.file_type, info.threads
+                )
+            }
+            Self::Remote { engine, model, .. } => {
+                format!("{model} on {} ({})", engine.name(), engine.spec().url)
+            }
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Self::Local(engine) => engine.info().name.clone(),
+            Self::Remote { model, .. } => model.clone(),
+        }
+    }
+
+    /// The sampling a chat starts from: the model's own defaults here; the playground's chat
+    /// defaults for a remote model, whose defaults are not known.
+    pub fn sampling_defaults(&self) -> SamplingParams {
+        match self {
+            Self::Local(engine) => engine.info().sampling_defaults.params.clone(),
+            Self::Remote { .. } => SamplingParams::chat_default(),
+        }
+    }
+
+    pub fn has_heads(&self) -> bool {
+        match self {
+            Self::Local(engine) => engine.info().heads.is_some(),
+            // The remote decides what its modes need.
+            Self::Remote { .. } => true,
+        }
+    }
+
+    pub fn is_remote(&self) -> bool {
+        matches!(self, Self::Remote { .. })
+    }
+
+    pub fn generate(&self, request: GenerateRequest) -> anyhow::Result<GenerationStream> {
+        match self {
+            Self::Local(engine) => Ok(engine.generate(request)?),
+            Self::Remote {
+                engine,
+                model,
+                runtime,
+            } => {
+                request.validate()?;
+                let _entered = runtime.enter();
+                Ok(engine.generate(RemoteRequest {
+                    model: model.clone(),
+                    request,
+                }))
+            }
+        }
+    }
+}
