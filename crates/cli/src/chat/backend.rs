@@ -5,7 +5,7 @@ use engine::{Engine, GenerateRequest, GenerationStream, SamplingParams};
 use remote::{RemoteEngine, RemoteRequest, RemoteSpec};
 
 pub enum ChatBackend {
-    Local(Engine),
+    Local(Box<Engine>),
     Remote {
         engine: RemoteEngine,
         model: String,

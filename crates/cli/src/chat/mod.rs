@@ -71,7 +71,7 @@ pub fn run(args: ChatArgs) -> anyhow::Result<()> {
         .validate()?;
     let backend = match args.remote.clone() {
         Some(spec) => ChatBackend::remote(spec, args.remote_model.clone())?,
-        None => ChatBackend::Local(args.model.load()?),
+        None => ChatBackend::Local(Box::new(args.model.load()?)),
     };
     args.sampling
         .params(&backend.sampling_defaults())
