@@ -53,31 +53,37 @@ impl HeadAccuracy {
         }
     }
 
-    /// Mean tokens per step `tree` would have yielded at the recorded positions with greedy
-    /// acceptance: the model's own token plus the deepest tree path whose every rank was the
-    /// right guess. Measured, with no assumption that heads are right independently.
+    /// Mean tokens per step `tree` would have yielded along the recorded positions with greedy
+    /// acceptance, stepping as generation does: each step yields the model's own token plus the
+    /// deepest tree path whose every rank was the right guess, and the next step starts after
+    /// them. Measured, with no assumption that heads are right independently. Averaging over
+    /// every position instead would overstate it: where the heads are right several times in a
+    /// row (a repeated phrase), generation spends few steps, but every position would count.
     pub fn accepted_per_step(&self, tree: &TreeSpec) -> Option<f64> {
         if self.ranks_by_position.is_empty() {
             return None;
         }
         let paths: HashSet<&[usize]> = tree.paths().iter().map(Vec::as_slice).collect();
-        let total: usize = self
-            .ranks_by_position
-            .iter()
-            .map(|ranks| {
-                let mut path = Vec::with_capacity(ranks.len());
-                for &rank in ranks {
-                    let Some(rank) = rank else { break };
-                    path.push(rank);
-                    if !paths.contains(path.as_slice()) {
-                        path.pop();
-                        break;
-                    }
+        let yielded_at = |ranks: &[Option<usize>]| {
+            let mut path = Vec::with_capacity(ranks.len());
+            for &rank in ranks {
+                let Some(rank) = rank else { break };
+                path.push(rank);
+                if !paths.contains(path.as_slice()) {
+                    path.pop();
+                    break;
                 }
-                1 + path.len()
-            })
-            .sum();
-        Some(total as f64 / self.ranks_by_position.len() as f64)
+            }
+            1 + path.len()
+        };
+        let (mut tokens, mut steps, mut position) = (0usize, 0usize, 0usize);
+        while let Some(ranks) = self.ranks_by_position.get(position) {
+            let yielded = yielded_at(ranks);
+            tokens += yielded;
+            steps += 1;
+            position += yielded;
+        }
+        Some(tokens as f64 / steps as f64)
     }
 
     /// Adds the counts of another measurement of the same heads.
@@ -156,25 +162,31 @@ mod tests {
     }
 
     #[test]
-    fn accepted_length_follows_the_tree_paths_that_were_right() {
+    fn accepted_length_follows_the_tree_paths_that_were_right_step_by_step() {
         let mut a = HeadAccuracy::new(3, 4);
         assert_eq!(a.accepted_per_step(&TreeSpec::chain(3)), None);
-        a.record_position(vec![Some(0), Some(0), Some(0)]); // chain-3 takes all three
-        a.record_position(vec![Some(0), Some(1), Some(0)]); // only the first: no [0, 1] in a chain
-        a.record_position(vec![None, Some(0), Some(0)]); // nothing: head 1 missed
+        a.record_position(vec![None, Some(0), Some(0)]); // 0: nothing, head 1 missed
+        a.record_position(vec![Some(0), Some(0), Some(0)]); // 1: chain-3 takes all three...
+        for _ in 2..5 {
+            // ...so generation never starts a step at 2, 3 or 4.
+            a.record_position(vec![None, None, None]);
+        }
+        a.record_position(vec![Some(0), Some(1), Some(0)]); // 5: only the first: no [0, 1] in a chain
         a.record_position(vec![Some(0), Some(0)]); // a position near the end: not kept
-        assert_eq!(a.ranks_by_position.len(), 3);
+        assert_eq!(a.ranks_by_position.len(), 6);
+        // Steps at 0, 1 and 5: 1 + 4 + 2 tokens.
         assert_eq!(a.accepted_per_step(&TreeSpec::chain(3)), Some(7.0 / 3.0));
-        // A branch at depth 2 catches the second position's rank-1 guess, and its child is not
-        // in the tree.
+        // A branch at depth 2 catches position 5's rank-1 guess; its child is not in the tree.
         let branchy = TreeSpec::new(vec![vec![0], vec![0, 0], vec![0, 1], vec![0, 0, 0]]).unwrap();
-        assert_eq!(a.accepted_per_step(&branchy), Some((4.0 + 3.0 + 1.0) / 3.0));
+        assert_eq!(a.accepted_per_step(&branchy), Some((1.0 + 4.0 + 3.0) / 3.0));
+        // Positions measured later follow on: chain-3 steps at 7 after the 2 tokens at 5.
         let mut b = HeadAccuracy::new(3, 4);
+        b.record_position(vec![Some(0), None, None]);
         b.record_position(vec![Some(1), None, None]);
         a.absorb(&b);
         assert_eq!(
-            a.accepted_per_step(&branchy),
-            Some((4.0 + 3.0 + 1.0 + 1.0) / 4.0)
+            a.accepted_per_step(&TreeSpec::chain(3)),
+            Some((1.0 + 4.0 + 2.0 + 1.0) / 4.0)
         );
     }
 }
