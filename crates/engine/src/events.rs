@@ -217,7 +217,8 @@ impl RunSummary {
     }
 }
 
-pub(crate) fn tokens_per_second(tokens: usize, ms: f64) -> f64 {
+/// `tokens` over `ms` milliseconds, per second; 0 for no time.
+pub fn tokens_per_second(tokens: usize, ms: f64) -> f64 {
     if ms > 0.0 {
         tokens as f64 * 1000.0 / ms
     } else {

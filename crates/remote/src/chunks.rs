@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use engine::{GenerateRequest, RunSummary, StopReason};
+use engine::{tokens_per_second as per_second, GenerateRequest, RunSummary, StopReason};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -201,14 +201,6 @@ pub(crate) fn excerpt(text: &str) -> String {
 
 fn ms_between(from: Instant, to: Instant) -> f64 {
     to.duration_since(from).as_secs_f64() * 1000.0
-}
-
-fn per_second(tokens: usize, ms: f64) -> f64 {
-    if ms > 0.0 {
-        tokens as f64 * 1000.0 / ms
-    } else {
-        0.0
-    }
 }
 
 #[cfg(test)]

@@ -295,18 +295,11 @@ fn timings(summary: &RunSummary) -> Value {
         .prompt_tokens
         .saturating_sub(summary.cached_prompt_tokens);
     let prompt_ms = (summary.ttft_ms - summary.queue_ms).max(0.0);
-    let per_second = |n: usize, ms: f64| {
-        if ms > 0.0 {
-            n as f64 * 1000.0 / ms
-        } else {
-            0.0
-        }
-    };
     json!({
         "cache_n": summary.cached_prompt_tokens,
         "prompt_n": prompt_n,
         "prompt_ms": prompt_ms,
-        "prompt_per_second": per_second(prompt_n, prompt_ms),
+        "prompt_per_second": engine::tokens_per_second(prompt_n, prompt_ms),
         "predicted_n": summary.tokens_generated,
         "predicted_ms": (summary.total_ms - summary.ttft_ms).max(0.0),
         "predicted_per_second": summary.decode_tokens_per_second,
