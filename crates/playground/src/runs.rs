@@ -11,7 +11,7 @@ use store::{ConversationTurn, HeadsRef, MessageRecord, ModelRef, NewRun, PromptR
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tracing::Instrument;
 
-use crate::error::{AppError, ErrorKind};
+use crate::error::AppError;
 use crate::events::RunEvent;
 use crate::model_host::HostedModel;
 use crate::playground::{CheckedRequest, Playground};
@@ -158,9 +158,7 @@ pub async fn start_remote(
         ));
     }
     if request.record_hidden_states {
-        return Err(AppError::new(
-            ErrorKind::Invalid,
-            "invalid_parameter",
+        return Err(AppError::invalid_parameter(
             "a remote engine does not return hidden states",
         ));
     }
