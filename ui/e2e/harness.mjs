@@ -46,17 +46,19 @@ function zeroHeads(dir, heads = 4) {
 
 /**
  * With `apiKey`, the server requires it: `openUrl` is the link it prints for browsers, and
- * `headers` what Node's own requests must carry. `restart()` stops the server and starts it again
- * on the same history database (on a new port: `url` and `openUrl` change).
+ * `headers` what Node's own requests must carry. With `plain`, it serves the API alone, without
+ * heads or the web UI: a remote engine for another server to run on. `restart()` stops the server
+ * and starts it again on the same history database (on a new port: `url` and `openUrl` change).
  */
-export async function startServer({ apiKey } = {}) {
+export async function startServer({ apiKey, plain = false } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'medusa-e2e-'));
   const db = join(dir, 'history.sqlite');
-  const heads = zeroHeads(dir);
   const env = { ...process.env };
   delete env.MEDUSA_API_KEY;
   if (apiKey) env.MEDUSA_API_KEY = apiKey;
-  const args = ['serve', '--port', '0', '--db', db, '--ui', join(root, 'ui/dist'), '--ctx-size', '1024', '--heads', heads];
+  const args = ['serve', '--port', '0', '--db', db, '--ctx-size', '1024'];
+  if (plain) args.push('--no-ui', '--no-heads');
+  else args.push('--ui', join(root, 'ui/dist'), '--heads', zeroHeads(dir));
   let server;
   const handle = {
     url: '',

@@ -34,7 +34,8 @@ function finished(reason: 'max_tokens' | 'cancelled' | 'end_of_generation' | 'st
   return {
     run_id: 9, text: '', prompt_tokens: 1, cached_prompt_tokens: 0, tokens_generated: 1, queue_ms: 0, ttft_ms: 1,
     total_ms: 1, tokens_per_second: 1, decode_tokens_per_second: 1, stop_reason: reason, seed: 1, token_ids: [],
-    mode: 'normal' as const, steps: 1, mean_accepted: 1, acceptance_by_depth: [], draft_ms: 0, verify_ms: 0,
+    mode: 'normal' as const, steps: 1, mean_accepted: 1, acceptance_by_depth: [], draft_tokens: null,
+    accepted_draft_tokens: null, draft_ms: 0, verify_ms: 0,
   };
 }
 
@@ -181,9 +182,9 @@ function record(fields: Partial<RunRecord>): RunRecord {
     id: 4, uid: 'u', status: 'finished', created_at: '2025-03-12T10:00:00Z', mode: 'medusa',
     model: { name: 'm', path: '/m.gguf', file_type: 'Q4_1', identity: '' }, heads: null, tree: null,
     prompt: { kind: 'chat', content: [] }, sampling: {}, max_tokens: 8, stop: [], comparison_id: null,
-    queue_ms: 2, output: 'The cat sat', stop_reason: 'max_tokens', prompt_tokens: 12, tokens_generated: 4,
+    queue_ms: 2, engine: null, output: 'The cat sat', stop_reason: 'max_tokens', prompt_tokens: 12, tokens_generated: 4,
     ttft_ms: 30, total_ms: 90, tokens_per_second: 44.4, decode_tokens_per_second: 50, steps: 2,
-    mean_accepted: 2, acceptance_by_depth: [0.5], seed: 77, error: null, finished_at: '2025-03-12T10:00:01Z',
+    mean_accepted: 2, acceptance_by_depth: [0.5], draft_tokens: 2, accepted_draft_tokens: 2, seed: 77, error: null, finished_at: '2025-03-12T10:00:01Z',
     ...fields,
   };
 }
@@ -228,6 +229,7 @@ describe('storedRun', () => {
     expect(run.summary).toMatchObject({
       run_id: 4, stop_reason: 'max_tokens', tokens_generated: 5, tokens_per_second: 44.4, decode_tokens_per_second: 50,
       ttft_ms: 30, mean_accepted: 2, acceptance_by_depth: [0.5], mode: 'medusa', seed: 77, draft_ms: 3, verify_ms: 20,
+      draft_tokens: 2, accepted_draft_tokens: 2,
     });
     expect(run.error).toBeNull();
     expect(run.endedAt).toBe(0);

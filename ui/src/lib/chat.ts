@@ -12,6 +12,7 @@ import type {
   StopReason,
   TokenSource,
 } from './api/types';
+import type { RunTarget } from './engines';
 import { applyEvent, emptyRun, type RunState, type Segment } from './run';
 
 type StepTree = StepEvent['tree'];
@@ -27,6 +28,8 @@ export interface Turn {
   content: string;
   run?: RunState;
   mode?: Mode;
+  /** The remote engine that wrote the answer; null or absent: the model served here. */
+  remote?: RunTarget;
   /** The step shown in the answer's inspector; null or absent when it is closed. */
   inspect?: number | null;
   /** An answer read back from a stored conversation rather than written in this page. */
@@ -191,6 +194,8 @@ function summaryOf(run: RunWithSteps['run'], state: RunState, output: string): F
     steps: run.steps ?? state.steps.length,
     mean_accepted: run.mean_accepted ?? 1,
     acceptance_by_depth: run.acceptance_by_depth ?? [],
+    draft_tokens: run.draft_tokens,
+    accepted_draft_tokens: run.accepted_draft_tokens,
     draft_ms: sum('draft_ms'),
     verify_ms: sum('verify_ms'),
   };

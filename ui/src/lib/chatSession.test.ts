@@ -194,4 +194,16 @@ describe('ChatSession', () => {
     expect(other.run).toBeUndefined();
     expect(other.loadError).toBe("its output is not this answer's text");
   });
+
+  it('says which remote engine wrote a reopened answer', async () => {
+    const local = { id: 5, mode: 'normal', engine: null, model: { name: 'here' }, output: 'Hi' } as RunRecord;
+    const remote = { id: 6, mode: 'auto', engine: 'lab', model: { name: 'SmolLM2' }, output: 'Yo' } as RunRecord;
+    const { session } = setup({ getRun: vi.fn(async (id: number) => ({ run: id === 5 ? local : remote, steps: [] })) });
+    const mine: Turn = { id: 1, role: 'assistant', content: 'Hi', restored: true, runId: 5 };
+    const theirs: Turn = { id: 3, role: 'assistant', content: 'Yo', restored: true, runId: 6 };
+    await session.loadRun(mine);
+    await session.loadRun(theirs);
+    expect(mine.remote).toBeNull();
+    expect(theirs).toMatchObject({ mode: 'auto', remote: { engine: 'lab', model: 'SmolLM2' } });
+  });
 });

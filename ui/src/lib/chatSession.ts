@@ -6,6 +6,7 @@ import type { Transport } from './api/transport';
 import type { Conversation, ConversationMessage, Mode } from './api/types';
 import { restoredTurns, sameShape, withStoredRun, type Turn } from './chat';
 import { openConversation, rememberConversation } from './conversations';
+import { runTarget } from './engines';
 
 type Storage = Parameters<typeof openConversation>[0];
 
@@ -172,7 +173,7 @@ export class ChatSession {
       const detail = await this.api().getRun(turn.runId);
       const split = withStoredRun(turn.content, detail);
       if (split) {
-        Object.assign(turn, split, { mode: detail.run.mode as Mode });
+        Object.assign(turn, split, { mode: detail.run.mode as Mode, remote: runTarget(detail.run) });
         turn.loadError = undefined;
       } else {
         turn.loadError = "its output is not this answer's text";

@@ -7,6 +7,7 @@ import {
   formatSpeedup,
   formatSpread,
   runOrder,
+  sideLabel,
   verdictText,
 } from './compare';
 
@@ -116,5 +117,13 @@ describe('compare', () => {
     expect(verdictText(figures({ verdict: 'single_run' })).tone).toBe('neutral');
     expect(verdictText(figures({ verdict: 'slower' })).tone).toBe('neutral');
     expect(verdictText(figures({ verdict: null })).text).toBe('no finished pair of runs to compare');
+  });
+});
+
+describe('sideLabel', () => {
+  it('names a mode, and the remote engine and model it ran on', () => {
+    expect(sideLabel('medusa', null)).toBe('Medusa');
+    expect(sideLabel('normal', { engine: 'lab', model: 'SmolLM2-135M-Instruct' })).toBe('Normal on lab · SmolLM2-135M-Instruct');
+    expect(sideLabel('lookup', { engine: 'lab', model: null })).toBe('Prompt lookup on lab');
   });
 });

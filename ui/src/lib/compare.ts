@@ -2,7 +2,8 @@
 // stored comparison's medians and ranges say.
 
 import type { Mode, ModeFigures, SpeedVerdict, Spread } from './api/types';
-import { MODES } from './modes';
+import { placeText, type RunTarget } from './engines';
+import { MODE_LABELS, MODES } from './modes';
 import { firstDifference } from './run';
 
 export interface ComparedText {
@@ -25,6 +26,14 @@ export function differences(runs: ComparedText[]): Difference[] {
     const diff = firstDifference(baseline.text, run.text);
     return { mode: run.mode, identical: diff === null, firstDifference: diff };
   });
+}
+
+/**
+ * A compared mode's name, with where it ran when that was a remote engine: "Medusa", "Normal on
+ * lab · SmolLM2-135M-Instruct".
+ */
+export function sideLabel(mode: Mode, target: RunTarget): string {
+  return target ? `${MODE_LABELS[mode]} on ${placeText(target)}` : MODE_LABELS[mode];
 }
 
 /** "1.34×", or "–" when unknown. */

@@ -23,6 +23,16 @@ describe('applyEvent', () => {
     expect(isDone(run)).toBe(false);
   });
 
+  it('counts each piece of a remote engine’s text, which has no token ids, as one token', () => {
+    const run = emptyRun();
+    applyEvent(run, { type: 'text', text: 'Hello', token_ids: [], sources: [] });
+    applyEvent(run, { type: 'text', text: '', token_ids: [], sources: [] });
+    applyEvent(run, { type: 'text', text: ' there', token_ids: [], sources: [] });
+    expect(run.tokens).toBe(2);
+    expect(run.text).toBe('Hello there');
+    expect(run.segments).toEqual([{ text: 'Hello there', source: 'model', token: 0 }]);
+  });
+
   it('records a failure as the end of the run', () => {
     const run = emptyRun();
     applyEvent(run, { type: 'failed', run_id: 3, code: 'queue_full', message: 'full' }, 5);

@@ -67,7 +67,9 @@ export function applyEvent(state: RunState, event: RunEvent, now: number = Date.
         else state.segments.push({ text: event.text, source, token: state.tokens });
         state.text += event.text;
       }
-      state.tokens += event.token_ids.length;
+      // A remote engine's text comes without token ids: a piece counts as one, as the backend
+      // counts it.
+      state.tokens += event.token_ids.length || (event.text.length > 0 ? 1 : 0);
       break;
     }
     case 'step':

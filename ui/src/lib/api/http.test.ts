@@ -164,6 +164,46 @@ describe('HttpTransport deletes and imports', () => {
   });
 });
 
+describe('HttpTransport remote engines', () => {
+  const lab = { name: 'lab', url: 'http://gpu-box:8000', has_key: true, saved: true, models: ['m-1'], error: null };
+
+  it('lists the remote engines', async () => {
+    const fetch = vi.fn().mockResolvedValue(json(200, [lab]));
+    vi.stubGlobal('fetch', fetch);
+    expect(await new HttpTransport('http://h').listRemotes()).toEqual([lab]);
+    expect(fetch.mock.calls[0]).toEqual(['http://h/api/remotes', undefined]);
+  });
+
+  it('posts a remote engine to add, key included', async () => {
+    const fetch = vi.fn().mockResolvedValue(json(201, lab));
+    vi.stubGlobal('fetch', fetch);
+    const added = await new HttpTransport().addRemote({ name: 'lab', url: 'http://gpu-box:8000', api_key: 'sk-1' });
+    expect(added).toEqual(lab);
+    expect(fetch.mock.calls[0][0]).toBe('/api/remotes');
+    expect(fetch.mock.calls[0][1].method).toBe('POST');
+    expect(fetch.mock.calls[0][1].body).toBe('{"name":"lab","url":"http://gpu-box:8000","api_key":"sk-1"}');
+  });
+
+  it('deletes a remote engine by its name', async () => {
+    const fetch = vi.fn().mockResolvedValue(new Response(null, { status: 204 }));
+    vi.stubGlobal('fetch', fetch);
+    await expect(new HttpTransport().removeRemote('lab.2')).resolves.toBeUndefined();
+    expect(fetch.mock.calls[0]).toEqual(['/api/remotes/lab.2', { method: 'DELETE' }]);
+  });
+
+  it('answers refusals with the backend code and message', async () => {
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async () => json(409, { error: { code: 'remote_exists', message: "there is a remote engine named 'lab' already; remove it first" } })),
+    );
+    await expect(new HttpTransport().addRemote({ name: 'lab', url: 'http://h:1' })).rejects.toEqual(
+      new ApiError('remote_exists', "there is a remote engine named 'lab' already; remove it first", 409),
+    );
+    vi.stubGlobal('fetch', vi.fn(async () => json(404, { error: { code: 'remote_not_found', message: 'no lab' } })));
+    await expect(new HttpTransport().removeRemote('lab')).rejects.toEqual(new ApiError('remote_not_found', 'no lab', 404));
+  });
+});
+
 describe('errors in the app', () => {
   it('speak of what the app offers, not of command-line flags', async () => {
     const heads = await errorFrom(json(409, { error: { code: 'no_medusa_heads', message: 'pass a heads file (--heads PATH)' } }));

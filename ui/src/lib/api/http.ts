@@ -5,6 +5,7 @@
 import { EventSocket, eventsUrl } from './socket';
 import { ApiError, type RunHandle, type Transport } from './transport';
 import type {
+  AddRemoteRequest,
   Comparison,
   Conversation,
   ConversationExport,
@@ -23,6 +24,7 @@ import type {
   RunEvent,
   RunList,
   RunQuery,
+  RemoteEngineInfo,
   RunRecord,
   RunWithSteps,
   TuneReport,
@@ -201,6 +203,18 @@ export class HttpTransport implements Transport {
 
   tune(options: TuneRequest = {}): Promise<TuneReport> {
     return this.post('/api/tune', options);
+  }
+
+  listRemotes(): Promise<RemoteEngineInfo[]> {
+    return this.request('/api/remotes');
+  }
+
+  addRemote(request: AddRemoteRequest): Promise<RemoteEngineInfo> {
+    return this.post('/api/remotes', request);
+  }
+
+  async removeRemote(name: string): Promise<void> {
+    await this.request(`/api/remotes/${encodeURIComponent(name)}`, { method: 'DELETE' });
   }
 
   async pickFile(): Promise<string | null> {

@@ -79,6 +79,27 @@ describe('TauriTransport', () => {
     expect(invoke).toHaveBeenCalledWith('import_runs', { document: { runs: [] } });
   });
 
+  it('lists, adds and removes remote engines through their commands', async () => {
+    const lab = { name: 'lab', url: 'http://gpu-box:8000', has_key: false, saved: true, models: [], error: null };
+    invoke.mockResolvedValueOnce([lab]).mockResolvedValueOnce(lab).mockResolvedValueOnce(null);
+    const t = new TauriTransport();
+    expect(await t.listRemotes()).toEqual([lab]);
+    expect(await t.addRemote({ name: 'lab', url: 'http://gpu-box:8000' })).toEqual(lab);
+    expect(await t.removeRemote('lab')).toBeUndefined();
+    expect(invoke.mock.calls).toEqual([
+      ['list_remotes', undefined],
+      ['add_remote', { request: { name: 'lab', url: 'http://gpu-box:8000' } }],
+      ['remove_remote', { name: 'lab' }],
+    ]);
+  });
+
+  it('turns a refused remote engine into an ApiError', async () => {
+    invoke.mockRejectedValue({ code: 'invalid_remote', message: 'only http:// addresses' });
+    await expect(new TauriTransport().addRemote({ name: 'lab', url: 'https://h' })).rejects.toEqual(
+      new ApiError('invalid_remote', 'only http:// addresses'),
+    );
+  });
+
   it('watches the status by asking for it on a timer, until stopped', async () => {
     vi.useFakeTimers();
     try {

@@ -3,6 +3,7 @@
 import { Channel, invoke } from '@tauri-apps/api/core';
 import { ApiError, Run, type RunHandle, type Transport } from './transport';
 import type {
+  AddRemoteRequest,
   Comparison,
   Conversation,
   ConversationExport,
@@ -21,6 +22,7 @@ import type {
   RunEvent,
   RunList,
   RunQuery,
+  RemoteEngineInfo,
   RunRecord,
   RunWithSteps,
   TuneReport,
@@ -170,6 +172,18 @@ export class TauriTransport implements Transport {
 
   exportConversation(id: number, format: ConversationExport): Promise<string | null> {
     return call('export_conversation', { id, format });
+  }
+
+  listRemotes(): Promise<RemoteEngineInfo[]> {
+    return call('list_remotes');
+  }
+
+  addRemote(request: AddRemoteRequest): Promise<RemoteEngineInfo> {
+    return call('add_remote', { request });
+  }
+
+  async removeRemote(name: string): Promise<void> {
+    await call('remove_remote', { name });
   }
 
   pickFile(kind: 'model' | 'heads'): Promise<string | null> {

@@ -22,6 +22,8 @@ import type {
   RunWithSteps,
   TuneReport,
   TuneRequest,
+  AddRemoteRequest,
+  RemoteEngineInfo,
 } from './types';
 
 /** A generation in progress. */
@@ -103,6 +105,18 @@ export interface Transport {
    * Resolves to the file name or path written, or null when the user cancelled the dialog.
    */
   exportConversation(id: number, format: ConversationExport): Promise<string | null>;
+  /**
+   * The remote engines runs may name (`engine`), each asked for its models now: slow for one that
+   * does not answer. `info().remotes` has them as last seen, without asking.
+   */
+  listRemotes(): Promise<RemoteEngineInfo[]>;
+  /**
+   * Adds a remote engine, saved with its key for later starts. One that does not answer is added
+   * anyway, with `error` saying why.
+   */
+  addRemote(request: AddRemoteRequest): Promise<RemoteEngineInfo>;
+  /** Removes a remote engine; runs it made keep its name in the history. */
+  removeRemote(name: string): Promise<void>;
   /** Desktop only: a native file picker. The browser transport returns null (type a path). */
   pickFile(kind: 'model' | 'heads'): Promise<string | null>;
 }

@@ -5,6 +5,7 @@
 import type { RunEvent } from './contract';
 
 export type {
+  AddRemoteRequest,
   ApiErrorBody,
   ChatMessage,
   Comparison,
@@ -35,6 +36,7 @@ export type {
   ModelInfo,
   ModelRef,
   PromptRecord,
+  RemoteEngineInfo,
   RunEvent,
   RunList,
   RunQuery,

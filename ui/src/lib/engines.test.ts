@@ -1,0 +1,167 @@
+import { describe, expect, it } from 'vitest';
+import type { GenerateRequest, RemoteEngineInfo } from './api/types';
+import {
+  draftedText,
+  keptTarget,
+  LOCAL_KEY,
+  onTarget,
+  placeText,
+  runTarget,
+  shortReason,
+  targetFromKey,
+  targetGroups,
+  targetKey,
+  targetLabel,
+  targetProblem,
+} from './engines';
+
+function remote(fields: Partial<RemoteEngineInfo>): RemoteEngineInfo {
+  return { name: 'lab', url: 'http://gpu-box:8000', has_key: false, saved: true, models: [], error: null, ...fields };
+}
+
+const unreachable = {
+  code: 'remote_unreachable',
+  message: "remote engine 'dead' cannot be reached at http://127.0.0.1:9: connection refused",
+};
+
+describe('targetKey and targetFromKey', () => {
+  it('round-trip the model served here and remote models, slashes in model names included', () => {
+    expect(targetKey(null)).toBe(LOCAL_KEY);
+    expect(targetFromKey(LOCAL_KEY)).toBeNull();
+    expect(targetKey({ engine: 'lab', model: 'org/Model-7B' })).toBe('lab/org/Model-7B');
+    expect(targetFromKey('lab/org/Model-7B')).toEqual({ engine: 'lab', model: 'org/Model-7B' });
+    expect(targetKey({ engine: 'lab', model: null })).toBe('lab/');
+    expect(targetFromKey('lab/')).toEqual({ engine: 'lab', model: null });
+  });
+});
+
+describe('labels', () => {
+  it('name the engine and its model', () => {
+    expect(placeText({ engine: 'lab', model: 'SmolLM2-135M-Instruct' })).toBe('lab · SmolLM2-135M-Instruct');
+    expect(placeText({ engine: 'lab', model: null })).toBe('lab');
+    expect(targetLabel(null)).toBe('This machine');
+    expect(targetLabel({ engine: 'lab', model: 'm' })).toBe('lab · m');
+  });
+
+  it('shorten the reasons engines fail for menus', () => {
+    expect(shortReason(unreachable)).toBe('cannot be reached');
+    expect(shortReason({ code: 'remote_unauthorized', message: 'x' })).toBe('refused the API key');
+    expect(shortReason({ code: 'remote_timeout', message: 'x' })).toBe('did not answer in time');
+    expect(shortReason({ code: 'remote_malformed', message: 'x' })).toBe('not an OpenAI-compatible server');
+    expect(shortReason({ code: 'remote_refused', message: "remote engine 'lab' answered HTTP 500: boom" })).toBe(
+      "remote engine 'lab' answered HTTP 500: boom",
+    );
+  });
+});
+
+describe('targetGroups', () => {
+  it('lists each engine’s models, disables one that listed none with its reason, and offers one not asked yet', () => {
+    const groups = targetGroups([
+      remote({ models: ['a', 'b'] }),
+      remote({ name: 'dead', url: 'http://127.0.0.1:9', error: unreachable }),
+      remote({ name: 'fresh', url: 'http://h:1' }),
+    ]);
+    expect(groups).toEqual([
+      {
+        engine: 'lab',
+        label: 'lab',
+        options: [
+          { key: 'lab/a', label: 'lab · a', disabled: false, title: 'a on http://gpu-box:8000' },
+          { key: 'lab/b', label: 'lab · b', disabled: false, title: 'b on http://gpu-box:8000' },
+        ],
+      },
+      {
+        engine: 'dead',
+        label: 'dead',
+        options: [{ key: 'dead/', label: 'dead: cannot be reached', disabled: true, title: unreachable.message }],
+      },
+      {
+        engine: 'fresh',
+        label: 'fresh',
+        options: [
+          { key: 'fresh/', label: 'fresh · its first model', disabled: false, title: 'Not asked yet: a run asks http://h:1 for its models' },
+        ],
+      },
+    ]);
+  });
+
+  it('keeps the models of an engine that failed after listing them, saying so', () => {
+    const [group] = targetGroups([remote({ models: ['a'], error: unreachable })]);
+    expect(group.label).toBe('lab (cannot be reached when last asked)');
+    expect(group.options).toEqual([{ key: 'lab/a', label: 'lab · a', disabled: false, title: unreachable.message }]);
+  });
+});
+
+describe('keptTarget', () => {
+  const lab = remote({ models: ['a', 'b'] });
+
+  it('keeps a listed model and the model served here', () => {
+    expect(keptTarget(null, [lab])).toBeNull();
+    expect(keptTarget({ engine: 'lab', model: 'b' }, [lab])).toEqual({ engine: 'lab', model: 'b' });
+  });
+
+  it('falls back to the model served here when the engine is gone or offers nothing', () => {
+    expect(keptTarget({ engine: 'lab', model: 'a' }, [])).toBeNull();
+    expect(keptTarget({ engine: 'lab', model: null }, [remote({ error: unreachable })])).toBeNull();
+  });
+
+  it('moves to the first model when the chosen one is not listed, or models become known', () => {
+    expect(keptTarget({ engine: 'lab', model: 'gone' }, [lab])).toEqual({ engine: 'lab', model: 'a' });
+    expect(keptTarget({ engine: 'lab', model: null }, [lab])).toEqual({ engine: 'lab', model: 'a' });
+    expect(keptTarget({ engine: 'lab', model: 'x' }, [remote({})])).toEqual({ engine: 'lab', model: null });
+  });
+});
+
+describe('targetProblem', () => {
+  it('is the remote engine’s last error', () => {
+    expect(targetProblem(null, [remote({ error: unreachable })])).toBeNull();
+    expect(targetProblem({ engine: 'lab', model: 'a' }, [remote({ models: ['a'], error: unreachable })])).toBe(unreachable.message);
+    expect(targetProblem({ engine: 'lab', model: 'a' }, [remote({ models: ['a'] })])).toBeNull();
+  });
+});
+
+describe('onTarget', () => {
+  const request: GenerateRequest = {
+    messages: [{ role: 'user', content: 'Hi' }],
+    mode: 'medusa',
+    tree: 'chain-2',
+    draft_length: 4,
+    max_draft_tokens: 8,
+    max_tokens: 32,
+    conversation_id: 3,
+  };
+
+  it('leaves a request for the model served here as it is', () => {
+    expect(onTarget(request, null)).toBe(request);
+  });
+
+  it('names the engine and its model, and drops what only the model served here drafts', () => {
+    expect(onTarget(request, { engine: 'lab', model: 'm' })).toEqual({
+      messages: [{ role: 'user', content: 'Hi' }],
+      mode: 'medusa',
+      max_tokens: 32,
+      conversation_id: 3,
+      engine: 'lab',
+      model: 'm',
+    });
+    expect(onTarget({ prompt: 'x' }, { engine: 'lab', model: null })).toEqual({ prompt: 'x', engine: 'lab' });
+    // The request given is not changed.
+    expect(request.tree).toBe('chain-2');
+  });
+});
+
+describe('runTarget and draftedText', () => {
+  it('say where a stored run ran', () => {
+    const model = { name: 'SmolLM2', path: 'http://gpu-box:8000', file_type: '', identity: '' };
+    expect(runTarget({ engine: 'lab', model })).toEqual({ engine: 'lab', model: 'SmolLM2' });
+    expect(runTarget({ engine: null, model })).toBeNull();
+  });
+
+  it('count drafted and accepted tokens only when some were drafted', () => {
+    expect(draftedText(40, 31)).toBe('drafted 40, accepted 31');
+    expect(draftedText(5, null)).toBe('drafted 5, accepted 0');
+    expect(draftedText(0, 0)).toBeNull();
+    expect(draftedText(null, null)).toBeNull();
+    expect(draftedText(undefined, undefined)).toBeNull();
+  });
+});
