@@ -152,12 +152,12 @@ async function snapshot() {
 }
 
 test('a page of another site cannot change anything through the API', async () => {
-  // A run in progress, so that a cancel getting through would show. Counting is long enough to
-  // outlast the page's requests even on a fast machine.
+  // A run in progress, so that a cancel getting through would show. Counting to two hundred
+  // outlasts the page's requests (well under a second) even on a fast machine: 64 tokens did not.
   live = await startLiveRun({
     prompt: 'Count from one to two hundred in words, separated by commas.',
     mode: 'normal',
-    max_tokens: 64,
+    max_tokens: 640,
   });
   const baseline = await snapshot();
   assert.equal(baseline.runs[live.id], 'running');
