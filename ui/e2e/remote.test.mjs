@@ -221,6 +221,18 @@ test('History names the engine of remote runs', async () => {
   const local = (await runs(server.url)).find((r) => r.engine === null);
   assert.equal(await page.locator(`[data-testid="history-row"][data-run-id="${local.id}"]`).getByTestId('history-engine').count(), 0);
   await screenshots(page, 'remote-history');
+
+  // Filtered by engine: lab's runs only, then this machine's only.
+  const rows = page.locator('[data-testid="history-row"]');
+  const shownIds = async () => (await rows.evaluateAll((els) => els.map((e) => Number(e.dataset.runId)))).sort();
+  await page.getByTestId('history-filter-engine').selectOption('lab');
+  const labIds = remoteRuns.map((r) => r.id).sort();
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="history-row"]').length === n, labIds.length);
+  assert.deepEqual(await shownIds(), labIds);
+  await page.getByTestId('history-filter-engine').selectOption('local');
+  await page.locator(`[data-testid="history-row"][data-run-id="${local.id}"]`).waitFor();
+  for (const id of labIds) assert.equal(await page.locator(`[data-testid="history-row"][data-run-id="${id}"]`).count(), 0);
+  await page.getByTestId('history-filter-engine').selectOption('');
 });
 
 test('An engine that cannot be reached says so, and a run on one that went away fails with the reason', async () => {

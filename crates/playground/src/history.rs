@@ -25,6 +25,8 @@ pub struct RunsQuery {
     pub search: Option<String>,
     #[ts(as = "Option<RunStatus>")]
     pub status: Option<String>,
+    /// A remote engine's name, or `local` for runs of the model served here.
+    pub engine: Option<String>,
     /// RFC 3339.
     pub since: Option<String>,
     pub until: Option<String>,
@@ -82,6 +84,7 @@ impl RunsQuery {
             model: self.model.clone(),
             search: self.search.clone(),
             status: parse_opt(self.status.as_deref())?,
+            engine: self.engine.clone().filter(|e| !e.is_empty()),
             limit: self.limit,
             offset: self.offset,
             sort: parse_opt(self.sort.as_deref())?.unwrap_or_default(),

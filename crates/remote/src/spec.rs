@@ -56,6 +56,12 @@ impl RemoteSpec {
                 "'{name}' has '{bad}': a name has letters, digits, '.', '_' and '-' only"
             )));
         }
+        // The history's filter names the model served here so.
+        if name == "local" {
+            return Err(invalid(
+                "'local' names the model served here; choose another name".to_owned(),
+            ));
+        }
         let url = base_url(url.into().trim())?;
         let api_key = api_key
             .map(|k| k.trim().to_owned())
@@ -152,6 +158,7 @@ mod tests {
             "lab=http://user:pw@h:1",
             "lab=http://h:1/?x=1",
             "lab=http://h:1,two words",
+            "local=http://h:1",
         ] {
             let err = bad.parse::<RemoteSpec>().unwrap_err();
             assert_eq!(err.code(), "invalid_remote", "{bad}");

@@ -153,6 +153,15 @@ fn a_remote_run_is_recorded_on_both_sides_with_the_engine_and_its_draft_figures(
     let local_id = local_events[0]["run_id"].as_i64().unwrap();
     let (_, local_run) = get_from(base, &format!("/api/runs/{local_id}"));
     assert_eq!(local_run["run"]["engine"], Value::Null);
+    // The history filters by engine: `local` for the model served here.
+    let (_, on_lab) = get_from(base, "/api/runs?engine=lab&limit=1000");
+    let on_lab = on_lab["runs"].as_array().unwrap();
+    assert!(on_lab.iter().all(|r| r["engine"] == "lab"));
+    assert!(on_lab.iter().any(|r| r["id"] == run_id));
+    let (_, here) = get_from(base, "/api/runs?engine=local&limit=1000");
+    let here = here["runs"].as_array().unwrap();
+    assert!(here.iter().all(|r| r["engine"].is_null()));
+    assert!(here.iter().any(|r| r["id"] == local_id));
 
     // A local run and the remote one of the same prompt compare.
     let (status, comparison) = post_to(

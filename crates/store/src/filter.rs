@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::StoreError;
 use crate::records::RunStatus;
 
+/// The engine filter's name for the playground's own model (no remote engine may take it).
+pub const LOCAL_ENGINE: &str = "local";
+
 /// Selects runs. Every field is optional; the default is every run, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -23,6 +26,9 @@ pub struct RunFilter {
     /// as a word or the start of one).
     pub search: Option<String>,
     pub status: Option<RunStatus>,
+    /// Runs of the remote engine of this name; [`LOCAL_ENGINE`]: runs of the playground's own
+    /// model.
+    pub engine: Option<String>,
     pub limit: Option<i64>,
     pub offset: Option<i64>,
     pub sort: SortKey,

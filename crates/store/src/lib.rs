@@ -48,7 +48,7 @@ pub use db::{Store, DB_ENV};
 pub use delete::{DeleteReport, MAX_DELETED_RUNS};
 pub use error::{Result, StoreError};
 pub use export::{ExportDocument, ExportFormat, EXPORT_VERSION};
-pub use filter::{RunFilter, SortKey, SortOrder};
+pub use filter::{RunFilter, SortKey, SortOrder, LOCAL_ENGINE};
 pub use import::{ImportRejection, ImportReport};
 pub use metrics::first_difference;
 pub use records::{

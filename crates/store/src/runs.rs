@@ -11,7 +11,7 @@ use crate::comparisons::refresh_comparison;
 use crate::conversations::{record_turn, settle_answers};
 use crate::db::Store;
 use crate::error::{Result, StoreError};
-use crate::filter::RunFilter;
+use crate::filter::{RunFilter, LOCAL_ENGINE};
 use crate::records::{
     HeadsRef, ModelRef, NewRun, Run, RunOutcome, RunStatus, RunWithSteps, StepRecord,
 };
@@ -374,6 +374,15 @@ pub(crate) async fn list_runs(conn: &mut SqliteConnection, filter: &RunFilter) -
     }
     if let Some(mode) = &filter.mode {
         query.push(" AND mode = ").push_bind(mode.clone());
+    }
+    match filter.engine.as_deref() {
+        None => {}
+        Some(LOCAL_ENGINE) => {
+            query.push(" AND engine IS NULL");
+        }
+        Some(engine) => {
+            query.push(" AND engine = ").push_bind(engine.to_owned());
+        }
     }
     if let Some(model) = filter.model.as_deref().filter(|m| !m.trim().is_empty()) {
         query

@@ -236,7 +236,8 @@ async fn a_second_store_on_the_same_file_interrupts_running_runs() {
 async fn listing_fixture(store: &Store) -> Vec<i64> {
     let text = |s: &str| PromptRecord::Text(s.into());
     let plan = [
-        // (mode, model, minute, tokens per second; 0 = leave running)
+        // (mode, model, minute, tokens per second; 0 = leave running); llama runs on the remote
+        // engine "lab".
         ("normal", "smollm2", 0, 20.0),
         ("medusa", "smollm2", 10, 35.0),
         ("lookup", "smollm2", 20, 28.0),
@@ -246,7 +247,8 @@ async fn listing_fixture(store: &Store) -> Vec<i64> {
     ];
     let mut ids = Vec::new();
     for (mode, model, minute, tps) in plan {
-        let new = new_run(mode, model, text(mode), minute);
+        let mut new = new_run(mode, model, text(mode), minute);
+        new.engine = (model == "llama").then(|| "lab".to_owned());
         let id = if tps > 0.0 {
             finished_run(store, &new, &outcome("out", tps, minute), 1).await
         } else {
@@ -300,6 +302,16 @@ async fn list_filters_return_exactly_the_matching_runs() {
         ..RunFilter::default()
     };
     assert_eq!(ids(&store, running).await, [f]);
+    let by_engine = |engine: &str| RunFilter {
+        engine: Some(engine.into()),
+        ..RunFilter::default()
+    };
+    assert_eq!(ids(&store, by_engine("lab")).await, [e, d]);
+    assert_eq!(
+        ids(&store, by_engine(store::LOCAL_ENGINE)).await,
+        [f, c, b, a]
+    );
+    assert!(ids(&store, by_engine("elsewhere")).await.is_empty());
 
     // Since is inclusive, until exclusive.
     let range = RunFilter {

@@ -28,9 +28,10 @@ describe('history', () => {
   });
 
   it('builds the query of a page from the filters', () => {
-    const q = buildQuery({ mode: 'medusa', status: '', model: ' smol ', search: ' giraff ', since: '', until: '' }, 'tokens_per_second', 'desc', 2);
+    const q = buildQuery({ mode: 'medusa', status: '', engine: '', model: ' smol ', search: ' giraff ', since: '', until: '' }, 'tokens_per_second', 'desc', 2);
     expect(q).toEqual({ sort: 'tokens_per_second', order: 'desc', limit: 50, offset: 100, mode: 'medusa', model: 'smol', search: 'giraff' });
-    const dated = buildQuery({ mode: '', status: 'finished', model: '', search: '', since: '2026-01-02', until: '2026-01-03' }, 'created_at', 'asc', 0);
+    const dated = buildQuery({ mode: '', status: 'finished', engine: 'lab', model: '', search: '', since: '2026-01-02', until: '2026-01-03' }, 'created_at', 'asc', 0);
+    expect(dated.engine).toBe('lab');
     expect(new Date(dated.since!).getDate()).toBe(2);
     expect(new Date(dated.until!).getHours()).toBe(23);
   });

@@ -13,6 +13,8 @@ export function promptText(prompt: PromptRecord): string {
 export interface HistoryFilters {
   mode: Mode | '';
   status: RunStatus | '';
+  /** A remote engine's name, `local` for the model served here, '' for every run. */
+  engine: string;
   /** Text the model name contains, in any case. */
   model: string;
   /** Words the prompt or the answer contains (each as a word or the start of one). */
@@ -34,6 +36,7 @@ export function buildQuery(
   const query: RunQuery = { sort, order, limit: PAGE_SIZE, offset: page * PAGE_SIZE };
   if (filters.mode) query.mode = filters.mode;
   if (filters.status) query.status = filters.status;
+  if (filters.engine) query.engine = filters.engine;
   if (filters.model.trim()) query.model = filters.model.trim();
   if (filters.search.trim()) query.search = filters.search.trim();
   if (filters.since) query.since = new Date(`${filters.since}T00:00:00`).toISOString();

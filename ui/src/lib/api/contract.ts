@@ -742,6 +742,10 @@ model?: string,
  */
 search?: string, status?: RunStatus, 
 /**
+ * A remote engine's name, or `local` for runs of the model served here.
+ */
+engine?: string, 
+/**
  * RFC 3339.
  */
 since?: string, until?: string, limit?: number, offset?: number, sort?: SortKey, order?: SortOrder, 
