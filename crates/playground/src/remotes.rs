@@ -123,17 +123,25 @@ impl Remotes {
     pub async fn refresh(&self) -> Vec<RemoteInfo> {
         let engines: Vec<RemoteEngine> = self.entries().iter().map(|e| e.engine.clone()).collect();
         let results = join_all(engines.iter().map(RemoteEngine::models)).await;
-        let mut entries = self.entries();
         for (engine, result) in engines.iter().zip(results) {
-            // One removed meanwhile is gone; one re-added under its name is asked afresh.
-            if let Some(entry) = entries
-                .iter_mut()
-                .find(|e| e.engine.spec() == engine.spec())
-            {
-                entry.observe(result);
-            }
+            self.observe(engine, result);
         }
-        entries.iter().map(Entry::info).collect()
+        self.list()
+    }
+
+    /// Keeps what `engine` answered on its entry; the entry's view, unless it was removed (or
+    /// re-added under its name, to be asked afresh) meanwhile.
+    fn observe(
+        &self,
+        engine: &RemoteEngine,
+        result: Result<Vec<String>, RemoteError>,
+    ) -> Option<RemoteInfo> {
+        let mut entries = self.entries();
+        let entry = entries
+            .iter_mut()
+            .find(|e| e.engine.spec() == engine.spec())?;
+        entry.observe(result);
+        Some(entry.info())
     }
 
     /// Adds an engine and asks it for its models. `save` keeps it (with its key) for later
@@ -165,13 +173,8 @@ impl Remotes {
             }
         }
         let result = engine.models().await;
-        let mut entries = self.entries();
-        let entry = entries
-            .iter_mut()
-            .find(|e| e.engine.spec() == engine.spec())
-            .ok_or_else(|| not_found(&name))?;
-        entry.observe(result);
-        Ok(entry.info())
+        self.observe(&engine, result)
+            .ok_or_else(|| not_found(&name))
     }
 
     /// Removes an engine (from the saved list too). Runs already recorded keep its name.
@@ -220,9 +223,7 @@ impl Remotes {
                 format!("remote engine '{name}' lists no models; name one"),
             )
         })?;
-        if let Some(entry) = self.entries().iter_mut().find(|e| e.engine.name() == name) {
-            entry.observe(Ok(models));
-        }
+        self.observe(&engine, Ok(models));
         Ok((engine, first))
     }
 
