@@ -217,6 +217,9 @@ test('settings show the model in use and tune the tree', async () => {
   assert.match(await page.getByTestId('view-settings').innerText(), new RegExp(info.model.file_type));
   // Heads without a training record keep the tree stored with them, and Settings says so.
   assert.match(await page.getByTestId('settings-medusa-plan').innerText(), /stored \d+-node tree/);
+  // Where the heads run, as the backend measured it when they loaded.
+  assert.equal(await page.getByTestId('settings-heads-compute').innerText(), info.model.heads.compute.summary);
+  assert.match(info.model.heads.compute.summary, /ms per head/);
   await page.getByTestId('settings-tune-run').click();
   const decision = page.getByTestId('settings-tune-decision');
   await decision.waitFor();

@@ -2,6 +2,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use engine::medusa::heads::HeadsPlacement;
 use engine::{DraftPolicy, Engine, EngineConfig, GenerateRequest, TreeSpec};
 
 /// Which model to load and how to size its context.
@@ -36,6 +37,11 @@ pub struct ModelArgs {
     /// Load no Medusa heads, not even the default model's.
     #[arg(long, conflicts_with = "heads")]
     pub no_heads: bool,
+    /// Where the heads run: `fastest` (both places timed when they load), `threads` (the
+    /// engine's thread pool) or `ggml` (a ggml backend: the GPU the model went to, else ggml's
+    /// CPU backend).
+    #[arg(long, value_name = "PLACE", default_value = "fastest")]
+    pub heads_on: HeadsPlacement,
     /// Token tree for Medusa mode. `auto` (the default): a tree sized for this machine from the
     /// heads' held-out accuracy (or stored with heads that record none), drafted as far as it
     /// pays. `tuned`, `mc_sim_7b_63`, `chain-N` or a JSON file of paths: that tree, drafted in
@@ -66,6 +72,7 @@ impl ModelArgs {
         config.parallel = self.parallel;
         config.max_queued = self.max_queued;
         config.batch_size = self.batch_size;
+        config.heads_placement = self.heads_on;
         if let Some(layers) = self.gpu_layers {
             config.gpu_layers = layers;
         }
@@ -176,6 +183,7 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
                 "medusa heads {} x {} blocks reading the {input}, projection {} {projection}, {vocabulary}",
                 heads.head_count, heads.layers_per_head, heads.projection_type
             );
+            println!("heads run on {}", heads.compute.summary);
             if let Some(training) = &heads.training {
                 use crate::figures::percents;
                 println!(

@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::EngineError;
+use crate::medusa::heads::HeadsPlacement;
 use crate::speculative::tree::TreeSpec;
 
 /// How to load a model and size its context.
@@ -24,6 +25,9 @@ pub struct EngineConfig {
     pub gpu_layers: u32,
     /// Medusa heads file (`*.medusa.gguf`) for this model, enabling Medusa mode.
     pub heads_path: Option<PathBuf>,
+    /// Where the heads are evaluated: the faster of the engine's thread pool and a ggml backend
+    /// (the model's GPU, or ggml's CPU backend) unless one is asked for.
+    pub heads_placement: HeadsPlacement,
     /// Token tree for Medusa mode; `None` sizes one for this machine from the heads' held-out
     /// accuracy (or uses the one stored with heads that record none).
     pub tree: Option<TreeSpec>,
@@ -68,6 +72,7 @@ impl EngineConfig {
             max_queued: DEFAULT_MAX_QUEUED,
             gpu_layers: 999,
             heads_path: None,
+            heads_placement: HeadsPlacement::Fastest,
             tree: None,
             decode_costs_dir: None,
             load_progress: None,

@@ -445,7 +445,16 @@ fn load_heads(
         }
         return Ok(None);
     };
-    let heads = MedusaHeads::load(path, model, &config.model_path, threads)?;
+    // The heads go where the model's layers went.
+    let on_gpu = ComputeInfo::detect(config.gpu_layers, model.n_layer()).gpu_layers > 0;
+    let heads = MedusaHeads::load(
+        path,
+        model,
+        &config.model_path,
+        threads,
+        config.heads_placement,
+        on_gpu,
+    )?;
     if let Some(tree) = &config.tree {
         tree.check_heads(heads.head_count())
             .map_err(|e| EngineError::InvalidParameter {

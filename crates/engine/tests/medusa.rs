@@ -5,9 +5,9 @@ mod common;
 
 use std::path::Path;
 
-use common::{assert_lossless, chat, greedy, model_path};
+use common::{assert_lossless, chat, greedy, model_path, run};
 use engine::medusa::convert::{base_identity, convert_checkpoint, frequent_tokens};
-use engine::medusa::heads::{write_heads, HeadsEncoding, HeadsWeights};
+use engine::medusa::heads::{write_heads, HeadsEncoding, HeadsPlacement, HeadsWeights};
 use engine::medusa::matrix::{GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q8_0};
 use engine::medusa::plan::TreeOrigin;
 use engine::{
@@ -741,4 +741,70 @@ fn trained_heads_size_their_tree_from_the_costs_measured_on_this_machine() {
         (1.0, 0.0),
         "nothing drafted"
     );
+}
+
+#[test]
+fn heads_on_the_ggml_backend_guess_what_the_thread_pool_guesses() {
+    let heads = models::default_heads_path().expect("default heads installed");
+    let engine_on = |placement| {
+        let mut config = EngineConfig::new(model_path());
+        config.heads_path = Some(heads.clone());
+        config.heads_placement = placement;
+        config.parallel = 1;
+        Engine::load(config).expect("shipped heads load")
+    };
+    let threads = engine_on(HeadsPlacement::ThreadPool);
+    let ggml = engine_on(HeadsPlacement::Ggml);
+    let placed = |engine: &Engine| engine.info().heads.clone().unwrap().compute;
+    let (on_threads, on_ggml) = (placed(&threads), placed(&ggml));
+    assert_eq!(on_threads.runs_on, "thread pool");
+    assert!(on_threads.ggml_device.is_none() && on_threads.ggml_ms.is_none());
+    // This build runs the model on the CPU, so the backend is ggml's CPU backend.
+    assert_eq!(on_ggml.ggml_device.as_deref(), Some("CPU"), "{on_ggml:?}");
+    assert_eq!(on_ggml.runs_on, "CPU");
+    assert!(on_ggml.ggml_ms.is_some_and(|ms| ms > 0.0) && on_ggml.ggml_error.is_none());
+
+    // One head at a time, on the model's hidden states along its own answer: the same guesses
+    // at every rank.
+    let prompt = chat("Explain how a rainbow forms, in simple terms.");
+    let answer = run(&threads, greedy(prompt.clone(), 96, GenerationMode::Normal)).token_ids;
+    let by_threads = threads
+        .measure_heads(prompt.clone(), answer.clone(), 10)
+        .unwrap();
+    let by_ggml = ggml.measure_heads(prompt.clone(), answer, 10).unwrap();
+    assert_eq!(by_threads.hits, by_ggml.hits);
+
+    // A whole tree at every step: the nodes of a depth go to the heads together, each asking
+    // for its own number of guesses. The same trees, step by step.
+    let trees = |engine: &Engine| {
+        let mut stream = engine
+            .generate(
+                greedy(prompt.clone(), 128, GenerationMode::Medusa)
+                    .with_draft(DraftPolicy::Tree(TreeSpec::mc_sim_7b_63())),
+            )
+            .expect("accepted");
+        let mut trees = Vec::new();
+        loop {
+            match stream.blocking_next().expect("events until the end") {
+                GenerationEvent::Step(step) => trees.push(
+                    step.tree
+                        .nodes
+                        .iter()
+                        .map(|n| (n.token, n.parent, n.rank))
+                        .collect::<Vec<_>>(),
+                ),
+                GenerationEvent::Finished(_) => break trees,
+                GenerationEvent::Failed(err) => panic!("{err}"),
+                _ => {}
+            }
+        }
+    };
+    let (threads_trees, ggml_trees) = (trees(&threads), trees(&ggml));
+    let full = threads_trees.iter().filter(|t| t.len() == 63).count();
+    assert!(
+        full > 5,
+        "{full} full trees: {:?}",
+        threads_trees.iter().map(Vec::len).collect::<Vec<_>>()
+    );
+    assert_eq!(threads_trees, ggml_trees);
 }

@@ -58,6 +58,7 @@ pub fn typescript() -> String {
         engine::medusa::heads::HeadsInfo,
         engine::medusa::heads::BaseIdentity,
         engine::medusa::heads::TrainingRecord,
+        engine::medusa::heads::HeadsCompute,
         engine::TreeSpec,
         engine::medusa::plan::MedusaPlan,
         engine::medusa::plan::TreeOrigin,

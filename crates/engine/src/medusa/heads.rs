@@ -14,13 +14,15 @@
 //! that heads for another model are refused instead of silently drafting nonsense.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::backend_heads::{BackendDevice, BackendHeads};
 use super::gguf_file::{write_gguf, GgufFile, MetaValue, TensorOut};
 use super::matrix::{type_name, QuantMatrix, GGML_TYPE_F32, GGML_TYPE_I32};
 use crate::error::EngineError;
@@ -78,6 +80,8 @@ pub struct HeadsInfo {
     pub vocab_subset: Option<usize>,
     /// How the heads were trained and how well they did on held-out text, when trained here.
     pub training: Option<TrainingRecord>,
+    /// Where they run.
+    pub compute: HeadsCompute,
 }
 
 /// What `medusa train-heads` stores with the heads it writes.
@@ -100,14 +104,84 @@ pub struct TrainingRecord {
     pub command: String,
 }
 
-struct Head {
-    blocks: Vec<(QuantMatrix, Vec<f32>)>,
+pub(super) struct Head {
+    pub(super) blocks: Vec<(QuantMatrix, Vec<f32>)>,
     /// `R`, applied to the root token's embedding in the first block.
-    root: Option<QuantMatrix>,
+    pub(super) root: Option<QuantMatrix>,
     /// `P_j`, applied to the embedding of the token drafted at depth j + 1, for heads that read
     /// the drafted path (head k has k of them).
-    path: Vec<QuantMatrix>,
-    projection: Option<QuantMatrix>,
+    pub(super) path: Vec<QuantMatrix>,
+    pub(super) projection: Option<QuantMatrix>,
+}
+
+/// Where the heads are evaluated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HeadsPlacement {
+    /// Both places timed when the heads load, the faster kept.
+    #[default]
+    Fastest,
+    /// The engine's own thread pool, with ggml's CPU dot products.
+    ThreadPool,
+    /// A ggml backend: the GPU the model's layers went to, else ggml's CPU backend.
+    Ggml,
+}
+
+impl HeadsCompute {
+    fn describe(&self) -> String {
+        let ms =
+            |t: Option<f64>| t.map_or_else(|| "not timed".to_owned(), |t| format!("{t:.3} ms"));
+        match (&self.ggml_device, &self.ggml_error) {
+            (Some(device), _) if self.runs_on == *device => format!(
+                "{device} (ggml backend), {} per head; thread pool {}",
+                ms(self.ggml_ms),
+                ms(self.thread_pool_ms)
+            ),
+            (Some(device), _) => format!(
+                "the thread pool, {} per head; {device} (ggml backend) {}",
+                ms(self.thread_pool_ms),
+                ms(self.ggml_ms)
+            ),
+            (None, Some(error)) => format!(
+                "the thread pool, {} per head (ggml backend: {error})",
+                ms(self.thread_pool_ms)
+            ),
+            (None, None) => format!("the thread pool, {} per head", ms(self.thread_pool_ms)),
+        }
+    }
+}
+
+impl std::str::FromStr for HeadsPlacement {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "fastest" => Ok(Self::Fastest),
+            "threads" => Ok(Self::ThreadPool),
+            "ggml" => Ok(Self::Ggml),
+            other => Err(format!(
+                "'{other}' is not a place for the heads: fastest, threads or ggml"
+            )),
+        }
+    }
+}
+
+/// Where the heads run, and what each place cost when they loaded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, ts_rs::TS)]
+pub struct HeadsCompute {
+    /// "thread pool", or the ggml backend's device ("CPU", "CUDA0").
+    pub runs_on: String,
+    /// Milliseconds one head takes to propose its ten best tokens on the thread pool, the
+    /// fastest of a few runs (`None` when it was not timed).
+    pub thread_pool_ms: Option<f64>,
+    /// The same on the ggml backend, when it could run them.
+    pub ggml_ms: Option<f64>,
+    /// The ggml backend's device, when one started.
+    pub ggml_device: Option<String>,
+    /// Why the heads do not run on the ggml backend, when they could not.
+    pub ggml_error: Option<String>,
+    /// In words: where the heads run and what each place cost, e.g. "CPU (ggml backend),
+    /// 0.150 ms per head; thread pool 0.180 ms".
+    pub summary: String,
 }
 
 pub struct MedusaHeads {
@@ -120,6 +194,8 @@ pub struct MedusaHeads {
     row_tokens: Option<Vec<TokenId>>,
     /// The threads the heads' products are split over, kept between steps.
     pool: rayon::ThreadPool,
+    /// The heads' weights on a ggml backend, when they run there.
+    on_backend: Option<Mutex<BackendHeads>>,
 }
 
 mod keys {
@@ -154,12 +230,16 @@ fn path_weight(h: usize, j: usize) -> String {
 }
 
 impl MedusaHeads {
-    /// Loads heads for `model` (read from `model_path` when they share its projection).
+    /// Loads heads for `model` (read from `model_path` when they share its projection) and puts
+    /// them where `placement` says: a ggml backend is the GPU when `on_gpu` (the model's layers
+    /// went there), else ggml's CPU backend with `threads` threads.
     pub fn load(
         path: &Path,
         model: &LlamaModel,
         model_path: &Path,
         threads: usize,
+        placement: HeadsPlacement,
+        on_gpu: bool,
     ) -> Result<Self, EngineError> {
         let file = GgufFile::open(path)?;
         if file.string(keys::ARCH).as_deref() != Some("medusa") {
@@ -304,7 +384,7 @@ impl MedusaHeads {
             .as_deref()
             .or(heads[0].projection.as_ref())
             .map_or_else(String::new, |m| type_name(m.ty));
-        Ok(Self {
+        let mut loaded = Self {
             info: HeadsInfo {
                 head_count,
                 layers_per_head: layers,
@@ -316,13 +396,115 @@ impl MedusaHeads {
                 projection_type,
                 vocab_subset: row_tokens.as_ref().map(Vec::len),
                 training,
+                compute: HeadsCompute::default(),
             },
             heads,
             shared_projection,
             token_embedding,
             row_tokens,
             pool,
-        })
+            on_backend: None,
+        };
+        let device = if on_gpu {
+            BackendDevice::Gpu
+        } else {
+            BackendDevice::Cpu { threads }
+        };
+        loaded.place(placement, device);
+        tracing::info!(compute = ?loaded.info.compute, "medusa heads placed");
+        Ok(loaded)
+    }
+
+    /// Uploads the heads to a ggml backend unless told not to, times each place that can run
+    /// them (interleaved, so that both see the same machine load) and keeps the one `placement`
+    /// asks for, the faster for [`HeadsPlacement::Fastest`].
+    fn place(&mut self, placement: HeadsPlacement, device: BackendDevice) {
+        let mut ggml_error = None;
+        if placement != HeadsPlacement::ThreadPool {
+            let n_embd = self.info.base.n_embd as usize;
+            match BackendHeads::upload(
+                &self.heads,
+                self.shared_projection.as_deref(),
+                n_embd,
+                device,
+            ) {
+                Ok(backend) => self.on_backend = Some(Mutex::new(backend)),
+                Err(e) => ggml_error = Some(e.to_string()),
+            }
+        }
+        let ggml_device = self
+            .on_backend
+            .as_ref()
+            .map(|b| lock(b).device().to_owned());
+        let (thread_pool_ms, ggml_ms) = match self.time_places(placement) {
+            Ok(times) => times,
+            Err(e) => {
+                // The backend started but cannot run the heads (an operation it lacks, no room).
+                self.on_backend = None;
+                ggml_error = Some(e.to_string());
+                (
+                    self.time_places(HeadsPlacement::ThreadPool)
+                        .ok()
+                        .and_then(|times| times.0),
+                    None,
+                )
+            }
+        };
+        let use_ggml = match (thread_pool_ms, ggml_ms) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(threads), Some(ggml)) => ggml < threads,
+        };
+        if !use_ggml {
+            self.on_backend = None;
+        }
+        let mut compute = HeadsCompute {
+            runs_on: match (&ggml_device, use_ggml) {
+                (Some(device), true) => device.clone(),
+                _ => THREAD_POOL.to_owned(),
+            },
+            thread_pool_ms,
+            ggml_ms,
+            ggml_device,
+            ggml_error,
+            summary: String::new(),
+        };
+        compute.summary = compute.describe();
+        self.info.compute = compute;
+    }
+
+    /// Milliseconds per head evaluation on the thread pool and on the backend, as far as
+    /// `placement` needs them: the fastest of a few interleaved runs of every head on a neutral
+    /// hidden state, averaged over the heads.
+    fn time_places(
+        &self,
+        placement: HeadsPlacement,
+    ) -> Result<(Option<f64>, Option<f64>), EngineError> {
+        const ROUNDS: usize = 5;
+        let hidden = vec![0.0; self.info.base.n_embd as usize];
+        let query = [(self.token_inputs(&vec![0; self.head_count()]), 10)];
+        let time_threads = placement != HeadsPlacement::Ggml || self.on_backend.is_none();
+        let backend = self.on_backend.as_ref();
+        let mut best = vec![(f64::INFINITY, f64::INFINITY); self.head_count()];
+        for _ in 0..ROUNDS {
+            for (head, (threads_ms, ggml_ms)) in best.iter_mut().enumerate() {
+                if time_threads {
+                    let started = Instant::now();
+                    std::hint::black_box(self.thread_pool_rows(head, &hidden, &query));
+                    *threads_ms = threads_ms.min(elapsed_ms(started));
+                }
+                if let Some(backend) = backend {
+                    let started = Instant::now();
+                    std::hint::black_box(lock(backend).top_k_each(head, &hidden, &query)?);
+                    *ggml_ms = ggml_ms.min(elapsed_ms(started));
+                }
+            }
+        }
+        let mean = |pick: fn(&(f64, f64)) -> f64| {
+            let total: f64 = best.iter().map(pick).sum();
+            Some(total / best.len().max(1) as f64).filter(|ms| ms.is_finite())
+        };
+        Ok((mean(|b| b.0), mean(|b| b.1)))
     }
 
     pub fn info(&self) -> &HeadsInfo {
@@ -333,23 +515,16 @@ impl MedusaHeads {
         self.heads.len()
     }
 
-    /// Milliseconds one head takes to propose its ten best tokens on this machine: the fastest
-    /// of a few timed runs of every head on a neutral hidden state, averaged over the heads.
+    /// Milliseconds one head takes to propose its ten best tokens where the heads run, as timed
+    /// when they loaded.
     pub fn draft_ms_per_head(&self) -> f64 {
-        let hidden = vec![0.0; self.info.base.n_embd as usize];
-        let inputs = self.token_inputs(&vec![0; self.head_count()]);
-        let total: f64 = (0..self.head_count())
-            .map(|head| {
-                (0..3)
-                    .map(|_| {
-                        let started = std::time::Instant::now();
-                        std::hint::black_box(self.top_k(head, &hidden, &inputs, 10));
-                        started.elapsed().as_secs_f64() * 1000.0
-                    })
-                    .fold(f64::INFINITY, f64::min)
-            })
-            .sum();
-        total / self.head_count().max(1) as f64
+        let compute = &self.info.compute;
+        let timed = if self.on_backend.is_some() {
+            compute.ggml_ms
+        } else {
+            compute.thread_pool_ms
+        };
+        timed.unwrap_or(0.0)
     }
 
     /// What the heads take from `tokens` (the root, then the tokens drafted below it on one
@@ -402,6 +577,43 @@ impl MedusaHeads {
         hidden: &[f32],
         queries: &[(Vec<Vec<f32>>, usize)],
     ) -> Vec<Vec<TokenId>> {
+        let rows = match &self.on_backend {
+            Some(backend) => match lock(backend).top_k_each(head, hidden, queries) {
+                Ok(candidates) => candidates
+                    .into_iter()
+                    .zip(queries)
+                    .map(|(mut found, (_, k))| {
+                        found.sort_unstable_by(best_first);
+                        found.into_iter().take(*k).map(|(row, _)| row).collect()
+                    })
+                    .collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "heads on the ggml backend failed; this step uses the thread pool");
+                    self.thread_pool_rows(head, hidden, queries)
+                }
+            },
+            None => self.thread_pool_rows(head, hidden, queries),
+        };
+        rows.into_iter()
+            .map(|rows| {
+                rows.into_iter()
+                    .map(|row| match &self.row_tokens {
+                        Some(ids) => ids[row],
+                        None => row as TokenId,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The best projection rows of head `head` for each query, best first, computed on the
+    /// thread pool.
+    fn thread_pool_rows(
+        &self,
+        head: usize,
+        hidden: &[f32],
+        queries: &[(Vec<Vec<f32>>, usize)],
+    ) -> Vec<Vec<usize>> {
         let head = &self.heads[head];
         let projection = head
             .projection
@@ -445,13 +657,7 @@ impl MedusaHeads {
         logits
             .iter()
             .zip(queries)
-            .map(|(logits, (_, k))| {
-                let top = top_indices(logits, *k);
-                match &self.row_tokens {
-                    Some(ids) => top.into_iter().map(|row| ids[row as usize]).collect(),
-                    None => top,
-                }
-            })
+            .map(|(logits, (_, k))| top_indices(logits, *k))
             .collect()
     }
 }
@@ -479,18 +685,35 @@ fn as_rows(ids: &[TokenId]) -> Vec<usize> {
     ids.iter().map(|&t| t as usize).collect()
 }
 
+const THREAD_POOL: &str = "thread pool";
+
+fn lock(backend: &Mutex<BackendHeads>) -> std::sync::MutexGuard<'_, BackendHeads> {
+    // A panic while evaluating leaves nothing half-written that a later evaluation reads.
+    backend
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn elapsed_ms(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1000.0
+}
+
+/// Candidates `(row, logit)` best first: the higher logit, the lower row on ties.
+fn best_first(a: &(usize, f32), b: &(usize, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+}
+
 /// Indices of the `k` largest values, largest first (lowest index on ties).
-fn top_indices(values: &[f32], k: usize) -> Vec<TokenId> {
-    let mut order: Vec<usize> = (0..values.len()).collect();
-    let by_value = |a: &usize, b: &usize| values[*b].total_cmp(&values[*a]).then(a.cmp(b));
+fn top_indices(values: &[f32], k: usize) -> Vec<usize> {
+    let mut order: Vec<(usize, f32)> = values.iter().copied().enumerate().collect();
     let k = k.min(order.len());
     if k == 0 {
         return Vec::new();
     }
-    order.select_nth_unstable_by(k - 1, by_value);
+    order.select_nth_unstable_by(k - 1, best_first);
     order.truncate(k);
-    order.sort_unstable_by(by_value);
-    order.into_iter().map(|i| i as TokenId).collect()
+    order.sort_unstable_by(best_first);
+    order.into_iter().map(|(row, _)| row).collect()
 }
 
 /// The base model's output projection: `output.weight`, or the tied token embedding.
@@ -701,6 +924,56 @@ mod tests {
         let mut zeros = [0.0; 3];
         scale_to_unit_rms(&mut zeros);
         assert_eq!(zeros, [0.0; 3]);
+    }
+
+    #[test]
+    fn placements_are_named() {
+        assert_eq!("fastest".parse(), Ok(HeadsPlacement::Fastest));
+        assert_eq!("threads".parse(), Ok(HeadsPlacement::ThreadPool));
+        assert_eq!("ggml".parse(), Ok(HeadsPlacement::Ggml));
+        let refused = "gpu".parse::<HeadsPlacement>().unwrap_err();
+        assert_eq!(
+            refused,
+            "'gpu' is not a place for the heads: fastest, threads or ggml"
+        );
+    }
+
+    #[test]
+    fn where_the_heads_run_is_said_with_both_times() {
+        let compute = |runs_on: &str, device: Option<&str>, ggml_ms, error: Option<&str>| {
+            HeadsCompute {
+                runs_on: runs_on.into(),
+                thread_pool_ms: Some(0.18),
+                ggml_ms,
+                ggml_device: device.map(Into::into),
+                ggml_error: error.map(Into::into),
+                summary: String::new(),
+            }
+            .describe()
+        };
+        assert_eq!(
+            compute("CPU", Some("CPU"), Some(0.15), None),
+            "CPU (ggml backend), 0.150 ms per head; thread pool 0.180 ms"
+        );
+        assert_eq!(
+            compute(THREAD_POOL, Some("CUDA0"), Some(0.4), None),
+            "the thread pool, 0.180 ms per head; CUDA0 (ggml backend) 0.400 ms"
+        );
+        assert_eq!(
+            compute(THREAD_POOL, None, None, Some("no GPU")),
+            "the thread pool, 0.180 ms per head (ggml backend: no GPU)"
+        );
+        assert_eq!(
+            compute(THREAD_POOL, None, None, None),
+            "the thread pool, 0.180 ms per head"
+        );
+    }
+
+    #[test]
+    fn backend_candidates_rank_like_the_thread_pool() {
+        let mut found = vec![(7, 0.5), (2, 0.9), (4, 0.9), (1, -1.0)];
+        found.sort_unstable_by(best_first);
+        assert_eq!(found, vec![(2, 0.9), (4, 0.9), (7, 0.5), (1, -1.0)]);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! FasterDecoding checkpoints, and the drafter that turns head guesses into a token tree.
 
 pub mod accuracy;
+mod backend_heads;
 pub mod convert;
 pub mod drafter;
 mod gguf_file;

@@ -148,7 +148,7 @@ pub fn named_trees(head_count: usize) -> Vec<(String, TreeSpec)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::medusa::heads::{BaseIdentity, TrainingRecord};
+    use crate::medusa::heads::{BaseIdentity, HeadsCompute, TrainingRecord};
     use std::convert::Infallible;
 
     fn plan_with(
@@ -186,6 +186,7 @@ mod tests {
                 heldout_loss: 1.0,
                 command: "medusa train-heads".into(),
             }),
+            compute: HeadsCompute::default(),
         }
     }
 

@@ -460,7 +460,11 @@ vocab_subset: number | null,
 /**
  * How the heads were trained and how well they did on held-out text, when trained here.
  */
-training: TrainingRecord | null, };
+training: TrainingRecord | null, 
+/**
+ * Where they run.
+ */
+compute: HeadsCompute, };
 
 /**
  * Who the heads were made for: enough to refuse heads of another model.
@@ -492,6 +496,37 @@ heldout_by_rank?: Array<Array<number>>, heldout_loss: number,
  * The command line that trained them, to reproduce them.
  */
 command: string, };
+
+/**
+ * Where the heads run, and what each place cost when they loaded.
+ */
+export type HeadsCompute = { 
+/**
+ * "thread pool", or the ggml backend's device ("CPU", "CUDA0").
+ */
+runs_on: string, 
+/**
+ * Milliseconds one head takes to propose its ten best tokens on the thread pool, the
+ * fastest of a few runs (`None` when it was not timed).
+ */
+thread_pool_ms: number | null, 
+/**
+ * The same on the ggml backend, when it could run them.
+ */
+ggml_ms: number | null, 
+/**
+ * The ggml backend's device, when one started.
+ */
+ggml_device: string | null, 
+/**
+ * Why the heads do not run on the ggml backend, when they could not.
+ */
+ggml_error: string | null, 
+/**
+ * In words: where the heads run and what each place cost, e.g. "CPU (ggml backend),
+ * 0.150 ms per head; thread pool 0.180 ms".
+ */
+summary: string, };
 
 /**
  * A tree shape as Medusa "choices": each path lists, per depth, the rank in that head's top-k.
