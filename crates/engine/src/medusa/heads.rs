@@ -474,37 +474,58 @@ impl MedusaHeads {
     }
 
     /// Milliseconds per head evaluation on the thread pool and on the backend, as far as
-    /// `placement` needs them: the fastest of a few interleaved runs of every head on a neutral
-    /// hidden state, averaged over the heads.
+    /// `placement` needs them: the fastest run of every head on a neutral hidden state, averaged
+    /// over the heads. The places take turns in blocks of a few runs, so that both see the same
+    /// machine load and each runs as it would alone (threads that just woke run slower).
     fn time_places(
         &self,
         placement: HeadsPlacement,
     ) -> Result<(Option<f64>, Option<f64>), EngineError> {
-        const ROUNDS: usize = 5;
+        const BLOCKS: usize = 3;
+        const RUNS: usize = 4;
         let hidden = vec![0.0; self.info.base.n_embd as usize];
         let query = [(self.token_inputs(&vec![0; self.head_count()]), 10)];
         let time_threads = placement != HeadsPlacement::Ggml || self.on_backend.is_none();
         let backend = self.on_backend.as_ref();
-        let mut best = vec![(f64::INFINITY, f64::INFINITY); self.head_count()];
-        for _ in 0..ROUNDS {
-            for (head, (threads_ms, ggml_ms)) in best.iter_mut().enumerate() {
-                if time_threads {
+        let fastest = |evaluate: &mut dyn FnMut(usize) -> Result<(), EngineError>,
+                       best: &mut [f64]|
+         -> Result<(), EngineError> {
+            for (head, best) in best.iter_mut().enumerate() {
+                for _ in 0..RUNS {
                     let started = Instant::now();
-                    std::hint::black_box(self.thread_pool_rows(head, &hidden, &query));
-                    *threads_ms = threads_ms.min(elapsed_ms(started));
-                }
-                if let Some(backend) = backend {
-                    let started = Instant::now();
-                    std::hint::black_box(lock(backend).top_k_each(head, &hidden, &query)?);
-                    *ggml_ms = ggml_ms.min(elapsed_ms(started));
+                    evaluate(head)?;
+                    *best = best.min(elapsed_ms(started));
                 }
             }
+            Ok(())
+        };
+        let mut threads_best = vec![f64::INFINITY; self.head_count()];
+        let mut ggml_best = threads_best.clone();
+        for _ in 0..BLOCKS {
+            if time_threads {
+                fastest(
+                    &mut |head| {
+                        std::hint::black_box(self.thread_pool_rows(head, &hidden, &query));
+                        Ok(())
+                    },
+                    &mut threads_best,
+                )?;
+            }
+            if let Some(backend) = backend {
+                fastest(
+                    &mut |head| {
+                        std::hint::black_box(lock(backend).top_k_each(head, &hidden, &query)?);
+                        Ok(())
+                    },
+                    &mut ggml_best,
+                )?;
+            }
         }
-        let mean = |pick: fn(&(f64, f64)) -> f64| {
-            let total: f64 = best.iter().map(pick).sum();
+        let mean = |best: &[f64]| {
+            let total: f64 = best.iter().sum();
             Some(total / best.len().max(1) as f64).filter(|ms| ms.is_finite())
         };
-        Ok((mean(|b| b.0), mean(|b| b.1)))
+        Ok((mean(&threads_best), mean(&ggml_best)))
     }
 
     pub fn info(&self) -> &HeadsInfo {
