@@ -13,7 +13,6 @@ use crate::speculative::budget::AcceptanceStats;
 use crate::speculative::drafter::Drafter;
 use crate::speculative::lookup::LookupDrafter;
 use crate::speculative::tree::TreeSpec;
-use crate::speculative::tree_builder::HeadCost;
 
 /// The loaded heads and the tree Medusa mode drafts with on this machine.
 pub(crate) struct MedusaSetup {
@@ -42,10 +41,7 @@ fn heldout_prior(heads: &MedusaHeads, plan: &MedusaPlan) -> Option<AcceptanceSta
     let top1 = *info.training.as_ref()?.heldout_top1.first()?;
     // Timing the heads takes a moment at load: only for a tree they will draft.
     let tree = plan.tree.as_ref()?;
-    let head_cost = HeadCost {
-        ms: heads.draft_ms_per_head(),
-        per_expanded_node: info.path_input,
-    };
+    let head_cost = info.head_cost(heads.draft_ms_per_head());
     let draft_ms = head_cost.draft_ms(tree);
     Some(AcceptanceStats::with_rate(top1, PRIOR_WEIGHT, draft_ms))
 }

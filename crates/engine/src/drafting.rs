@@ -7,7 +7,8 @@ use crate::clock::ms_since;
 use crate::drafters::DraftSetup;
 use crate::events::{DraftSkip, DraftSkipReason};
 use crate::speculative::budget::{
-    choose_draft_lens, shortest_draft, AcceptanceStats, CostModel, DraftOption, ShortestDraft,
+    choose_draft_lens, shortest_draft, AcceptanceStats, BatchLoad, CostModel, DraftOption,
+    ShortestDraft,
 };
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
@@ -59,12 +60,12 @@ impl Drafting {
     }
 
     /// This step's tree, at most `max_nodes` tokens. The budget weighs each drafter's expected
-    /// accepted tokens against what they add to a batch already holding `batch_tokens`.
+    /// accepted tokens against the time they add to a step that also decodes `batch`.
     pub(crate) fn draft(
         &mut self,
         input: &DraftInput<'_>,
         cost: Option<&CostModel>,
-        batch_tokens: usize,
+        batch: BatchLoad,
         max_nodes: usize,
     ) -> Draft {
         let started = Instant::now();
@@ -85,7 +86,7 @@ impl Drafting {
                     "auto drafting waits for this machine's decode costs to be measured",
                 ));
             };
-            match self.budgeted(input, cost, batch_tokens, limit) {
+            match self.budgeted(input, cost, batch, limit) {
                 Ok(trees) => trees,
                 Err(skip) => {
                     return Draft {
@@ -113,7 +114,7 @@ impl Drafting {
         &mut self,
         input: &DraftInput<'_>,
         cost: &CostModel,
-        batch_tokens: usize,
+        batch: BatchLoad,
         limit: usize,
     ) -> Result<Vec<DraftTree>, DraftSkip> {
         let mut early: Vec<Option<DraftTree>> = self
@@ -137,7 +138,7 @@ impl Drafting {
                 cap,
             })
             .collect();
-        let lens = choose_draft_lens(cost, &options, limit, batch_tokens);
+        let lens = choose_draft_lens(cost, &options, limit, batch);
         if lens.iter().all(|&len| len == 0) {
             // The figures of the first drafter that had something to propose.
             let (first, _) = self
@@ -146,11 +147,7 @@ impl Drafting {
                 .zip(&caps)
                 .find(|(_, &cap)| cap > 0)
                 .expect("a drafter with candidates");
-            return Err(not_worth_it(shortest_draft(
-                cost,
-                &first.acceptance,
-                batch_tokens,
-            )));
+            return Err(not_worth_it(shortest_draft(cost, &first.acceptance, batch)));
         }
         Ok(self
             .proposers

@@ -25,6 +25,7 @@ use crate::prompt_cache::PromptCache;
 use crate::request::{Prompt, ValidRequest};
 use crate::sampler::TokenId;
 use crate::sequence::{NewSequence, Sequence, StepPlan};
+use crate::speculative::budget::BatchLoad;
 use crate::speculative::tree::DraftTree;
 
 pub(crate) enum Command {
@@ -330,7 +331,13 @@ impl<'m> Scheduler<'m> {
             let room = (n_ctx_seq - sequence.pos - 2)
                 .min(sequence.out.remaining().saturating_sub(1))
                 .min(n_batch.saturating_sub(batch_tokens + 1 + reserved_for_others));
-            let draft = sequence.draft(cost.as_ref(), batch_tokens, room);
+            // Whatever this request drafts, the step decodes the trees of the requests before
+            // it and the roots of those after it, and yields each of them at least a token.
+            let batch = BatchLoad {
+                tokens: batch_tokens + reserved_for_others,
+                requests: decoding.len() - 1,
+            };
+            let draft = sequence.draft(cost.as_ref(), batch, room);
             let drafted = !draft.tree.is_empty();
             let tree = fit_leaves(draft.tree, self.leaf_pool.len());
             // Every leaf sequence id is taken by other requests' trees.

@@ -19,7 +19,7 @@ use crate::llama_runtime::LlamaRuntime;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
 use crate::sampler::{Sampler, TokenId};
-use crate::speculative::budget::{AcceptanceStats, CostModel};
+use crate::speculative::budget::{AcceptanceStats, BatchLoad, CostModel};
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
 use crate::speculative::verify::{verify, Verdict};
@@ -156,11 +156,11 @@ impl<'m> Sequence<'m> {
     }
 
     /// Drafts this step's tree, at most `max_nodes` tokens; the budget weighs the expected
-    /// accepted tokens against what they add to a batch already holding `batch_tokens`.
+    /// accepted tokens against the time they add to a step that also decodes `batch`.
     pub(crate) fn draft(
         &mut self,
         cost: Option<&CostModel>,
-        batch_tokens: usize,
+        batch: BatchLoad,
         max_nodes: usize,
     ) -> Draft {
         let Some(drafting) = self.drafting.as_mut() else {
@@ -170,7 +170,7 @@ impl<'m> Sequence<'m> {
             history: &self.out.history,
             hidden_state: (!self.hidden.is_empty()).then_some(&self.hidden[..]),
         };
-        drafting.draft(&input, cost, batch_tokens, max_nodes)
+        drafting.draft(&input, cost, batch, max_nodes)
     }
 
     /// Its drafters, and what this run learnt about each beyond what it started from.

@@ -10,7 +10,7 @@ use crate::medusa::accuracy::HeadAccuracy;
 use crate::request::{ChatMessage, GenerateRequest, Prompt, SamplingParams};
 use crate::speculative::budget::CostModel;
 use crate::speculative::tree::TreeSpec;
-use crate::speculative::tree_builder::{tune, HeadCost, TuneResult, TunedSize};
+use crate::speculative::tree_builder::{tune, TuneResult, TunedSize};
 
 /// Short chat requests of different kinds, used to benchmark and tune.
 pub const DEFAULT_PROMPTS: &[&str] = &[
@@ -138,7 +138,7 @@ pub fn tune_engine(
         .heads
         .as_ref()
         .ok_or(EngineError::NoMedusaHeads)?;
-    let (heads, path_input) = (heads_info.head_count, heads_info.path_input);
+    let heads = heads_info.head_count;
     let invalid = |name, message: String| Err(EngineError::InvalidParameter { name, message });
     if options.prompts.is_empty() {
         return invalid("prompts", "there are no prompts to tune on".into());
@@ -172,10 +172,7 @@ pub fn tune_engine(
     let table = accuracy
         .table()
         .map_err(|e| EngineError::Heads(e.to_string()))?;
-    let head_cost = HeadCost {
-        ms: accuracy.mean_head_ms(),
-        per_expanded_node: path_input,
-    };
+    let head_cost = heads_info.head_cost(accuracy.mean_head_ms());
     let result = tune(
         &table,
         &CostModel::new(costs.clone()),

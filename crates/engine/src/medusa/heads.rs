@@ -28,6 +28,7 @@ use super::matrix::{type_name, QuantMatrix, GGML_TYPE_F32, GGML_TYPE_I32};
 use crate::error::EngineError;
 use crate::sampler::TokenId;
 use crate::speculative::tree::TreeSpec;
+use crate::speculative::tree_builder::HeadCost;
 
 /// Who the heads were made for: enough to refuse heads of another model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
@@ -126,8 +127,29 @@ pub enum HeadsPlacement {
     Ggml,
 }
 
+impl HeadsInfo {
+    /// What drafting costs with these heads, one evaluation taking `ms`.
+    pub fn head_cost(&self, ms: f64) -> HeadCost {
+        HeadCost {
+            ms,
+            // Unmeasured, each node counts as a whole evaluation.
+            per_extra_node_ms: self
+                .path_input
+                .then(|| self.compute.extra_node_ms.unwrap_or(ms)),
+        }
+    }
+}
+
 impl HeadsCompute {
     fn describe(&self) -> String {
+        let placed = self.describe_place();
+        match self.extra_node_ms {
+            Some(extra) => format!("{placed}; each further node of a depth adds {extra:.3} ms"),
+            None => placed,
+        }
+    }
+
+    fn describe_place(&self) -> String {
         let ms =
             |t: Option<f64>| t.map_or_else(|| "not timed".to_owned(), |t| format!("{t:.3} ms"));
         match (&self.ggml_device, &self.ggml_error) {
@@ -179,6 +201,9 @@ pub struct HeadsCompute {
     pub ggml_device: Option<String>,
     /// Why the heads do not run on the ggml backend, when they could not.
     pub ggml_error: Option<String>,
+    /// For heads that read the drafted path: what each further node adds to an evaluation of
+    /// the nodes of one depth together, where the heads run (measured with eight at once).
+    pub extra_node_ms: Option<f64>,
     /// In words: where the heads run and what each place cost, e.g. "CPU (ggml backend),
     /// 0.150 ms per head; thread pool 0.180 ms".
     pub summary: String,
@@ -467,8 +492,10 @@ impl MedusaHeads {
             ggml_ms,
             ggml_device,
             ggml_error,
+            extra_node_ms: None,
             summary: String::new(),
         };
+        compute.extra_node_ms = self.time_extra_node();
         compute.summary = compute.describe();
         self.info.compute = compute;
     }
@@ -526,6 +553,41 @@ impl MedusaHeads {
             Some(total / best.len().max(1) as f64).filter(|ms| ms.is_finite())
         };
         Ok((mean(&threads_best), mean(&ggml_best)))
+    }
+
+    /// For heads that read the path: what each node after the first adds to one evaluation of
+    /// several nodes, where the heads now run (eight queries against one, the fastest of a few
+    /// runs, averaged over the heads).
+    fn time_extra_node(&self) -> Option<f64> {
+        const NODES: usize = 8;
+        const RUNS: usize = 4;
+        if !self.info.path_input {
+            return None;
+        }
+        let hidden = vec![0.0; self.info.base.n_embd as usize];
+        let mut total = 0.0;
+        for head in 0..self.head_count() {
+            // Node q's path: the root and tokens q.., as deep as this head reads.
+            let query = |q: usize| {
+                let path: Vec<TokenId> = (0..=head as TokenId + 1)
+                    .map(|t| t + q as TokenId)
+                    .collect();
+                (self.token_inputs(&path), 10)
+            };
+            let one = [query(0)];
+            let many: Vec<_> = (0..NODES).map(query).collect();
+            let fastest = |queries: &[(Vec<Vec<f32>>, usize)]| {
+                (0..RUNS)
+                    .map(|_| {
+                        let started = Instant::now();
+                        std::hint::black_box(self.top_k_each(head, &hidden, queries));
+                        elapsed_ms(started)
+                    })
+                    .fold(f64::INFINITY, f64::min)
+            };
+            total += ((fastest(&many) - fastest(&one)) / (NODES - 1) as f64).max(0.0);
+        }
+        Some(total / self.head_count().max(1) as f64)
     }
 
     pub fn info(&self) -> &HeadsInfo {
@@ -968,6 +1030,7 @@ mod tests {
                 ggml_ms,
                 ggml_device: device.map(Into::into),
                 ggml_error: error.map(Into::into),
+                extra_node_ms: None,
                 summary: String::new(),
             }
             .describe()
@@ -987,6 +1050,16 @@ mod tests {
         assert_eq!(
             compute(THREAD_POOL, None, None, None),
             "the thread pool, 0.180 ms per head"
+        );
+        let path_heads = HeadsCompute {
+            extra_node_ms: Some(0.05),
+            thread_pool_ms: Some(0.18),
+            runs_on: THREAD_POOL.into(),
+            ..HeadsCompute::default()
+        };
+        assert_eq!(
+            path_heads.describe(),
+            "the thread pool, 0.180 ms per head; each further node of a depth adds 0.050 ms"
         );
     }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::heads::HeadsInfo;
 use crate::speculative::budget::CostModel;
 use crate::speculative::tree::TreeSpec;
-use crate::speculative::tree_builder::{forecast, tune, AccuracyTable, HeadCost, TreeForecast};
+use crate::speculative::tree_builder::{forecast, tune, AccuracyTable, TreeForecast};
 
 /// Largest tree the load-time sizing considers (the Medusa paper's trees have 63 nodes).
 pub const MAX_TUNED_NODES: usize = 64;
@@ -99,10 +99,7 @@ pub fn plan_tree<E>(
         });
     };
     let (costs, head_ms) = measure()?;
-    let head_cost = HeadCost {
-        ms: head_ms,
-        per_expanded_node: heads.path_input,
-    };
+    let head_cost = heads.head_cost(head_ms);
     let result = tune(&table, &costs, head_cost, MAX_TUNED_NODES);
     let decision = result.decision();
     let forecasts = named_trees(heads.head_count)

@@ -197,20 +197,30 @@ impl AcceptanceStats {
     }
 }
 
+/// What the other requests put in a step's batch, whatever one request drafts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchLoad {
+    /// Their tokens in the decode (roots and trees).
+    pub tokens: usize,
+    /// The requests themselves: each yields at least its model token from the step.
+    pub requests: usize,
+}
+
 /// The draft length in `0..=max_len` with the best expected tokens per millisecond for a
 /// sequence decoding alone.
 pub fn choose_draft_len(cost: &CostModel, stats: &AcceptanceStats, max_len: usize) -> usize {
-    choose_draft_len_in_batch(cost, stats, max_len, 0)
+    choose_draft_len_in_batch(cost, stats, max_len, BatchLoad::default())
 }
 
-/// The same when the batch already holds `batch_tokens` tokens of other sequences: what counts
-/// is the time this sequence's tokens add to the decode, so trees shrink as the batch grows
-/// (on hardware where a bigger batch costs more).
+/// The same in a batch that others share: what counts is the whole step's tokens per
+/// millisecond, so a request drafts only where its guesses add more tokens than the time they
+/// add would give the batch anyway, and trees shrink as the batch grows (on hardware where a
+/// bigger batch costs more).
 pub fn choose_draft_len_in_batch(
     cost: &CostModel,
     stats: &AcceptanceStats,
     max_len: usize,
-    batch_tokens: usize,
+    batch: BatchLoad,
 ) -> usize {
     choose_draft_lens(
         cost,
@@ -219,7 +229,7 @@ pub fn choose_draft_len_in_batch(
             cap: max_len,
         }],
         max_len,
-        batch_tokens,
+        batch,
     )[0]
 }
 
@@ -232,7 +242,8 @@ pub struct DraftOption<'a> {
 }
 
 /// How many tokens each drafter proposes this step, at most `max_total` together, for the best
-/// expected tokens per millisecond; all zeros when plain decoding is expected to be faster.
+/// expected tokens per millisecond of the step (`batch`'s included); all zeros when plain
+/// decoding is expected to be faster.
 ///
 /// Drafts merged into one tree yield as far as the farthest accepted one reaches. Taking the
 /// drafters' guesses as independent, depth d is reached unless every drafter misses it, so a
@@ -242,7 +253,7 @@ pub fn choose_draft_lens(
     cost: &CostModel,
     options: &[DraftOption<'_>],
     max_total: usize,
-    batch_tokens: usize,
+    batch: BatchLoad,
 ) -> Vec<usize> {
     let Some((last, others)) = options.split_last() else {
         return Vec::new();
@@ -261,9 +272,10 @@ pub fn choose_draft_lens(
         })
         .collect();
     let depth = caps.iter().copied().max().unwrap_or(0);
-    let base = cost.cost(batch_tokens);
-    let added = |tokens: usize| (cost.cost(batch_tokens + tokens) - base).max(1e-6);
-    let mut best = (vec![0; options.len()], 1.0 / added(1));
+    // The step's time with this request's `tokens` in it, and the others' tokens from it.
+    let step_ms = |tokens: usize| cost.cost(batch.tokens + tokens).max(1e-6);
+    let others_yield = batch.requests as f64;
+    let mut best = (vec![0; options.len()], (others_yield + 1.0) / step_ms(1));
     // Every length of the other drafters; the last one's lengths are added one depth at a time.
     let mut lens = vec![0; others.len()];
     loop {
@@ -286,7 +298,8 @@ pub fn choose_draft_lens(
                 .map(|(_, o)| o.stats.draft_ms)
                 .sum();
             let mut consider = |last_len: usize, expected: f64, draft_ms: f64| {
-                let tokens_per_ms = expected / (added(1 + used + last_len) + draft_ms);
+                let tokens_per_ms =
+                    (others_yield + expected) / (step_ms(1 + used + last_len) + draft_ms);
                 if tokens_per_ms > best.1 {
                     let mut chosen = lens.clone();
                     chosen.push(last_len);
@@ -323,13 +336,12 @@ pub struct ShortestDraft {
 pub fn shortest_draft(
     cost: &CostModel,
     stats: &AcceptanceStats,
-    batch_tokens: usize,
+    batch: BatchLoad,
 ) -> ShortestDraft {
-    let base = cost.cost(batch_tokens);
     ShortestDraft {
         expected_tokens: 1.0 + stats.optimistic_rate(),
-        step_ms: cost.cost(batch_tokens + 2) - base + stats.draft_ms,
-        plain_ms: cost.cost(batch_tokens + 1) - base,
+        step_ms: cost.cost(batch.tokens + 2) + stats.draft_ms,
+        plain_ms: cost.cost(batch.tokens + 1),
     }
 }
 
@@ -410,10 +422,65 @@ mod tests {
         // Cheap while the batch is small, each token a full step's cost beyond 8 tokens.
         let knee = CostModel::new(vec![(1, 10.0), (8, 12.0), (16, 28.0), (32, 60.0)]);
         let stats = stats_with(100, 70);
-        let alone = choose_draft_len_in_batch(&knee, &stats, 8, 0);
-        let busy = choose_draft_len_in_batch(&knee, &stats, 8, 16);
+        let alone = choose_draft_len_in_batch(&knee, &stats, 8, BatchLoad::default());
+        let busy = choose_draft_len_in_batch(
+            &knee,
+            &stats,
+            8,
+            BatchLoad {
+                tokens: 16,
+                requests: 16,
+            },
+        );
         assert!(alone > busy, "alone {alone}, busy {busy}");
         assert_eq!(busy, 0);
+    }
+
+    /// Draft lengths of `streams` requests as the scheduler fills one batch: each sees the
+    /// trees of those before it and the roots of those after it.
+    fn fill_batch(cost: &CostModel, stats: &AcceptanceStats, streams: usize) -> Vec<usize> {
+        let mut tokens = 0;
+        (0..streams)
+            .map(|k| {
+                let batch = BatchLoad {
+                    tokens: tokens + streams - k - 1,
+                    requests: streams - 1,
+                };
+                let len = choose_draft_len_in_batch(cost, stats, 64, batch);
+                tokens += 1 + len;
+                len
+            })
+            .collect()
+    }
+
+    #[test]
+    fn on_a_gpu_trees_stay_large_alone_and_shrink_as_streams_fill_the_batch() {
+        // GPU-shaped: up to 64 tokens cost about one; beyond, each token adds its share.
+        let gpu = CostModel::new(vec![
+            (1, 1.40),
+            (16, 1.45),
+            (64, 1.60),
+            (128, 2.70),
+            (256, 4.90),
+            (512, 9.30),
+        ]);
+        let stats = stats_with(1000, 700);
+        let mean = |lens: &[usize]| lens.iter().sum::<usize>() as f64 / lens.len() as f64;
+        let alone = fill_batch(&gpu, &stats, 1);
+        let eight = fill_batch(&gpu, &stats, 8);
+        let thirty_two = fill_batch(&gpu, &stats, 32);
+        assert!(alone[0] >= 8, "alone {alone:?}");
+        assert!(eight.iter().all(|&len| len > 0), "8 streams {eight:?}");
+        assert!(mean(&eight) < alone[0] as f64, "8 streams {eight:?}");
+        assert!(
+            mean(&thirty_two) < mean(&eight),
+            "32 streams {thirty_two:?}"
+        );
+        assert!(mean(&thirty_two) <= alone[0] as f64 / 2.0, "{thirty_two:?}");
+        // Where every token costs its share of a step (a compute-bound batch), guesses right
+        // 70% of the time add less than the same time gives the other requests.
+        let linear = CostModel::new(vec![(1, 0.5), (512, 256.0)]);
+        assert!(fill_batch(&linear, &stats, 32).iter().all(|&len| len == 0));
     }
 
     #[test]
@@ -483,7 +550,12 @@ mod tests {
         let steep = CostModel::new(vec![(1, 10.0), (2, 19.0), (9, 85.0), (17, 170.0)]);
         let (lookup, medusa) = (stats_with(1000, 600), stats_with(1000, 450));
         assert_eq!(
-            choose_draft_lens(&steep, &both((&lookup, 8), &medusa), 16, 0),
+            choose_draft_lens(
+                &steep,
+                &both((&lookup, 8), &medusa),
+                16,
+                BatchLoad::default()
+            ),
             vec![0, 0]
         );
     }
@@ -494,11 +566,21 @@ mod tests {
         let lookup = stats_with(1000, 990);
         let mut medusa = stats_with(1000, 300);
         medusa.record_draft_time(3.0);
-        let lens = choose_draft_lens(&steep, &both((&lookup, 8), &medusa), 16, 0);
+        let lens = choose_draft_lens(
+            &steep,
+            &both((&lookup, 8), &medusa),
+            16,
+            BatchLoad::default(),
+        );
         assert!(lens[0] >= 4 && lens[1] == 0, "{lens:?}");
         // Without a match lookup has nothing to add, and Medusa still does not pay.
         assert_eq!(
-            choose_draft_lens(&steep, &both((&lookup, 0), &medusa), 16, 0),
+            choose_draft_lens(
+                &steep,
+                &both((&lookup, 0), &medusa),
+                16,
+                BatchLoad::default()
+            ),
             vec![0, 0]
         );
     }
@@ -507,12 +589,17 @@ mod tests {
     fn merged_drafting_uses_both_where_tokens_are_cheap() {
         let flat = CostModel::new(vec![(1, 10.0), (64, 10.5)]);
         let (lookup, medusa) = (stats_with(100, 60), stats_with(100, 60));
-        let lens = choose_draft_lens(&flat, &both((&lookup, 6), &medusa), 16, 0);
+        let lens = choose_draft_lens(
+            &flat,
+            &both((&lookup, 6), &medusa),
+            16,
+            BatchLoad::default(),
+        );
         assert!(lens[0] > 0 && lens[1] > 0, "{lens:?}");
         assert!(lens.iter().sum::<usize>() <= 16);
         assert!(lens[0] <= 6, "lookup drafts no more than it found");
         // A tight total budget is shared, never exceeded.
-        let lens = choose_draft_lens(&flat, &both((&lookup, 6), &medusa), 3, 0);
+        let lens = choose_draft_lens(&flat, &both((&lookup, 6), &medusa), 3, BatchLoad::default());
         assert!(lens.iter().sum::<usize>() <= 3, "{lens:?}");
     }
 
@@ -523,7 +610,12 @@ mod tests {
         let gentle = CostModel::new(vec![(1, 10.0), (32, 20.0)]);
         let lookup = stats_with(10_000, 9_990);
         let medusa = stats_with(10_000, 5_000);
-        let lens = choose_draft_lens(&gentle, &both((&lookup, 16), &medusa), 32, 0);
+        let lens = choose_draft_lens(
+            &gentle,
+            &both((&lookup, 16), &medusa),
+            32,
+            BatchLoad::default(),
+        );
         assert_eq!(lens[1], 0, "{lens:?}");
         assert!(lens[0] > 8, "{lens:?}");
     }

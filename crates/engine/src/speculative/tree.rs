@@ -411,13 +411,17 @@ impl TreeSpec {
         k
     }
 
-    /// Nodes that have children, the root included: how many head evaluations heads that read
-    /// the drafted path need to fill the tree.
-    pub fn expanded_nodes(&self) -> usize {
+    /// Nodes that have children, by depth (the root at 0): the queries heads that read the
+    /// drafted path answer at each depth to fill the tree.
+    pub fn expanded_per_depth(&self) -> Vec<usize> {
         let mut parents: Vec<Option<usize>> = self.parents.clone();
         parents.sort_unstable();
         parents.dedup();
-        parents.len()
+        let mut per_depth = vec![0; self.depth()];
+        for parent in parents {
+            per_depth[parent.map_or(0, |p| self.paths[p].len())] += 1;
+        }
+        per_depth
     }
 
     /// The tree filled node by node, for heads that read the drafted path: at each depth d,
@@ -799,7 +803,7 @@ mod tests {
     fn path_reading_heads_fill_each_node_knowing_its_path() {
         let spec =
             TreeSpec::new(vec![vec![0], vec![1], vec![0, 0], vec![0, 1], vec![1, 0]]).unwrap();
-        assert_eq!(spec.expanded_nodes(), 3);
+        assert_eq!(spec.expanded_per_depth(), vec![1, 2]);
         let mut asked = Vec::new();
         // A guess encodes the path it was made below: 10 * (1 + sum of the path) + rank.
         let tree = spec.fill_by_path(16, |depth, queries| {
