@@ -86,7 +86,10 @@ fn print_table(report: &TuneReport, out: Option<&PathBuf>) {
         .iter()
         .map(|(tokens, ms)| format!("{tokens}: {ms:.2}"))
         .collect();
-    println!("decode ms       by tokens in the batch  {}", curve.join(", "));
+    println!(
+        "decode ms       by tokens in the batch  {}",
+        curve.join(", ")
+    );
     // "tokens/step" assumes heads are right independently, as the tree builder does;
     // "measured" is what the same tree would have yielded on these prompts.
     println!(

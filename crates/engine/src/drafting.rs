@@ -16,9 +16,12 @@ use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
 /// One drafter and what this run learnt about its guesses.
 struct Proposer {
     drafter: Box<dyn Drafter>,
-    acceptance: AcceptanceStats,
-    /// What it started from (learnt by earlier requests).
+    /// Acceptance by the evidence class of the proposals (see [`Drafter::evidence_class`]).
+    acceptance: Vec<AcceptanceStats>,
+    /// What it started from (learnt by earlier requests), in every class.
     start: AcceptanceStats,
+    /// The class of this step's proposal.
+    class: usize,
 }
 
 /// A step's proposal.
@@ -50,8 +53,9 @@ impl Drafting {
                 .into_iter()
                 .map(|(drafter, prior)| Proposer {
                     drafter,
-                    start: prior.clone(),
-                    acceptance: prior,
+                    acceptance: vec![prior.clone()],
+                    start: prior,
+                    class: 0,
                 })
                 .collect(),
             max_draft: setup.max_draft,
@@ -134,7 +138,7 @@ impl Drafting {
             .iter()
             .zip(&caps)
             .map(|(p, &cap)| DraftOption {
-                stats: &p.acceptance,
+                stats: p.stats(),
                 cap,
             })
             .collect();
@@ -147,7 +151,7 @@ impl Drafting {
                 .zip(&caps)
                 .find(|(_, &cap)| cap > 0)
                 .expect("a drafter with candidates");
-            return Err(not_worth_it(shortest_draft(cost, &first.acceptance, batch)));
+            return Err(not_worth_it(shortest_draft(cost, first.stats(), batch)));
         }
         Ok(self
             .proposers
@@ -189,28 +193,46 @@ impl Drafting {
             let hits: Vec<bool> = (0..depth)
                 .map(|d| accepted.get(d).is_some_and(|&n| proposed(n)))
                 .collect();
-            p.acceptance.record(&hits);
+            p.stats_mut().record(&hits);
         }
     }
 
     /// Each drafter, and what this run learnt about it beyond what it started from.
     pub(crate) fn learnt(&self) -> impl Iterator<Item = (&dyn Drafter, AcceptanceStats)> {
-        self.proposers
-            .iter()
-            .map(|p| (p.drafter.as_ref(), p.acceptance.since(&p.start)))
+        self.proposers.iter().map(|p| {
+            let mut learnt = AcceptanceStats::default();
+            for class in &p.acceptance {
+                learnt.absorb(&class.since(&p.start));
+            }
+            (p.drafter.as_ref(), learnt)
+        })
     }
 }
 
 impl Proposer {
-    /// The drafter's proposal, its time kept for the budget when it proposed anything.
+    /// The drafter's proposal, its time kept for the budget when it proposed anything. Its
+    /// evidence class says which acceptance figures judge it (a new class starts from what the
+    /// drafter started the run with).
     fn propose(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
         let started = Instant::now();
         let mut tree = self.drafter.draft(input, max_nodes);
         tree.truncate(max_nodes);
+        self.class = self.drafter.evidence_class();
+        if self.acceptance.len() <= self.class {
+            self.acceptance.resize(self.class + 1, self.start.clone());
+        }
         if !tree.is_empty() {
-            self.acceptance.record_draft_time(ms_since(started));
+            self.stats_mut().record_draft_time(ms_since(started));
         }
         tree
+    }
+
+    fn stats(&self) -> &AcceptanceStats {
+        &self.acceptance[self.class]
+    }
+
+    fn stats_mut(&mut self) -> &mut AcceptanceStats {
+        &mut self.acceptance[self.class]
     }
 }
 

@@ -29,4 +29,11 @@ pub trait Drafter: Send {
 
     /// Candidate tokens after the root, at most `max_nodes` of them.
     fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree;
+
+    /// How strong the evidence behind the last proposal was, as a small class number (0 for
+    /// drafters that make no such distinction). The budget learns acceptance per class, so a
+    /// drafter that is right in some places and wrong in others drafts where it is right.
+    fn evidence_class(&self) -> usize {
+        0
+    }
 }

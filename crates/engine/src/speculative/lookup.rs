@@ -14,6 +14,9 @@ pub struct LookupDrafter {
     pub max_len: usize,
     /// Distinct continuations merged into the tree.
     pub max_branches: usize,
+    /// How many tokens before the root matched the newest earlier occurrence behind the last
+    /// proposal (0 when there was none).
+    last_match_len: usize,
 }
 
 impl Default for LookupDrafter {
@@ -24,9 +27,13 @@ impl Default for LookupDrafter {
             min_ngram: 2,
             max_len: 16,
             max_branches: 1,
+            last_match_len: 0,
         }
     }
 }
+
+/// Matches longer than this are all alike: the text is being copied.
+const LONGEST_MATCH_COUNTED: usize = 32;
 
 impl Drafter for LookupDrafter {
     fn name(&self) -> &'static str {
@@ -38,14 +45,30 @@ impl Drafter for LookupDrafter {
     }
 
     fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
-        let continuations = self.continuations(input.history);
+        let (continuations, match_len) = self.continuations_with_match(input.history);
+        self.last_match_len = match_len;
         merge_into_tree(&continuations, max_nodes)
+    }
+
+    /// The matched length in doubling classes: 2, 3-4, 5-8, 9-16, 17 and more tokens. A match
+    /// of a few common tokens often parts at once; a long one means text is being copied.
+    fn evidence_class(&self) -> usize {
+        match self.last_match_len {
+            0..=2 => 0,
+            n => ((n - 1).ilog2() as usize).min(4),
+        }
     }
 }
 
 impl LookupDrafter {
     /// Continuations after the most recent earlier occurrences of the longest matching suffix.
     pub fn continuations(&self, history: &[TokenId]) -> Vec<Vec<TokenId>> {
+        self.continuations_with_match(history).0
+    }
+
+    /// [`Self::continuations`], and how far back the newest occurrence matches the history
+    /// (counted up to [`LONGEST_MATCH_COUNTED`] tokens).
+    fn continuations_with_match(&self, history: &[TokenId]) -> (Vec<Vec<TokenId>>, usize) {
         let len = history.len();
         for n in (self.min_ngram.max(1)..=self.max_ngram).rev() {
             if len <= n {
@@ -53,6 +76,7 @@ impl LookupDrafter {
             }
             let suffix = &history[len - n..];
             let mut found: Vec<Vec<TokenId>> = Vec::new();
+            let mut match_len = 0;
             // Newest first: recent text is the better predictor. `start + n < len` leaves at
             // least one token after the match, and excludes the suffix itself.
             for start in (0..len - n).rev() {
@@ -60,6 +84,12 @@ impl LookupDrafter {
                     continue;
                 }
                 let from = start + n;
+                if found.is_empty() {
+                    match_len = n
+                        + (1..=start.min(LONGEST_MATCH_COUNTED - n))
+                            .take_while(|&back| history[start - back] == history[len - n - back])
+                            .count();
+                }
                 let continuation = history[from..(from + self.max_len).min(len)].to_vec();
                 if !found.iter().any(|c| c.starts_with(&continuation)) {
                     found.push(continuation);
@@ -69,10 +99,10 @@ impl LookupDrafter {
                 }
             }
             if !found.is_empty() {
-                return found;
+                return (found, match_len);
             }
         }
-        Vec::new()
+        (Vec::new(), 0)
     }
 }
 
@@ -104,7 +134,42 @@ mod tests {
             min_ngram: 1,
             max_len: 3,
             max_branches: 2,
+            last_match_len: 0,
         }
+    }
+
+    fn drafted_class(history: &[TokenId]) -> (usize, usize) {
+        let mut d = LookupDrafter::default();
+        d.draft(
+            &DraftInput {
+                history,
+                hidden_state: None,
+            },
+            8,
+        );
+        (d.last_match_len, d.evidence_class())
+    }
+
+    #[test]
+    fn the_match_behind_a_proposal_is_measured_back_to_where_it_parts() {
+        // [1, 7, 8] occurred at 1; before it 0 != 5: three tokens match.
+        assert_eq!(drafted_class(&[0, 1, 7, 8, 9, 5, 1, 7, 8]), (3, 1));
+        // Only the suffix itself: two tokens.
+        assert_eq!(drafted_class(&[0, 4, 7, 8, 9, 5, 1, 7, 8]), (2, 0));
+        // A copy of 10 tokens: class 9-16.
+        let text: Vec<TokenId> = (10..20).collect();
+        let copied: Vec<TokenId> = text
+            .iter()
+            .chain([99].iter())
+            .chain(&text)
+            .copied()
+            .collect();
+        assert_eq!(drafted_class(&copied), (10, 3));
+        // The whole history repeating: counted up to the cap.
+        let long: Vec<TokenId> = (0..100).map(|i| i % 40).collect();
+        assert_eq!(drafted_class(&long), (LONGEST_MATCH_COUNTED, 4));
+        // No match: no evidence.
+        assert_eq!(drafted_class(&[1, 2, 3]), (0, 0));
     }
 
     #[test]
