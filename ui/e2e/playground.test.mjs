@@ -226,6 +226,7 @@ test('settings show the model in use and tune the tree', async () => {
   // Heads that repeat the model's next token never pay for themselves on this CPU.
   assert.match(await decision.innerText(), /plain decoding|medusa with a \d+-node tree/);
   assert.ok((await page.locator('[data-testid="settings-tune"] tbody tr').count()) >= 8);
+  assert.match(await page.getByTestId('settings-tune-counted').innerText(), /rank paths most often right here would yield \d\.\d\d tokens per step/);
   await shoot('settings');
 });
 

@@ -31,6 +31,10 @@ pub struct TuneArgs {
     /// Write the chosen tree (Medusa choices, JSON) here, for `--tree FILE`.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Write the tree of the rank paths most often right on these prompts (`--max-nodes`
+    /// nodes) here, for `--tree FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub counted_out: Option<PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -57,9 +61,15 @@ pub fn run(args: TuneArgs) -> anyhow::Result<()> {
     if !args.json {
         eprintln!();
     }
+    let write_tree = |path: &PathBuf, tree: &Vec<Vec<usize>>| {
+        std::fs::write(path, serde_json::to_string(tree)?)
+            .with_context(|| format!("writing {}", path.display()))
+    };
     if let (Some(path), Some(chosen)) = (&args.out, &report.chosen) {
-        std::fs::write(path, serde_json::to_string(&chosen.tree)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        write_tree(path, &chosen.tree)?;
+    }
+    if let (Some(path), Some(counted)) = (&args.counted_out, &report.counted_tree) {
+        write_tree(path, &counted.tree)?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -118,6 +128,17 @@ fn print_table(report: &TuneReport, out: Option<&PathBuf>) {
         println!(
             "{} ({} nodes): {:.3} tokens per step measured on these prompts",
             reference.name, reference.nodes, reference.measured_tokens_per_step
+        );
+    }
+    if let Some(counted) = &report.counted_tree {
+        let cross_checked = counted
+            .cross_checked_tokens_per_step
+            .map_or_else(String::new, |t| {
+                format!("; {t:.3} counted on half the prompts and measured on the other half")
+            });
+        println!(
+            "most accepted paths ({} nodes, depth {}): {:.3} tokens per step measured on these prompts{cross_checked}",
+            counted.nodes, counted.depth, counted.measured_tokens_per_step
         );
     }
     match (&report.chosen, out) {

@@ -73,6 +73,9 @@ pub struct TuneReport {
     pub reference_tree: Option<ReferenceTree>,
     /// The fastest tree, when one beats plain decoding.
     pub chosen: Option<ChosenTree>,
+    /// The tree of the rank paths most often right on these prompts, as many nodes as the
+    /// largest size considered.
+    pub counted_tree: Option<CountedTree>,
     pub decision: String,
 }
 
@@ -85,6 +88,52 @@ pub struct ChosenTree {
     pub tree: Vec<Vec<usize>>,
 }
 
+/// A tree of the rank paths that were right most often
+/// ([`HeadAccuracy::tree_of_most_accepted_paths`]), which needs no assumption that heads are
+/// right independently.
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct CountedTree {
+    pub nodes: usize,
+    pub depth: usize,
+    /// Tokens per step it yields on the prompts it was counted on.
+    pub measured_tokens_per_step: f64,
+    /// Counted on half of the prompts and measured on the other half, both ways, averaged:
+    /// what to expect on prompts it was not built from. `None` with fewer than two prompts.
+    pub cross_checked_tokens_per_step: Option<f64>,
+    /// Medusa choices: per path, the rank at each depth.
+    pub tree: Vec<Vec<usize>>,
+}
+
+impl CountedTree {
+    fn measure(per_prompt: &[HeadAccuracy], max_nodes: usize) -> Option<Self> {
+        let merged = |pick: &dyn Fn(usize) -> bool| {
+            let mut all = HeadAccuracy::default();
+            for (_, accuracy) in per_prompt.iter().enumerate().filter(|(i, _)| pick(*i)) {
+                all.ranks_by_position
+                    .extend(accuracy.ranks_by_position.iter().cloned());
+            }
+            all
+        };
+        let all = merged(&|_| true);
+        let tree = all.tree_of_most_accepted_paths(max_nodes)?;
+        let (even, odd) = (merged(&|i| i % 2 == 0), merged(&|i| i % 2 == 1));
+        let one_way = |built: &HeadAccuracy, measured: &HeadAccuracy| {
+            measured.accepted_per_step(&built.tree_of_most_accepted_paths(max_nodes)?)
+        };
+        let cross_checked = match (one_way(&even, &odd), one_way(&odd, &even)) {
+            (Some(a), Some(b)) => Some((a + b) / 2.0),
+            _ => None,
+        };
+        Some(Self {
+            nodes: tree.len(),
+            depth: tree.depth(),
+            measured_tokens_per_step: all.accepted_per_step(&tree).unwrap_or(1.0),
+            cross_checked_tokens_per_step: cross_checked,
+            tree: tree.paths().to_vec(),
+        })
+    }
+}
+
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct ReferenceTree {
     pub name: &'static str,
@@ -93,7 +142,12 @@ pub struct ReferenceTree {
 }
 
 impl TuneReport {
-    fn new(accuracy: &HeadAccuracy, costs: Vec<(usize, f64)>, result: TuneResult) -> Self {
+    fn new(
+        accuracy: &HeadAccuracy,
+        counted_tree: Option<CountedTree>,
+        costs: Vec<(usize, f64)>,
+        result: TuneResult,
+    ) -> Self {
         let measured = |tree: &TreeSpec| accuracy.accepted_per_step(tree).unwrap_or(1.0);
         let measured_tokens_per_step = result.trees.iter().map(|t| measured(&t.tree)).collect();
         let reference = TreeSpec::mc_sim_7b_63();
@@ -121,6 +175,7 @@ impl TuneReport {
             measured_tokens_per_step,
             reference_tree,
             chosen,
+            counted_tree,
             decision,
         }
     }
@@ -156,6 +211,7 @@ pub fn tune_engine(
         return invalid("max_nodes", "must be between 1 and 256".into());
     }
     let mut accuracy = HeadAccuracy::new(heads, options.top_k);
+    let mut per_prompt = Vec::with_capacity(options.prompts.len());
     for (i, text) in options.prompts.iter().enumerate() {
         let prompt = Prompt::Chat(vec![ChatMessage::new("user", text.as_str())]);
         // The model's own greedy answer is what the heads must predict.
@@ -165,7 +221,9 @@ pub fn tune_engine(
                     .with_sampling(SamplingParams::greedy()),
             )?
             .wait()?;
-        accuracy.absorb(&engine.measure_heads(prompt, answer.token_ids, options.top_k)?);
+        let measured = engine.measure_heads(prompt, answer.token_ids, options.top_k)?;
+        accuracy.absorb(&measured);
+        per_prompt.push(measured);
         progress(i + 1, options.prompts.len());
     }
     let costs = engine.measure_decode_costs()?;
@@ -179,12 +237,41 @@ pub fn tune_engine(
         head_cost,
         options.max_nodes,
     );
-    Ok(TuneReport::new(&accuracy, costs, result))
+    let counted_tree = CountedTree::measure(&per_prompt, options.max_nodes);
+    Ok(TuneReport::new(&accuracy, counted_tree, costs, result))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn positions(ranks: &[[Option<usize>; 2]]) -> HeadAccuracy {
+        let mut accuracy = HeadAccuracy::new(2, 3);
+        for r in ranks {
+            accuracy.record_position(r.to_vec());
+        }
+        accuracy
+    }
+
+    #[test]
+    fn the_counted_tree_is_checked_on_the_prompts_it_was_not_built_from() {
+        // Prompt 1: head 1 right at rank 0, then head 2 at rank 0. Prompt 2: head 1 right at
+        // rank 1 only.
+        let first = positions(&[[Some(0), Some(0)]; 6]);
+        let second = positions(&[[Some(1), None]; 6]);
+        let counted = CountedTree::measure(&[first.clone(), second.clone()], 2).unwrap();
+        // Built from both: [0], [0, 0] and [1] are each right 6 times; the shallower first.
+        assert_eq!(counted.tree, vec![vec![0], vec![1]]);
+        assert_eq!((counted.nodes, counted.depth), (2, 1));
+        // Over all 12 positions: steps of 2 tokens each.
+        assert_eq!(counted.measured_tokens_per_step, 2.0);
+        // Built from one prompt, each tree misses the other prompt's rank: 1 token per step.
+        assert_eq!(counted.cross_checked_tokens_per_step, Some(1.0));
+        // One prompt cannot be split.
+        let alone = CountedTree::measure(&[first], 2).unwrap();
+        assert_eq!(alone.cross_checked_tokens_per_step, None);
+        assert!(CountedTree::measure(&[positions(&[[None, None]])], 2).is_none());
+    }
 
     #[test]
     fn prompt_files_hold_one_trimmed_prompt_per_line() {

@@ -74,6 +74,7 @@ pub fn typescript() -> String {
         engine::speculative::tree_builder::TunedSize,
         engine::tuning::ChosenTree,
         engine::tuning::ReferenceTree,
+        engine::tuning::CountedTree,
         // The run history
         crate::history::RunsQuery,
         crate::history::RunList,

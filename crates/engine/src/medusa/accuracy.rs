@@ -86,6 +86,29 @@ impl HeadAccuracy {
         Some(tokens as f64 / steps as f64)
     }
 
+    /// The tree of at most `max_nodes` rank paths that were right most often along the recorded
+    /// positions: a path counts the positions where each head on it guessed right at its rank.
+    /// Unlike the tree builder's table this assumes nothing about heads being right
+    /// independently, which heads that read the drafted path are not. A path never counts more
+    /// than its parent, so taking the most counted (shallower first on ties) keeps every
+    /// parent. `None` when no head was ever right.
+    pub fn tree_of_most_accepted_paths(&self, max_nodes: usize) -> Option<TreeSpec> {
+        let mut counts: std::collections::HashMap<Vec<usize>, u64> = Default::default();
+        for ranks in &self.ranks_by_position {
+            let mut path = Vec::with_capacity(ranks.len());
+            for &rank in ranks.iter().map_while(Option::as_ref) {
+                path.push(rank);
+                *counts.entry(path.clone()).or_default() += 1;
+            }
+        }
+        let mut counted: Vec<(Vec<usize>, u64)> = counts.into_iter().collect();
+        counted.sort_unstable_by(|(a, ca), (b, cb)| {
+            cb.cmp(ca).then(a.len().cmp(&b.len())).then(a.cmp(b))
+        });
+        counted.truncate(max_nodes);
+        TreeSpec::new(counted.into_iter().map(|(path, _)| path).collect()).ok()
+    }
+
     /// Adds the counts of another measurement of the same heads.
     pub fn absorb(&mut self, other: &Self) {
         for (a, b) in self.positions.iter_mut().zip(&other.positions) {
@@ -143,6 +166,33 @@ impl HeadAccuracy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_most_accepted_paths_make_the_tree() {
+        let mut a = HeadAccuracy::new(3, 4);
+        // Head 1 right at rank 0 four times in five, head 2 at rank 1 after it three times,
+        // head 3 at rank 0 after that twice; once head 1 at rank 2.
+        for ranks in [
+            [Some(0), Some(1), Some(0)],
+            [Some(0), Some(1), Some(0)],
+            [Some(0), Some(1), None],
+            [Some(0), None, Some(0)],
+            [Some(2), Some(0), Some(0)],
+        ] {
+            a.record_position(ranks.to_vec());
+        }
+        let tree = a.tree_of_most_accepted_paths(3).unwrap();
+        assert_eq!(tree.paths(), &[vec![0], vec![0, 1], vec![0, 1, 0]]);
+        // One more node: the rank-2 guess of head 1 (counted once) beats nothing else.
+        let tree = a.tree_of_most_accepted_paths(5).unwrap();
+        assert_eq!(
+            tree.paths(),
+            &[vec![0], vec![2], vec![0, 1], vec![2, 0], vec![0, 1, 0]]
+        );
+        assert!(HeadAccuracy::new(3, 4)
+            .tree_of_most_accepted_paths(4)
+            .is_none());
+    }
 
     #[test]
     fn counts_ranks_and_merges() {

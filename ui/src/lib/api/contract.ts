@@ -523,6 +523,11 @@ ggml_device: string | null,
  */
 ggml_error: string | null, 
 /**
+ * For heads that read the drafted path: what each further node adds to an evaluation of
+ * the nodes of one depth together, where the heads run (measured with eight at once).
+ */
+extra_node_ms: number | null, 
+/**
  * In words: where the heads run and what each place cost, e.g. "CPU (ggml backend),
  * 0.150 ms per head; thread pool 0.180 ms".
  */
@@ -737,7 +742,12 @@ reference_tree: ReferenceTree | null,
 /**
  * The fastest tree, when one beats plain decoding.
  */
-chosen: ChosenTree | null, decision: string, };
+chosen: ChosenTree | null, 
+/**
+ * The tree of the rank paths most often right on these prompts, as many nodes as the
+ * largest size considered.
+ */
+counted_tree: CountedTree | null, decision: string, };
 
 /**
  * One tree size as the tuner sees it.
@@ -763,6 +773,26 @@ export type ChosenTree = { nodes: number, expected_tokens_per_step: number, pred
 tree: Array<Array<number>>, };
 
 export type ReferenceTree = { name: string, nodes: number, measured_tokens_per_step: number, };
+
+/**
+ * A tree of the rank paths that were right most often
+ * ([`HeadAccuracy::tree_of_most_accepted_paths`]), which needs no assumption that heads are
+ * right independently.
+ */
+export type CountedTree = { nodes: number, depth: number, 
+/**
+ * Tokens per step it yields on the prompts it was counted on.
+ */
+measured_tokens_per_step: number, 
+/**
+ * Counted on half of the prompts and measured on the other half, both ways, averaged:
+ * what to expect on prompts it was not built from. `None` with fewer than two prompts.
+ */
+cross_checked_tokens_per_step: number | null, 
+/**
+ * Medusa choices: per path, the rank at each depth.
+ */
+tree: Array<Array<number>>, };
 
 /**
  * Filters, order and paging of the run history (listing and export).
