@@ -1,5 +1,6 @@
-//! Medusa heads: the heads file format, computing heads with ggml's CPU kernels, importing
-//! FasterDecoding checkpoints, and the drafter that turns head guesses into a token tree.
+//! Medusa heads: the heads file format, computing heads (ggml's CPU kernels on a thread pool, or a
+//! ggml backend), importing FasterDecoding checkpoints, and the drafter that turns head guesses
+//! into a token tree.
 
 pub mod accuracy;
 mod backend_heads;
