@@ -1,12 +1,14 @@
 //! Where the heads run: the engine's thread pool or a ggml backend, each timed when the heads
 //! load, and what a further node of a depth costs there.
 
+use std::convert::Infallible;
 use std::sync::Mutex;
 use std::time::Instant;
 
 use serde::Serialize;
 
 use super::{lock, MedusaHeads};
+use crate::clock::ms_since;
 use crate::error::EngineError;
 use crate::medusa::backend_heads::{BackendDevice, BackendHeads};
 use crate::sampler::TokenId;
@@ -94,8 +96,18 @@ impl HeadsCompute {
 
 const THREAD_POOL: &str = "thread pool";
 
-fn elapsed_ms(started: Instant) -> f64 {
-    started.elapsed().as_secs_f64() * 1000.0
+/// Timed runs per measurement; the fastest is kept (the others met a busier machine).
+const RUNS: usize = 4;
+
+/// The fastest of [`RUNS`] timed runs of `run`, in milliseconds.
+fn fastest_ms<E>(mut run: impl FnMut() -> Result<(), E>) -> Result<f64, E> {
+    let mut best = f64::INFINITY;
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        run()?;
+        best = best.min(ms_since(started));
+    }
+    Ok(best)
 }
 
 impl MedusaHeads {
@@ -150,10 +162,9 @@ impl MedusaHeads {
             ggml_ms,
             ggml_device,
             ggml_error,
-            extra_node_ms: None,
+            extra_node_ms: self.time_extra_node(),
             summary: String::new(),
         };
-        compute.extra_node_ms = self.time_extra_node();
         compute.summary = compute.describe();
         self.info.compute = compute;
     }
@@ -167,43 +178,29 @@ impl MedusaHeads {
         placement: HeadsPlacement,
     ) -> Result<(Option<f64>, Option<f64>), EngineError> {
         const BLOCKS: usize = 3;
-        const RUNS: usize = 4;
         let hidden = vec![0.0; self.info.base.n_embd as usize];
         let query = [(self.token_inputs(&vec![0; self.head_count()]), 10)];
         let time_threads = placement != HeadsPlacement::Ggml || self.on_backend.is_none();
-        let backend = self.on_backend.as_ref();
-        let fastest = |evaluate: &mut dyn FnMut(usize) -> Result<(), EngineError>,
-                       best: &mut [f64]|
-         -> Result<(), EngineError> {
-            for (head, best) in best.iter_mut().enumerate() {
-                for _ in 0..RUNS {
-                    let started = Instant::now();
-                    evaluate(head)?;
-                    *best = best.min(elapsed_ms(started));
-                }
-            }
-            Ok(())
-        };
         let mut threads_best = vec![f64::INFINITY; self.head_count()];
         let mut ggml_best = threads_best.clone();
         for _ in 0..BLOCKS {
             if time_threads {
-                fastest(
-                    &mut |head| {
+                for (head, best) in threads_best.iter_mut().enumerate() {
+                    let Ok(ms) = fastest_ms::<Infallible>(|| {
                         std::hint::black_box(self.thread_pool_rows(head, &hidden, &query));
                         Ok(())
-                    },
-                    &mut threads_best,
-                )?;
+                    });
+                    *best = best.min(ms);
+                }
             }
-            if let Some(backend) = backend {
-                fastest(
-                    &mut |head| {
+            if let Some(backend) = &self.on_backend {
+                for (head, best) in ggml_best.iter_mut().enumerate() {
+                    let ms = fastest_ms(|| {
                         std::hint::black_box(lock(backend).top_k_each(head, &hidden, &query)?);
-                        Ok(())
-                    },
-                    &mut ggml_best,
-                )?;
+                        Ok::<_, EngineError>(())
+                    })?;
+                    *best = best.min(ms);
+                }
             }
         }
         let mean = |best: &[f64]| {
@@ -218,7 +215,6 @@ impl MedusaHeads {
     /// runs, averaged over the heads).
     fn time_extra_node(&self) -> Option<f64> {
         const NODES: usize = 8;
-        const RUNS: usize = 4;
         if !self.info.path_input {
             return None;
         }
@@ -235,13 +231,11 @@ impl MedusaHeads {
             let one = [query(0)];
             let many: Vec<_> = (0..NODES).map(query).collect();
             let fastest = |queries: &[(Vec<Vec<f32>>, usize)]| {
-                (0..RUNS)
-                    .map(|_| {
-                        let started = Instant::now();
-                        std::hint::black_box(self.top_k_each(head, &hidden, queries));
-                        elapsed_ms(started)
-                    })
-                    .fold(f64::INFINITY, f64::min)
+                let Ok(ms) = fastest_ms::<Infallible>(|| {
+                    std::hint::black_box(self.top_k_each(head, &hidden, queries));
+                    Ok(())
+                });
+                ms
             };
             total += ((fastest(&many) - fastest(&one)) / (NODES - 1) as f64).max(0.0);
         }
