@@ -105,18 +105,18 @@ pub struct CountedTree {
 }
 
 impl CountedTree {
-    fn measure(per_prompt: &[HeadAccuracy], max_nodes: usize) -> Option<Self> {
-        let merged = |pick: &dyn Fn(usize) -> bool| {
-            let mut all = HeadAccuracy::default();
-            for (_, accuracy) in per_prompt.iter().enumerate().filter(|(i, _)| pick(*i)) {
-                all.ranks_by_position
-                    .extend(accuracy.ranks_by_position.iter().cloned());
-            }
-            all
-        };
-        let all = merged(&|_| true);
+    /// Counted on `all` (every prompt's measurement together) and cross-checked between the
+    /// even and odd prompts of `per_prompt`.
+    fn measure(all: &HeadAccuracy, per_prompt: &[HeadAccuracy], max_nodes: usize) -> Option<Self> {
         let tree = all.tree_of_most_accepted_paths(max_nodes)?;
-        let (even, odd) = (merged(&|i| i % 2 == 0), merged(&|i| i % 2 == 1));
+        let half = |parity: usize| {
+            let mut half = HeadAccuracy::default();
+            for accuracy in per_prompt.iter().skip(parity).step_by(2) {
+                half.absorb(accuracy);
+            }
+            half
+        };
+        let (even, odd) = (half(0), half(1));
         let one_way = |built: &HeadAccuracy, measured: &HeadAccuracy| {
             measured.accepted_per_step(&built.tree_of_most_accepted_paths(max_nodes)?)
         };
@@ -237,7 +237,7 @@ pub fn tune_engine(
         head_cost,
         options.max_nodes,
     );
-    let counted_tree = CountedTree::measure(&per_prompt, options.max_nodes);
+    let counted_tree = CountedTree::measure(&accuracy, &per_prompt, options.max_nodes);
     Ok(TuneReport::new(&accuracy, counted_tree, costs, result))
 }
 
@@ -259,7 +259,9 @@ mod tests {
         // rank 1 only.
         let first = positions(&[[Some(0), Some(0)]; 6]);
         let second = positions(&[[Some(1), None]; 6]);
-        let counted = CountedTree::measure(&[first.clone(), second.clone()], 2).unwrap();
+        let mut both = first.clone();
+        both.absorb(&second);
+        let counted = CountedTree::measure(&both, &[first.clone(), second], 2).unwrap();
         // Built from both: [0], [0, 0] and [1] are each right 6 times; the shallower first.
         assert_eq!(counted.tree, vec![vec![0], vec![1]]);
         assert_eq!((counted.nodes, counted.depth), (2, 1));
@@ -268,9 +270,10 @@ mod tests {
         // Built from one prompt, each tree misses the other prompt's rank: 1 token per step.
         assert_eq!(counted.cross_checked_tokens_per_step, Some(1.0));
         // One prompt cannot be split.
-        let alone = CountedTree::measure(&[first], 2).unwrap();
+        let alone = CountedTree::measure(&first, std::slice::from_ref(&first), 2).unwrap();
         assert_eq!(alone.cross_checked_tokens_per_step, None);
-        assert!(CountedTree::measure(&[positions(&[[None, None]])], 2).is_none());
+        let never = positions(&[[None, None]]);
+        assert!(CountedTree::measure(&never, std::slice::from_ref(&never), 2).is_none());
     }
 
     #[test]

@@ -183,7 +183,7 @@ mod tests {
         }
         let tree = a.tree_of_most_accepted_paths(3).unwrap();
         assert_eq!(tree.paths(), &[vec![0], vec![0, 1], vec![0, 1, 0]]);
-        // One more node: the rank-2 guess of head 1 (counted once) beats nothing else.
+        // Two more nodes: head 1's rank-2 guess and head 2's below it, each right once.
         let tree = a.tree_of_most_accepted_paths(5).unwrap();
         assert_eq!(
             tree.paths(),
