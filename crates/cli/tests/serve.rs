@@ -60,6 +60,17 @@ fn agent() -> ureq::Agent {
         .build()
 }
 
+/// Runs `medusa` with `args` (no input), which must fail; its error output.
+fn refused(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_medusa"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("medusa runs");
+    assert!(!output.status.success(), "{args:?} succeeded");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 fn runs(base: &str, query: &str) -> Vec<Value> {
     let answer: Value = agent()
         .get(&format!("{base}/api/runs{query}"))
@@ -221,12 +232,7 @@ fn bench_measures_another_server_through_its_openai_api() {
 
     // A server that is not there is a clear error.
     drop(server);
-    let dead = Command::new(env!("CARGO_BIN_EXE_medusa"))
-        .args(["bench", "--endpoint", "http://127.0.0.1:9", "-n", "4"])
-        .output()
-        .expect("bench runs");
-    assert!(!dead.status.success());
-    let message = String::from_utf8_lossy(&dead.stderr);
+    let message = refused(&["bench", "--endpoint", "http://127.0.0.1:9", "-n", "4"]);
     assert!(
         message.contains("cannot reach http://127.0.0.1:9"),
         "{message}"
@@ -267,12 +273,7 @@ fn serve_runs_on_remote_engines_given_on_the_command_line() {
     assert_eq!(here[0]["output"], runs(&remote.base, "")[0]["output"]);
 
     // A malformed --remote is refused before anything starts.
-    let bad = Command::new(env!("CARGO_BIN_EXE_medusa"))
-        .args(["serve", "--port", "0", "--remote", "lab=gpu-box:8000"])
-        .output()
-        .expect("serve runs");
-    assert!(!bad.status.success());
-    let message = String::from_utf8_lossy(&bad.stderr);
+    let message = refused(&["serve", "--port", "0", "--remote", "lab=gpu-box:8000"]);
     assert!(
         message.contains("not an address such as http://gpu-box:8000"),
         "{message}"
@@ -322,12 +323,6 @@ fn chat_talks_to_a_remote_engine() {
     assert!(answer.contains(text), "{answer:?} holds {text:?}");
 
     // An engine that is not there: a clear error before the first message.
-    let dead = Command::new(env!("CARGO_BIN_EXE_medusa"))
-        .args(["chat", "--remote", "dead=http://127.0.0.1:9"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("chat runs");
-    assert!(!dead.status.success());
-    let message = String::from_utf8_lossy(&dead.stderr);
+    let message = refused(&["chat", "--remote", "dead=http://127.0.0.1:9"]);
     assert!(message.contains("cannot be reached"), "{message}");
 }
