@@ -39,7 +39,7 @@ impl MedusaSetup {
 fn heldout_prior(heads: &MedusaHeads, plan: &MedusaPlan) -> Option<AcceptanceStats> {
     let info = heads.info();
     let top1 = *info.training.as_ref()?.heldout_top1.first()?;
-    // Timing the heads takes a moment at load: only for a tree they will draft.
+    // Priced for the tree the plan drafts (the heads were timed when they loaded).
     let tree = plan.tree.as_ref()?;
     let head_cost = info.head_cost(heads.draft_ms_per_head());
     let draft_ms = head_cost.draft_ms(tree);
