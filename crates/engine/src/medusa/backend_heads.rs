@@ -67,6 +67,17 @@ impl Drop for BackendHeads {
     }
 }
 
+/// A graph's metadata context, freed when the evaluation ends however it ends.
+struct GraphContext(*mut sys::ggml_context);
+
+impl Drop for GraphContext {
+    fn drop(&mut self) {
+        // SAFETY: made by `metadata_context` for one evaluation and freed once, after its
+        // tensors were read back (or the evaluation failed).
+        unsafe { sys::ggml_free(self.0) };
+    }
+}
+
 fn backend_error(message: impl Into<String>) -> EngineError {
     EngineError::Heads(message.into())
 }
@@ -253,11 +264,7 @@ impl BackendHeads {
         if n == 0 || k == 0 || hidden.len() != self.n_embd {
             return Ok(vec![Vec::new(); n]);
         }
-        let ctx = metadata_context(GRAPH_TENSORS)?;
-        let result = self.evaluate(ctx, tensors, projection, rows, hidden, queries, k);
-        // SAFETY: the graph context is freed once, after its tensors were read back.
-        unsafe { sys::ggml_free(ctx) };
-        let (ids, logits) = result?;
+        let (ids, logits) = self.evaluate(tensors, projection, rows, hidden, queries, k)?;
         Ok((0..n)
             .map(|q| {
                 (q * k..(q + 1) * k)
@@ -267,10 +274,8 @@ impl BackendHeads {
             .collect())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn evaluate(
         &self,
-        ctx: *mut sys::ggml_context,
         tensors: &HeadTensors,
         projection: *mut sys::ggml_tensor,
         rows: usize,
@@ -278,6 +283,8 @@ impl BackendHeads {
         queries: &[(Vec<Vec<f32>>, usize)],
         k: usize,
     ) -> Result<(Vec<i32>, Vec<f32>), EngineError> {
+        let graph_ctx = GraphContext(metadata_context(GRAPH_TENSORS)?);
+        let ctx = graph_ctx.0;
         let (n, n_embd) = (queries.len(), self.n_embd);
         let mut inputs: Vec<(*mut sys::ggml_tensor, Vec<f32>)> = Vec::new();
         // SAFETY: graph building on a metadata context with room for GRAPH_TENSORS tensors;
