@@ -8,6 +8,7 @@ use clap::Args;
 use std::time::Instant;
 
 use engine::medusa::plan::MedusaPlan;
+use engine::speculative::costs::DecodeCosts;
 use engine::{
     ChatMessage, DraftPolicy, Engine, GenerateRequest, GenerationMode, Prompt, RunSummary,
     SamplingParams,
@@ -198,7 +199,7 @@ struct BenchReport {
     outputs_identical: usize,
     /// Decode time (ms) by tokens per batch on this machine, behind the draft budget; measured
     /// when a speculative mode runs.
-    decode_cost_ms: Option<Vec<(usize, f64)>>,
+    decode_costs: Option<DecodeCosts>,
     /// How Medusa mode's tree was settled, with its predicted speed-up, when Medusa ran.
     medusa_plan: Option<MedusaPlan>,
     /// A follow-up turn of each conversation, its prompt read whole and with the prompt cache.
@@ -339,7 +340,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         },
         normal_vs_baseline: normal_tps / baseline.tokens_per_second().max(1e-9),
         outputs_identical: identical,
-        decode_cost_ms: if modes.len() > 1 {
+        decode_costs: if modes.len() > 1 {
             Some(engine.decode_costs()?)
         } else {
             None
@@ -691,6 +692,9 @@ fn print_table(r: &BenchReport) {
         "normal / baseline = {:.3}; identical outputs {}/{}",
         r.normal_vs_baseline, r.outputs_identical, r.results[0].runs
     );
+    if let Some(costs) = &r.decode_costs {
+        println!("decode costs: {}", costs.summary());
+    }
     if let Some(plan) = &r.medusa_plan {
         println!("medusa plan: {}", plan.decision);
         let measured = r

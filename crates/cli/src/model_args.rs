@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use engine::medusa::heads::HeadsPlacement;
+use engine::speculative::tree_builder::Verdict;
 use engine::{DraftPolicy, Engine, EngineConfig, GenerateRequest, TreeSpec};
 
 /// Which model to load and how to size its context.
@@ -201,13 +202,30 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
         }
         if let Some(plan) = &info.medusa_plan {
             println!("medusa mode  {}", plan.decision);
+            if let Some(costs) = &plan.decode_costs {
+                println!("decode costs {}", costs.summary());
+            }
             for f in &plan.forecasts {
                 println!(
-                    "  --tree {:<13} in full: about {:.2}x here, {:.2} tokens per step, {:.1} ms per extra token",
-                    f.name, f.predicted_speedup, f.expected_tokens, f.extra_token_ms
+                    "  --tree {:<13} in full: about {:.2}x here ({:.2}x to {:.2}x, {}), {:.2} tokens per step, {:.1} ms per extra token",
+                    f.name,
+                    f.predicted_speedup,
+                    f.speedup_low,
+                    f.speedup_high,
+                    verdict_words(f.verdict),
+                    f.expected_tokens,
+                    f.extra_token_ms
                 );
             }
         }
     }
     Ok(())
+}
+
+fn verdict_words(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Faster => "faster",
+        Verdict::Slower => "slower",
+        Verdict::Uncertain => "uncertain: not drafted on",
+    }
 }

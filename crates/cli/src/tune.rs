@@ -91,15 +91,7 @@ fn print_table(report: &TuneReport, out: Option<&PathBuf>) {
         "heads cost      {:.2} ms per head per step; plain decoding {:.1} tokens/s",
         report.ms_per_head, report.plain_tokens_per_second
     );
-    let curve: Vec<String> = report
-        .decode_ms_by_tokens
-        .iter()
-        .map(|(tokens, ms)| format!("{tokens}: {ms:.2}"))
-        .collect();
-    println!(
-        "decode ms       by tokens in the batch  {}",
-        curve.join(", ")
-    );
+    println!("decode costs    {}", report.decode_costs.summary());
     // "tokens/step" assumes heads are right independently, as the tree builder does;
     // "measured" is what the same tree would have yielded on these prompts.
     println!(

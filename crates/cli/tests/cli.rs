@@ -135,11 +135,16 @@ fn bench_json_compares_with_the_raw_loop() {
     assert!(cache["cached_prompt_tokens"].as_f64() < cache["prompt_tokens"].as_f64());
     assert!(cache["ttft_ms_cold"].as_f64().unwrap() > 0.0);
     assert!(cache["ttft_ms_cached"].as_f64().unwrap() > 0.0);
-    let costs = out["decode_cost_ms"]
+    let costs = out["decode_costs"]["points"]
         .as_array()
         .expect("measured for speculative modes");
-    assert_eq!(costs[0][0], 1);
-    assert!(costs.iter().all(|c| c[1].as_f64().unwrap() > 0.0));
+    assert_eq!(costs[0]["tokens"], 1);
+    // Every figure inside its band (its size depends on the machine's load, so not asserted).
+    for point in costs {
+        let figure = |key: &str| point[key].as_f64().unwrap();
+        assert!(0.0 < figure("low_ms"), "{point}");
+        assert!(figure("low_ms") <= figure("ms") && figure("ms") <= figure("high_ms"));
+    }
 }
 
 #[test]
@@ -376,23 +381,33 @@ fn info_forecasts_each_named_tree_drafted_in_full() {
         names,
         ["mc_sim_7b_63", "chain-1", "chain-2", "chain-3", "chain-4"]
     );
-    let figure = |i: usize, key: &str| forecasts[i][key].as_f64().unwrap();
+    // What depends on the heads' record alone is exact; figures from decode timings depend on
+    // how busy the machine is, so only their consistency is checked.
     for forecast in forecasts {
-        for key in [
-            "expected_tokens",
-            "predicted_speedup",
-            "extra_token_ms",
-            "step_ms",
-        ] {
-            let value = forecast[key].as_f64().unwrap();
-            assert!(value > 0.0, "{key} in {forecast}");
-        }
         assert!(forecast["expected_tokens"].as_f64().unwrap() > 1.0);
+        let figure = |key: &str| forecast[key].as_f64().unwrap();
+        for key in ["predicted_speedup", "step_ms"] {
+            assert!(figure(key) > 0.0, "{key} in {forecast}");
+        }
+        assert!(figure("extra_token_ms") >= 0.0, "{forecast}");
+        assert!(figure("speedup_low") <= figure("predicted_speedup") + 1e-9);
+        assert!(figure("predicted_speedup") <= figure("speedup_high") + 1e-9);
+        let verdict = forecast["verdict"].as_str().unwrap();
+        let expected = if figure("speedup_low") > 1.0 {
+            "faster"
+        } else if figure("speedup_high") < 1.0 {
+            "slower"
+        } else {
+            "uncertain"
+        };
+        assert_eq!(verdict, expected, "{forecast}");
     }
-    // 63 nodes guess more than a chain of one, and cost more.
-    assert!(figure(0, "expected_tokens") > figure(1, "expected_tokens"));
-    assert!(figure(0, "step_ms") > figure(1, "step_ms"));
+    // 63 nodes guess more than a chain of one.
+    let expected = |i: usize| forecasts[i]["expected_tokens"].as_f64().unwrap();
+    assert!(expected(0) > expected(1));
     assert_eq!(forecasts[0]["nodes"], 63);
+    let costs = &info["medusa_plan"]["decode_costs"];
+    assert_eq!(costs["points"][0]["tokens"], 1, "{costs}");
 }
 
 #[test]

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::error::EngineError;
 use crate::medusa::heads::HeadsPlacement;
+use crate::speculative::costs::CostPoint;
 use crate::speculative::tree::TreeSpec;
 
 /// How to load a model and size its context.
@@ -34,6 +35,9 @@ pub struct EngineConfig {
     /// Where decode costs measured on this machine are kept between loads; `None` measures
     /// them at every load with heads.
     pub decode_costs_dir: Option<PathBuf>,
+    /// Decode costs to start from instead of measuring them (figures known for this machine,
+    /// e.g. from `medusa tune`); real steps still update them.
+    pub decode_costs: Option<Vec<CostPoint>>,
     /// Told how far loading the weights has got, so a UI can show it for large models.
     pub load_progress: Option<LoadProgress>,
     /// Makes the context return final hidden states even without heads (to train heads).
@@ -75,6 +79,7 @@ impl EngineConfig {
             heads_placement: HeadsPlacement::Fastest,
             tree: None,
             decode_costs_dir: None,
+            decode_costs: None,
             load_progress: None,
             hidden_states: false,
         }

@@ -1,12 +1,16 @@
 //! Decode costs measured on this machine, kept on disk per machine, model and context settings,
 //! so that loading a model with Medusa heads sizes its tree without timing decodes again.
-//! The cache only saves time: a missing, unreadable or foreign entry means measuring anew.
+//! The cache only saves time: a missing, unreadable or foreign entry means measuring anew. Only
+//! figures taken on a quiet machine are kept (see [`crate::speculative::costs::Calibration`]),
+//! and figures that real steps later contradict replace them.
 
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::speculative::costs::CostPoint;
 
 /// Everything a decode's cost depends on that can change between loads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,8 +68,8 @@ impl CostKey {
 #[derive(Debug, Serialize, Deserialize)]
 struct Entry {
     key: CostKey,
-    /// `(tokens in the batch, milliseconds)`.
-    decode_ms_by_tokens: Vec<(usize, f64)>,
+    /// By tokens in the batch, the central figure and its band.
+    decode_costs: Vec<CostPoint>,
 }
 
 /// A folder of measured decode costs.
@@ -80,19 +84,23 @@ impl CostCache {
     }
 
     /// The costs measured earlier under `key`, if any were kept and still read back sound.
-    pub fn load(&self, key: &CostKey) -> Option<Vec<(usize, f64)>> {
+    pub fn load(&self, key: &CostKey) -> Option<Vec<CostPoint>> {
         let path = self.dir.join(key.file_name());
         let text = std::fs::read_to_string(&path).ok()?;
         match serde_json::from_str::<Entry>(&text) {
             Ok(entry)
                 if entry.key == *key
-                    && !entry.decode_ms_by_tokens.is_empty()
-                    && entry
-                        .decode_ms_by_tokens
-                        .iter()
-                        .all(|&(n, ms)| n > 0 && ms.is_finite() && ms > 0.0) =>
+                    && !entry.decode_costs.is_empty()
+                    && entry.decode_costs.iter().all(|p| {
+                        p.tokens > 0
+                            && p.low_ms.is_finite()
+                            && p.high_ms.is_finite()
+                            && 0.0 < p.low_ms
+                            && p.low_ms <= p.ms
+                            && p.ms <= p.high_ms
+                    }) =>
             {
-                Some(entry.decode_ms_by_tokens)
+                Some(entry.decode_costs)
             }
             _ => {
                 tracing::warn!(path = %path.display(), "ignoring an unusable decode-cost cache entry");
@@ -103,11 +111,11 @@ impl CostCache {
 
     /// Keeps `points` under `key`, replacing what was there (written whole, then renamed, so a
     /// reader never sees half a file).
-    pub fn store(&self, key: &CostKey, points: &[(usize, f64)]) -> std::io::Result<()> {
+    pub fn store(&self, key: &CostKey, points: &[CostPoint]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let entry = Entry {
             key: key.clone(),
-            decode_ms_by_tokens: points.to_vec(),
+            decode_costs: points.to_vec(),
         };
         let path = self.dir.join(key.file_name());
         let partial = path.with_extension("json.partial");
@@ -139,13 +147,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = CostCache::new(dir.path().join("costs"));
         assert_eq!(cache.load(&key(2)), None);
-        let points = vec![(1, 6.5), (2, 12.25), (32, 101.0)];
+        let points = vec![
+            CostPoint::exact(1, 6.5),
+            CostPoint {
+                tokens: 2,
+                ms: 12.25,
+                low_ms: 11.0,
+                high_ms: 13.5,
+            },
+            CostPoint::exact(32, 101.0),
+        ];
         cache.store(&key(2), &points).unwrap();
         assert_eq!(cache.load(&key(2)), Some(points.clone()));
         assert_eq!(cache.load(&key(4)), None, "other threads, other costs");
         // Measuring again replaces the entry.
-        cache.store(&key(2), &[(1, 7.0)]).unwrap();
-        assert_eq!(cache.load(&key(2)), Some(vec![(1, 7.0)]));
+        cache.store(&key(2), &[CostPoint::exact(1, 7.0)]).unwrap();
+        assert_eq!(cache.load(&key(2)), Some(vec![CostPoint::exact(1, 7.0)]));
     }
 
     #[test]
@@ -156,7 +173,23 @@ mod tests {
         std::fs::write(&path, b"{ not json").unwrap();
         assert_eq!(cache.load(&key(2)), None);
         // Sound JSON with a nonsensical reading is no better.
-        cache.store(&key(2), &[(1, -3.0)]).unwrap();
+        cache.store(&key(2), &[CostPoint::exact(1, -3.0)]).unwrap();
+        assert_eq!(cache.load(&key(2)), None);
+        // Nor is a band that does not hold its figure.
+        let outside = CostPoint {
+            tokens: 1,
+            ms: 9.0,
+            low_ms: 10.0,
+            high_ms: 11.0,
+        };
+        cache.store(&key(2), &[outside]).unwrap();
+        assert_eq!(cache.load(&key(2)), None);
+        // Entries from before figures had bands are measured anew.
+        std::fs::write(
+            &path,
+            serde_json::json!({"key": key(2), "decode_ms_by_tokens": [[1, 129.3]]}).to_string(),
+        )
+        .unwrap();
         assert_eq!(cache.load(&key(2)), None);
     }
 }

@@ -48,9 +48,9 @@ fn heldout_prior(heads: &MedusaHeads, plan: &MedusaPlan) -> Option<AcceptanceSta
 
 /// A request's drafters, each with where its draft budget starts.
 pub(crate) struct DraftSetup {
-    /// Each drafter and what earlier requests learnt about it, when that carries over. Empty
-    /// decodes plainly; several have their proposals merged into one tree.
-    pub(crate) drafters: Vec<(Box<dyn Drafter>, AcceptanceStats)>,
+    /// Each drafter and what earlier requests learnt about it by evidence class, when that
+    /// carries over. Empty decodes plainly; several have their proposals merged into one tree.
+    pub(crate) drafters: Vec<(Box<dyn Drafter>, Vec<AcceptanceStats>)>,
     /// Most tokens drafted per step.
     pub(crate) max_draft: usize,
     /// Draft all they have at every step whatever it costs, instead of what the budget expects
@@ -60,9 +60,9 @@ pub(crate) struct DraftSetup {
 
 pub(crate) struct Drafters {
     medusa: Option<MedusaSetup>,
-    /// What finished requests learnt, by drafter name, for drafters whose acceptance carries
-    /// over from one request to the next.
-    learnt: HashMap<&'static str, AcceptanceStats>,
+    /// What finished requests learnt, by drafter name and evidence class, for drafters whose
+    /// acceptance carries over from one request to the next.
+    learnt: HashMap<&'static str, Vec<AcceptanceStats>>,
 }
 
 impl Drafters {
@@ -155,30 +155,36 @@ impl Drafters {
         }
     }
 
-    /// What earlier requests learnt about this drafter, when that carries over; for heads no
-    /// request has drafted with yet, their held-out accuracy.
-    fn prior(&self, drafter: &dyn Drafter) -> AcceptanceStats {
+    /// What earlier requests learnt about this drafter by evidence class, when that carries
+    /// over; for heads no request has drafted with yet, their held-out accuracy.
+    fn prior(&self, drafter: &dyn Drafter) -> Vec<AcceptanceStats> {
         if !drafter.acceptance_carries_over() {
-            return AcceptanceStats::default();
+            return Vec::new();
         }
         match self.learnt.get(drafter.name()) {
-            Some(learnt) => learnt.as_prior(PRIOR_WEIGHT),
+            Some(learnt) => learnt.iter().map(|s| s.as_prior(PRIOR_WEIGHT)).collect(),
             None => self
                 .medusa
                 .as_ref()
                 .filter(|_| drafter.name() == "medusa")
                 .and_then(|m| m.heldout_prior.clone())
-                .unwrap_or_default(),
+                .into_iter()
+                .collect(),
         }
     }
 
-    /// Keeps what a finished request learnt about its drafter, when that carries over.
-    pub(crate) fn absorb(&mut self, drafter: &dyn Drafter, learnt: &AcceptanceStats) {
-        if drafter.acceptance_carries_over() {
-            self.learnt
-                .entry(drafter.name())
-                .or_default()
-                .absorb(learnt);
+    /// Keeps what a finished request learnt about its drafter, class by class, when that
+    /// carries over.
+    pub(crate) fn absorb(&mut self, drafter: &dyn Drafter, learnt: &[AcceptanceStats]) {
+        if !drafter.acceptance_carries_over() {
+            return;
+        }
+        let kept = self.learnt.entry(drafter.name()).or_default();
+        if kept.len() < learnt.len() {
+            kept.resize(learnt.len(), AcceptanceStats::default());
+        }
+        for (kept, learnt) in kept.iter_mut().zip(learnt) {
+            kept.absorb(learnt);
         }
     }
 }

@@ -5,11 +5,13 @@ use std::time::Instant;
 
 use crate::clock::ms_since;
 use crate::drafters::DraftSetup;
-use crate::events::{DraftSkip, DraftSkipReason};
+use crate::events::{DraftDecision, DraftSkip, DraftSkipReason, DrafterEvidence};
+use crate::sampler::TokenId;
 use crate::speculative::budget::{
-    choose_draft_lens, shortest_draft, AcceptanceStats, BatchLoad, CostModel, DraftOption,
+    choose_draft_lens, shortest_draft, AcceptanceStats, BatchLoad, DraftChoice, DraftOption,
     ShortestDraft,
 };
+use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
 
@@ -18,10 +20,41 @@ struct Proposer {
     drafter: Box<dyn Drafter>,
     /// Acceptance by the evidence class of the proposals (see [`Drafter::evidence_class`]).
     acceptance: Vec<AcceptanceStats>,
-    /// What it started from (learnt by earlier requests), in every class.
-    start: AcceptanceStats,
+    /// What each class started from (learnt by earlier requests); a class beyond them starts
+    /// with no evidence.
+    start: Vec<AcceptanceStats>,
     /// The class of this step's proposal.
     class: usize,
+}
+
+/// A cheap drafter's guess that the budget did not draft, checked against the tokens that
+/// follow: evidence of its acceptance that costs no decode.
+struct Shadow {
+    proposer: usize,
+    class: usize,
+    /// The guess's first continuation.
+    tokens: Vec<TokenId>,
+    /// How many of them the output has matched so far.
+    matched: usize,
+}
+
+impl Shadow {
+    /// Follows the output's new tokens; once the guess is settled, what a draft of it would
+    /// have had accepted, depth by depth.
+    fn follow(&mut self, emitted: &[TokenId]) -> Option<Vec<bool>> {
+        for &token in emitted {
+            if self.tokens[self.matched] != token {
+                let mut hits = vec![true; self.matched];
+                hits.push(false);
+                return Some(hits);
+            }
+            self.matched += 1;
+            if self.matched == self.tokens.len() {
+                return Some(vec![true; self.matched]);
+            }
+        }
+        None
+    }
 }
 
 /// A step's proposal.
@@ -31,6 +64,8 @@ pub(crate) struct Draft {
     pub(crate) draft_ms: f64,
     /// Why nothing was drafted.
     pub(crate) skip: Option<DraftSkip>,
+    /// What the budget weighed, where it decided.
+    pub(crate) decision: Option<DraftDecision>,
 }
 
 pub(crate) struct Drafting {
@@ -39,6 +74,8 @@ pub(crate) struct Drafting {
     max_draft: usize,
     /// Every drafter proposes all it has at every step, whatever it costs.
     fixed: bool,
+    /// A guess not drafted, being checked against the output.
+    shadow: Option<Shadow>,
 }
 
 impl Drafting {
@@ -51,15 +88,21 @@ impl Drafting {
             proposers: setup
                 .drafters
                 .into_iter()
-                .map(|(drafter, prior)| Proposer {
-                    drafter,
-                    acceptance: vec![prior.clone()],
-                    start: prior,
-                    class: 0,
+                .map(|(drafter, mut priors)| {
+                    if priors.is_empty() {
+                        priors.push(AcceptanceStats::default());
+                    }
+                    Proposer {
+                        drafter,
+                        acceptance: priors.clone(),
+                        start: priors,
+                        class: 0,
+                    }
                 })
                 .collect(),
             max_draft: setup.max_draft,
             fixed: setup.fixed,
+            shadow: None,
         })
     }
 
@@ -77,6 +120,7 @@ impl Drafting {
         if limit == 0 {
             return skipped(no_room());
         }
+        let mut decision = None;
         let trees = if self.fixed {
             // The user asked to see the whole draft, whatever it costs here.
             self.proposers
@@ -91,10 +135,14 @@ impl Drafting {
                 ));
             };
             match self.budgeted(input, cost, batch, limit) {
-                Ok(trees) => trees,
-                Err(skip) => {
+                Ok((trees, weighed)) => {
+                    decision = Some(weighed);
+                    trees
+                }
+                Err((skip, weighed)) => {
                     return Draft {
                         draft_ms: ms_since(started),
+                        decision: weighed,
                         ..skipped(skip)
                     }
                 }
@@ -109,18 +157,22 @@ impl Drafting {
             tree,
             draft_ms: ms_since(started),
             skip,
+            decision,
         }
     }
 
-    /// Each drafter's proposal cut to what the budget expects to pay. Cheap drafters propose
-    /// first, so that the budget knows how much they have; the others only draft what it asks.
+    /// Each drafter's proposal cut to what the budget expects to pay, with the figures it
+    /// weighed. Cheap drafters propose first, so that the budget knows how much they have; the
+    /// others only draft what it asks. A cheap guess the budget declines is followed as a
+    /// [`Shadow`].
+    #[allow(clippy::type_complexity)]
     fn budgeted(
         &mut self,
         input: &DraftInput<'_>,
         cost: &CostModel,
         batch: BatchLoad,
         limit: usize,
-    ) -> Result<Vec<DraftTree>, DraftSkip> {
+    ) -> Result<(Vec<DraftTree>, DraftDecision), (DraftSkip, Option<DraftDecision>)> {
         let mut early: Vec<Option<DraftTree>> = self
             .proposers
             .iter_mut()
@@ -131,7 +183,7 @@ impl Drafting {
             .map(|tree| tree.as_ref().map_or(limit, DraftTree::len))
             .collect();
         if caps.iter().all(|&cap| cap == 0) {
-            return Err(self.no_candidates());
+            return Err((self.no_candidates(), None));
         }
         let options: Vec<DraftOption<'_>> = self
             .proposers
@@ -142,29 +194,75 @@ impl Drafting {
                 cap,
             })
             .collect();
-        let lens = choose_draft_lens(cost, &options, limit, batch);
-        if lens.iter().all(|&len| len == 0) {
+        let choice = choose_draft_lens(cost, &options, limit, batch);
+        let decision = self.decision(&choice, &caps);
+        if !choice.drafts() {
             // The figures of the first drafter that had something to propose.
-            let (first, _) = self
-                .proposers
-                .iter()
-                .zip(&caps)
-                .find(|(_, &cap)| cap > 0)
-                .expect("a drafter with candidates");
-            return Err(not_worth_it(shortest_draft(cost, first.stats(), batch)));
+            let first = caps.iter().position(|&cap| cap > 0).expect("a candidate");
+            let shortest = shortest_draft(cost, self.proposers[first].stats(), batch);
+            self.follow_declined(&early);
+            return Err((not_worth_it(shortest), Some(decision)));
         }
-        Ok(self
+        // A real draft judges the drafter better than a shadow would.
+        self.shadow = None;
+        let trees = self
             .proposers
             .iter_mut()
             .zip(early.iter_mut())
-            .zip(lens)
+            .zip(choice.lens)
             .filter(|(_, len)| *len > 0)
             .map(|((p, early), len)| {
                 let mut tree = early.take().unwrap_or_else(|| p.propose(input, len));
                 tree.truncate(len);
                 tree
             })
-            .collect())
+            .collect();
+        Ok((trees, decision))
+    }
+
+    fn decision(&self, choice: &DraftChoice, caps: &[usize]) -> DraftDecision {
+        DraftDecision {
+            expected_tokens: choice.expected_tokens,
+            step_ms: choice.step_ms,
+            plain_ms: choice.plain_ms,
+            evidence: self
+                .proposers
+                .iter()
+                .zip(caps.iter().zip(&choice.lens))
+                .map(|(p, (&proposed, &drafted))| {
+                    let (accepted, tried) = p.stats().evidence();
+                    DrafterEvidence {
+                        drafter: p.drafter.name().to_owned(),
+                        class: p.class,
+                        accepted,
+                        tried,
+                        cautious_rate: p.stats().cautious_rate(),
+                        proposed,
+                        drafted,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Starts following the first cheap guess the budget declined, unless one is followed.
+    fn follow_declined(&mut self, early: &[Option<DraftTree>]) {
+        if self.shadow.is_some() {
+            return;
+        }
+        let guess = early
+            .iter()
+            .enumerate()
+            .find_map(|(i, tree)| Some((i, tree.as_ref()?.first_path())))
+            .filter(|(_, tokens)| !tokens.is_empty());
+        if let Some((proposer, tokens)) = guess {
+            self.shadow = Some(Shadow {
+                proposer,
+                class: self.proposers[proposer].class,
+                tokens,
+                matched: 0,
+            });
+        }
     }
 
     fn no_candidates(&self) -> DraftSkip {
@@ -177,8 +275,22 @@ impl Drafting {
     }
 
     /// Records what verification made of the step's tree: each drafter is judged on the nodes it
-    /// proposed (shared ones included), depth by depth along the accepted path.
-    pub(crate) fn record(&mut self, tree: &DraftTree, layout: &TreeLayout, accepted: &[usize]) {
+    /// proposed (shared ones included), depth by depth along the accepted path. A followed
+    /// guess is checked against the step's `emitted` tokens.
+    pub(crate) fn record(
+        &mut self,
+        tree: &DraftTree,
+        layout: &TreeLayout,
+        accepted: &[usize],
+        emitted: &[TokenId],
+    ) {
+        if let Some(shadow) = self.shadow.as_mut() {
+            if let Some(hits) = shadow.follow(emitted) {
+                let proposer = &mut self.proposers[shadow.proposer];
+                proposer.acceptance[shadow.class].record(&hits);
+                self.shadow = None;
+            }
+        }
         for p in &mut self.proposers {
             let name = Some(p.drafter.name());
             let proposed = |n: usize| {
@@ -197,13 +309,19 @@ impl Drafting {
         }
     }
 
-    /// Each drafter, and what this run learnt about it beyond what it started from.
-    pub(crate) fn learnt(&self) -> impl Iterator<Item = (&dyn Drafter, AcceptanceStats)> {
+    /// Each drafter, and what this run learnt about it beyond what it started from, by
+    /// evidence class.
+    pub(crate) fn learnt(&self) -> impl Iterator<Item = (&dyn Drafter, Vec<AcceptanceStats>)> {
         self.proposers.iter().map(|p| {
-            let mut learnt = AcceptanceStats::default();
-            for class in &p.acceptance {
-                learnt.absorb(&class.since(&p.start));
-            }
+            let learnt = p
+                .acceptance
+                .iter()
+                .enumerate()
+                .map(|(class, stats)| match p.start.get(class) {
+                    Some(start) => stats.since(start),
+                    None => stats.clone(),
+                })
+                .collect();
             (p.drafter.as_ref(), learnt)
         })
     }
@@ -211,15 +329,19 @@ impl Drafting {
 
 impl Proposer {
     /// The drafter's proposal, its time kept for the budget when it proposed anything. Its
-    /// evidence class says which acceptance figures judge it (a new class starts from what the
-    /// drafter started the run with).
+    /// evidence class says which acceptance figures judge it (a new class starts with no
+    /// evidence, but the drafting time known so far).
     fn propose(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
         let started = Instant::now();
         let mut tree = self.drafter.draft(input, max_nodes);
         tree.truncate(max_nodes);
         self.class = self.drafter.evidence_class();
         if self.acceptance.len() <= self.class {
-            self.acceptance.resize(self.class + 1, self.start.clone());
+            let mut fresh = AcceptanceStats::default();
+            if let Some(draft_ms) = self.acceptance.first().map(AcceptanceStats::draft_ms) {
+                fresh.record_draft_time(draft_ms);
+            }
+            self.acceptance.resize(self.class + 1, fresh);
         }
         if !tree.is_empty() {
             self.stats_mut().record_draft_time(ms_since(started));
@@ -258,4 +380,34 @@ fn not_worth_it(shortest: ShortestDraft) -> DraftSkip {
             shortest.expected_tokens, shortest.step_ms, shortest.plain_ms
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shadow(tokens: &[TokenId]) -> Shadow {
+        Shadow {
+            proposer: 0,
+            class: 0,
+            tokens: tokens.to_vec(),
+            matched: 0,
+        }
+    }
+
+    #[test]
+    fn a_shadow_settles_at_its_first_miss() {
+        let mut guess = shadow(&[5, 6, 7, 8]);
+        assert_eq!(guess.follow(&[5]), None, "one token of four matched");
+        assert_eq!(guess.follow(&[6, 9, 10]), Some(vec![true, true, false]));
+        let mut wrong = shadow(&[5, 6]);
+        assert_eq!(wrong.follow(&[4]), Some(vec![false]));
+    }
+
+    #[test]
+    fn a_shadow_matched_in_full_is_all_hits() {
+        let mut guess = shadow(&[5, 6, 7]);
+        assert_eq!(guess.follow(&[5, 6]), None);
+        assert_eq!(guess.follow(&[7, 1]), Some(vec![true, true, true]));
+    }
 }

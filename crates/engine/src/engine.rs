@@ -294,6 +294,15 @@ impl Drop for GenerationStream {
     }
 }
 
+/// The batch a context is created with: `batch_size` (how much of a prompt one decode takes), or
+/// more when it must. A decode holds a whole draft tree and a root per request; and llama.cpp
+/// reserves an output for every sequence id at creation, aborting the process (not failing)
+/// when the batch has fewer outputs than that, which `--batch-size 32` did.
+pub(crate) fn batch_capacity(batch_size: u32, parallel: usize, n_seq_max: usize) -> u32 {
+    let min_batch = (MAX_DRAFT_TOKENS + parallel).max(n_seq_max);
+    batch_size.max(u32::try_from(min_batch).unwrap_or(u32::MAX))
+}
+
 fn engine_thread(
     config: EngineConfig,
     header: model_file::GgufHeader,
@@ -317,15 +326,14 @@ fn engine_thread(
         .ctx_size
         .unwrap_or_else(|| DEFAULT_CTX_SIZE.min(model.n_ctx_train().max(16)));
     let parallel = config.parallel;
-    // Every request gets its own share of one unified KV cache.
-    let n_ctx_total = n_ctx_seq * parallel as u32;
     // Sequence ids: one per request, one per request for the prompt cache where they fit, the
     // rest for draft-tree leaves (llama.cpp allows 256).
     let n_seq_max = (2 * parallel + MAX_DRAFT_TOKENS).min(256);
     let cache_seqs = parallel.min(n_seq_max.saturating_sub(parallel + MAX_DRAFT_TOKENS));
-    // A decode must hold a whole draft tree and a root per request, whatever the chunk size.
-    let min_batch = (MAX_DRAFT_TOKENS + parallel) as u32;
-    let n_batch = config.batch_size.max(min_batch);
+    let n_batch = batch_capacity(config.batch_size, parallel, n_seq_max);
+    // Every request gets its own share of one unified KV cache. llama.cpp cuts the batch down
+    // to the context (and rounds the context up to 256 cells anyway), so it holds one batch.
+    let n_ctx_total = (n_ctx_seq * parallel as u32).max(n_batch);
     let heads = match load_heads(&config, &model, threads) {
         Ok(heads) => heads,
         Err(err) => {
@@ -374,6 +382,9 @@ fn engine_thread(
             max_seqs_per_token: n_seq_max,
             returns_hidden_states: heads.is_some() || config.hidden_states,
             cost_cache,
+            given_costs: config.decode_costs.clone(),
+            cpu_threads: (ComputeInfo::detect(config.gpu_layers, model.n_layer()).gpu_layers == 0)
+                .then_some(threads),
         },
     );
     let medusa = match heads.map(|heads| plan_medusa(&mut runtime, heads, config.tree.clone())) {
@@ -533,5 +544,24 @@ fn model_info(
         medusa_tree: None,
         medusa_plan: None,
         parallel: 1,
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    #[test]
+    fn the_batch_holds_an_output_for_every_sequence_and_a_whole_tree() {
+        for parallel in [1, 4, 64] {
+            let n_seq_max = (2 * parallel + MAX_DRAFT_TOKENS).min(256);
+            for batch_size in [1, 32, 64, 128] {
+                let n_batch = batch_capacity(batch_size, parallel, n_seq_max) as usize;
+                assert!(n_batch >= n_seq_max, "{batch_size} for {parallel}");
+                assert!(n_batch >= MAX_DRAFT_TOKENS + parallel);
+            }
+        }
+        // A larger chunk of prompt is kept as asked.
+        assert_eq!(batch_capacity(1024, 4, 136), 1024);
     }
 }

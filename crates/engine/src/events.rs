@@ -109,6 +109,40 @@ pub struct StepEvent {
     pub tree: StepTree,
     /// Why nothing was drafted; `None` when something was.
     pub skip: Option<DraftSkip>,
+    /// What the draft budget weighed for this step, where it decided (auto drafting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub decision: Option<DraftDecision>,
+}
+
+/// Why a step drafted what it did: the figures the draft budget weighed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct DraftDecision {
+    /// Tokens the step was expected to yield with what was drafted (1 when nothing was), at
+    /// the cautious acceptance rates below.
+    pub expected_tokens: f64,
+    /// The step's expected time with that draft (drafting included, the decode at the top of
+    /// its measured band), and a plain step's time.
+    pub step_ms: f64,
+    pub plain_ms: f64,
+    /// Each drafter's evidence.
+    pub evidence: Vec<DrafterEvidence>,
+}
+
+/// What a drafter's acceptance rate in a step rested on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct DrafterEvidence {
+    pub drafter: String,
+    /// The evidence class of its proposal (lookup: by the length of its match).
+    pub class: usize,
+    /// Drafted tokens judged in that class so far, and how many were accepted.
+    pub accepted: u32,
+    pub tried: u32,
+    /// The lower confidence bound of the acceptance rate the budget planned with.
+    pub cautious_rate: f64,
+    /// Tokens it could propose, and how many the budget drafted.
+    pub proposed: usize,
+    pub drafted: usize,
 }
 
 /// A token and its text.

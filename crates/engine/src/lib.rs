@@ -40,8 +40,8 @@ pub use diagnostics::BaselineRun;
 pub use engine::{Canceller, Engine, GenerationSender, GenerationStream};
 pub use error::EngineError;
 pub use events::{
-    tokens_per_second, DraftNode, DraftSkip, DraftSkipReason, GenerationEvent, RunSummary,
-    StepEvent, StepToken, StepTree, StopReason,
+    tokens_per_second, DraftDecision, DraftNode, DraftSkip, DraftSkipReason, DrafterEvidence,
+    GenerationEvent, RunSummary, StepEvent, StepToken, StepTree, StopReason,
 };
 pub use info::ModelInfo;
 pub use prompt::RenderedPrompt;

@@ -9,13 +9,13 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
-use crate::clock::ms_since;
+use crate::clock::{ms_since, process_cpu_ms};
 use crate::cost_cache::{CostCache, CostKey};
 use crate::error::EngineError;
 use crate::prompt;
 use crate::prompt::RenderedPrompt;
 use crate::request::Prompt;
-use crate::speculative::budget::CostModel;
+use crate::speculative::costs::{Calibration, CostModel, CostPoint, CostSource};
 
 pub(crate) struct LlamaRuntime<'m> {
     model: &'m LlamaModel,
@@ -32,6 +32,11 @@ pub(crate) struct LlamaRuntime<'m> {
     cost_model: Option<CostModel>,
     /// Where measured decode costs are kept for this machine, model and settings.
     cost_cache: Option<(CostCache, CostKey)>,
+    /// Steps observed since real steps' figures were last compared with the kept ones.
+    steps_since_drift_check: usize,
+    /// Threads decoding on the CPU, whose share of the cores tells a busy machine; `None` when
+    /// the model's layers are on a GPU.
+    cpu_threads: Option<usize>,
 }
 
 /// How the engine thread set up the context a runtime wraps.
@@ -42,6 +47,10 @@ pub(crate) struct RuntimeSettings {
     pub(crate) max_seqs_per_token: usize,
     pub(crate) returns_hidden_states: bool,
     pub(crate) cost_cache: Option<(CostCache, CostKey)>,
+    /// Decode costs given instead of measured.
+    pub(crate) given_costs: Option<Vec<CostPoint>>,
+    /// Threads decoding on the CPU; `None` when the model's layers are on a GPU.
+    pub(crate) cpu_threads: Option<usize>,
 }
 
 impl<'m> LlamaRuntime<'m> {
@@ -59,8 +68,12 @@ impl<'m> LlamaRuntime<'m> {
             n_ctx_seq: settings.n_ctx_seq,
             n_batch,
             returns_hidden_states: settings.returns_hidden_states,
-            cost_model: None,
+            cost_model: settings
+                .given_costs
+                .map(|points| CostModel::with_bands(points, CostSource::Given, None)),
             cost_cache: settings.cost_cache,
+            steps_since_drift_check: 0,
+            cpu_threads: settings.cpu_threads,
         }
     }
 
@@ -197,10 +210,26 @@ impl<'m> LlamaRuntime<'m> {
         self.cost_model.as_ref()
     }
 
-    /// Teaches the cost model what a decode of `tokens` draft-able tokens took.
+    /// Teaches the cost model what a decode of `tokens` draft-able tokens took. Every so many
+    /// steps, figures that real steps clearly contradict replace the kept ones.
     pub(crate) fn observe_decode(&mut self, tokens: usize, ms: f64) {
-        if let Some(cost) = self.cost_model.as_mut() {
-            cost.observe(tokens, ms);
+        let Some(cost) = self.cost_model.as_mut() else {
+            return;
+        };
+        cost.observe(tokens, ms);
+        self.steps_since_drift_check += 1;
+        if self.steps_since_drift_check < STEPS_BETWEEN_DRIFT_CHECKS {
+            return;
+        }
+        self.steps_since_drift_check = 0;
+        if cost.drifted() {
+            cost.settle();
+            tracing::info!(points = ?cost.points(), "decode costs follow real steps now");
+            if let Some((cache, key)) = &self.cost_cache {
+                if let Err(err) = cache.store(key, cost.points()) {
+                    tracing::warn!(%err, "could not keep the updated decode costs");
+                }
+            }
         }
     }
 
@@ -215,7 +244,7 @@ impl<'m> LlamaRuntime<'m> {
             match cached {
                 Some(points) => {
                     tracing::info!(?points, "decode costs read from the cache");
-                    self.cost_model = Some(CostModel::new(points));
+                    self.cost_model = Some(CostModel::with_bands(points, CostSource::Cached, None));
                 }
                 None => {
                     self.measure_costs()?;
@@ -227,45 +256,80 @@ impl<'m> LlamaRuntime<'m> {
             .get_or_insert_with(|| CostModel::new(vec![])))
     }
 
-    /// Measures decode costs now, keeps them in the cache and uses them from here on.
+    /// Measures decode costs now and uses them from here on; keeps them in the cache unless
+    /// the machine was too busy for them to be the machine's own.
     pub(crate) fn measure_costs(&mut self) -> Result<&CostModel, EngineError> {
-        let measured = self.calibrate()?;
-        if let Some((cache, key)) = &self.cost_cache {
-            if let Err(err) = cache.store(key, measured.points()) {
-                tracing::warn!(%err, "could not keep the measured decode costs");
+        let measured = self.calibrate()?.into_model();
+        let report = measured.report();
+        match (&self.cost_cache, &report.busy) {
+            (_, Some(busy)) => {
+                tracing::warn!(%busy, "decode costs measured on a busy machine: used, not kept");
             }
+            (Some((cache, key)), None) => {
+                if let Err(err) = cache.store(key, measured.points()) {
+                    tracing::warn!(%err, "could not keep the measured decode costs");
+                }
+            }
+            (None, None) => {}
         }
+        self.steps_since_drift_check = 0;
         Ok(self.cost_model.insert(measured))
     }
 
-    /// Measures decode time by batch size on this machine (median of a few runs each), so
-    /// that drafting only happens where it pays. Leaves the KV cache empty.
-    fn calibrate(&mut self) -> Result<CostModel, EngineError> {
+    /// Times a decode of every calibration size in interleaved rounds (after one unmeasured
+    /// round, as the first decode of a size allocates), with the share of the threads' time the
+    /// process got. Leaves the KV cache empty.
+    fn calibrate(&mut self) -> Result<Calibration, EngineError> {
         let _span = tracing::info_span!("calibrate").entered();
         let token = self.model.vocab().bos();
-        let mut points = Vec::new();
-        for &n in CALIBRATION_SIZES {
-            let mut times = Vec::new();
-            // One unmeasured run first: the first decode of a size allocates.
-            for _ in 0..4 {
+        let mut rounds = Vec::with_capacity(CALIBRATION_ROUNDS);
+        let (mut wall_ms, mut cpu_ms) = (0.0, Some(0.0));
+        for round in 0..=CALIBRATION_ROUNDS {
+            let mut times = Vec::with_capacity(CALIBRATION_SIZES.len());
+            for &n in CALIBRATION_SIZES {
                 self.ctx.clear_kv_cache();
                 self.batch.clear();
                 for pos in 0..n {
                     self.add(token, pos, &[0], true)?;
                 }
+                let cpu_before = process_cpu_ms();
                 let started = Instant::now();
                 self.decode()?;
-                times.push(ms_since(started));
+                let ms = ms_since(started);
+                times.push(ms);
+                if round > 0 {
+                    wall_ms += ms;
+                    cpu_ms = cpu_ms
+                        .zip(cpu_before)
+                        .zip(process_cpu_ms())
+                        .map(|((sum, before), after)| sum + (after - before));
+                }
             }
-            // The fastest run is the least disturbed by whatever else the machine is doing.
-            times.remove(0);
-            points.push((n, times.iter().copied().fold(f64::INFINITY, f64::min)));
+            if round > 0 {
+                rounds.push(times);
+            }
         }
         self.ctx.clear_kv_cache();
-        tracing::info!(?points, "decode cost measured");
-        Ok(CostModel::new(points))
+        let cpu_share = self
+            .cpu_threads
+            .zip(cpu_ms)
+            .filter(|_| wall_ms > 0.0)
+            .map(|(threads, cpu_ms)| cpu_ms / (wall_ms * threads as f64));
+        let calibration = Calibration {
+            sizes: CALIBRATION_SIZES.to_vec(),
+            rounds,
+            cpu_share,
+        };
+        tracing::info!(?calibration, "decode cost measured");
+        Ok(calibration)
     }
 }
+
+/// Rounds of timings the calibration takes; their quartiles make each figure's band.
+const CALIBRATION_ROUNDS: usize = 7;
+
+/// How many steps pass between comparisons of real steps' figures with the kept ones.
+const STEPS_BETWEEN_DRIFT_CHECKS: usize = 256;
 
 /// Batch sizes timed by `calibrate`; larger ones are extrapolated.
 const CALIBRATION_SIZES: &[usize] = &[1, 2, 4, 8, 16, 32];

@@ -357,6 +357,7 @@ impl<'m> Scheduler<'m> {
                 leaf_seqs,
                 draft_ms: draft.draft_ms,
                 skip,
+                decision: draft.decision,
                 started: Instant::now(),
             };
             if let Err(err) = add_tree(&mut self.runtime, sequence, &plan) {

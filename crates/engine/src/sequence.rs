@@ -12,14 +12,15 @@ use crate::drafters::DraftSetup;
 use crate::drafting::{Draft, Drafting};
 use crate::error::EngineError;
 use crate::events::{
-    tokens_per_second, DraftNode, DraftSkip, GenerationEvent, RunSummary, StepEvent, StepToken,
-    StepTree, StopReason,
+    tokens_per_second, DraftDecision, DraftNode, DraftSkip, GenerationEvent, RunSummary, StepEvent,
+    StepToken, StepTree, StopReason,
 };
 use crate::llama_runtime::LlamaRuntime;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
 use crate::sampler::{Sampler, TokenId};
-use crate::speculative::budget::{AcceptanceStats, BatchLoad, CostModel};
+use crate::speculative::budget::{AcceptanceStats, BatchLoad};
+use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
 use crate::speculative::verify::{verify, Verdict};
@@ -65,6 +66,8 @@ pub(crate) struct StepPlan {
     pub(crate) draft_ms: f64,
     /// Why nothing was drafted.
     pub(crate) skip: Option<DraftSkip>,
+    /// What the draft budget weighed.
+    pub(crate) decision: Option<DraftDecision>,
     pub(crate) started: Instant,
 }
 
@@ -174,7 +177,7 @@ impl<'m> Sequence<'m> {
     }
 
     /// Its drafters, and what this run learnt about each beyond what it started from.
-    pub(crate) fn learnt(&self) -> impl Iterator<Item = (&dyn Drafter, AcceptanceStats)> {
+    pub(crate) fn learnt(&self) -> impl Iterator<Item = (&dyn Drafter, Vec<AcceptanceStats>)> {
         self.drafting.iter().flat_map(Drafting::learnt)
     }
 
@@ -230,7 +233,7 @@ impl<'m> Sequence<'m> {
         self.stats
             .record(tokens.len(), &depth_hits, plan.draft_ms, verify_ms);
         if let Some(drafting) = self.drafting.as_mut() {
-            drafting.record(tree, &plan.layout, &verdict.accepted);
+            drafting.record(tree, &plan.layout, &verdict.accepted, &tokens);
             let step_tree = self.step_tree(plan, verdict);
             self.out.send(GenerationEvent::Step(StepEvent {
                 index: self.stats.steps - 1,
@@ -244,6 +247,7 @@ impl<'m> Sequence<'m> {
                 verify_ms,
                 tree: step_tree,
                 skip: plan.skip.clone(),
+                decision: plan.decision.clone(),
             }));
         }
         for (token, source) in tokens.into_iter().zip(sources) {

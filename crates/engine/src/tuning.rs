@@ -8,7 +8,7 @@ use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::request::{ChatMessage, GenerateRequest, Prompt, SamplingParams};
-use crate::speculative::budget::CostModel;
+use crate::speculative::costs::{CostModel, DecodeCosts};
 use crate::speculative::tree::TreeSpec;
 use crate::speculative::tree_builder::{tune, TuneResult, TunedSize};
 
@@ -59,7 +59,8 @@ impl Default for TuneOptions {
 /// What tuning measured and decided.
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct TuneReport {
-    pub decode_ms_by_tokens: Vec<(usize, f64)>,
+    /// The decode costs measured for this tune, with their bands.
+    pub decode_costs: DecodeCosts,
     pub ms_per_head: f64,
     pub positions: Vec<u64>,
     pub head_top1_accuracy: Vec<f64>,
@@ -145,7 +146,7 @@ impl TuneReport {
     fn new(
         accuracy: &HeadAccuracy,
         counted_tree: Option<CountedTree>,
-        costs: Vec<(usize, f64)>,
+        costs: DecodeCosts,
         result: TuneResult,
     ) -> Self {
         let measured = |tree: &TreeSpec| accuracy.accepted_per_step(tree).unwrap_or(1.0);
@@ -165,7 +166,7 @@ impl TuneReport {
         });
         let decision = result.decision();
         Self {
-            decode_ms_by_tokens: costs,
+            decode_costs: costs,
             ms_per_head: accuracy.mean_head_ms(),
             positions: accuracy.positions.clone(),
             head_top1_accuracy: accuracy.top1(),
@@ -231,12 +232,8 @@ pub fn tune_engine(
         .table()
         .map_err(|e| EngineError::Heads(e.to_string()))?;
     let head_cost = heads_info.head_cost(accuracy.mean_head_ms());
-    let result = tune(
-        &table,
-        &CostModel::new(costs.clone()),
-        head_cost,
-        options.max_nodes,
-    );
+    let model = CostModel::with_bands(costs.points.clone(), costs.source, costs.busy.clone());
+    let result = tune(&table, &model, head_cost, options.max_nodes);
     let counted_tree = CountedTree::measure(&accuracy, &per_prompt, options.max_nodes);
     Ok(TuneReport::new(&accuracy, counted_tree, costs, result))
 }

@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use engine::{
-    GenerationEvent, GenerationMode, RunSummary, StepEvent, StepToken, StepTree, StopReason,
+    DraftDecision, GenerationEvent, GenerationMode, RunSummary, StepEvent, StepToken, StepTree,
+    StopReason,
 };
 use store::{
-    DraftNodeRecord, DraftSkipRecord, RunOutcome, StepRecord, StepTokenRecord, StepTreeRecord,
-    Store,
+    DraftDecisionRecord, DraftNodeRecord, DraftSkipRecord, DrafterEvidenceRecord, RunOutcome,
+    StepRecord, StepTokenRecord, StepTreeRecord, Store,
 };
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -276,6 +277,28 @@ fn step_record(step: &StepEvent) -> StepRecord {
             reason: skip.reason.as_str().to_owned(),
             message: skip.message.clone(),
         }),
+        decision: step.decision.as_ref().map(decision_record),
+    }
+}
+
+fn decision_record(decision: &DraftDecision) -> DraftDecisionRecord {
+    DraftDecisionRecord {
+        expected_tokens: decision.expected_tokens,
+        step_ms: decision.step_ms,
+        plain_ms: decision.plain_ms,
+        evidence: decision
+            .evidence
+            .iter()
+            .map(|e| DrafterEvidenceRecord {
+                drafter: e.drafter.clone(),
+                class: e.class as u32,
+                accepted: e.accepted,
+                tried: e.tried,
+                cautious_rate: e.cautious_rate,
+                proposed: e.proposed as u32,
+                drafted: e.drafted as u32,
+            })
+            .collect(),
     }
 }
 

@@ -52,8 +52,9 @@ pub use filter::{RunFilter, SortKey, SortOrder, LOCAL_ENGINE};
 pub use import::{ImportRejection, ImportReport};
 pub use metrics::first_difference;
 pub use records::{
-    Comparison, ComparisonRun, DraftNodeRecord, DraftSkipRecord, HeadsRef, MessageRecord,
-    ModeFigures, ModelRef, NewRun, PromptRecord, Run, RunOutcome, RunStatus, RunWithSteps,
-    SpeedVerdict, Spread, StepRecord, StepTokenRecord, StepTreeRecord,
+    Comparison, ComparisonRun, DraftDecisionRecord, DraftNodeRecord, DraftSkipRecord,
+    DrafterEvidenceRecord, HeadsRef, MessageRecord, ModeFigures, ModelRef, NewRun, PromptRecord,
+    Run, RunOutcome, RunStatus, RunWithSteps, SpeedVerdict, Spread, StepRecord, StepTokenRecord,
+    StepTreeRecord,
 };
 pub use write::StoreHealth;

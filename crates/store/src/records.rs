@@ -168,6 +168,34 @@ pub struct StepRecord {
     /// Why the step drafted nothing.
     #[serde(default)]
     pub skip: Option<DraftSkipRecord>,
+    /// What the draft budget weighed; absent where no budget decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub decision: Option<DraftDecisionRecord>,
+}
+
+/// The figures the draft budget weighed for a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct DraftDecisionRecord {
+    /// Tokens the step was expected to yield (1 when nothing was drafted).
+    pub expected_tokens: f64,
+    /// Expected time of the step with its draft, and of a plain step.
+    pub step_ms: f64,
+    pub plain_ms: f64,
+    pub evidence: Vec<DrafterEvidenceRecord>,
+}
+
+/// What one drafter's acceptance rate rested on in a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct DrafterEvidenceRecord {
+    pub drafter: String,
+    pub class: u32,
+    pub accepted: u32,
+    pub tried: u32,
+    /// The lower confidence bound of its acceptance rate that the budget planned with.
+    pub cautious_rate: f64,
+    pub proposed: u32,
+    pub drafted: u32,
 }
 
 /// A token and its text.

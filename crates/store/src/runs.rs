@@ -25,7 +25,7 @@ const RUN_COLUMNS: &str = "id, uid, created_at, status, mode, model_name, model_
      accepted_draft_tokens";
 
 const STEP_COLUMNS: &str = "step_index, tree_size, tree_depth, accepted_len, tokens, sources, \
-     depth_hits, draft_ms, verify_ms, tree, skip";
+     depth_hits, draft_ms, verify_ms, tree, skip, decision";
 
 impl Store {
     /// Records a run that is starting; returns its local id. With `comparison_id`, the run joins
@@ -317,7 +317,7 @@ pub(crate) async fn insert_step(
     step: &StepRecord,
 ) -> Result<()> {
     let result = sqlx::query(&format!(
-        "INSERT INTO steps (run_id, {STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        "INSERT INTO steps (run_id, {STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     ))
     .bind(run_id)
     .bind(step.step_index)
@@ -331,6 +331,7 @@ pub(crate) async fn insert_step(
     .bind(step.verify_ms)
     .bind(step.tree.as_ref().map(to_json).transpose()?)
     .bind(step.skip.as_ref().map(to_json).transpose()?)
+    .bind(step.decision.as_ref().map(to_json).transpose()?)
     .execute(&mut *conn)
     .await;
     match result {
@@ -356,6 +357,7 @@ pub(crate) async fn load_steps(
 }
 
 pub(crate) async fn list_runs(conn: &mut SqliteConnection, filter: &RunFilter) -> Result<Vec<Run>> {
+    filter.check_text()?;
     let limit = filter.limit.unwrap_or(-1);
     if filter.limit.is_some_and(|l| l < 0) || filter.offset.is_some_and(|o| o < 0) {
         return Err(StoreError::invalid("limit and offset must not be negative"));
@@ -491,6 +493,7 @@ fn step_from_row(row: &SqliteRow) -> Result<StepRecord> {
     let depth_hits: String = row.try_get("depth_hits")?;
     let tree: Option<String> = row.try_get("tree")?;
     let skip: Option<String> = row.try_get("skip")?;
+    let decision: Option<String> = row.try_get("decision")?;
     Ok(StepRecord {
         step_index: row.try_get("step_index")?,
         tree_size: row.try_get("tree_size")?,
@@ -503,5 +506,6 @@ fn step_from_row(row: &SqliteRow) -> Result<StepRecord> {
         verify_ms: row.try_get("verify_ms")?,
         tree: tree.map(|t| from_json("tree", &t)).transpose()?,
         skip: skip.map(|s| from_json("skip", &s)).transpose()?,
+        decision: decision.map(|d| from_json("decision", &d)).transpose()?,
     })
 }

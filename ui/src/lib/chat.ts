@@ -126,6 +126,7 @@ export function storedRun({ run, steps }: RunWithSteps): RunState {
       // Null for runs stored before trees were kept: the inspector says so rather than draw one.
       tree: s.tree as StepTree,
       skip: s.skip as StepEvent['skip'],
+      decision: s.decision,
     }),
   );
   const output = run.output ?? '';

@@ -1,5 +1,6 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
+  decisionText,
   acceptanceByHeadAndRank,
   acceptedLengthHistogram,
   clip,
@@ -334,5 +335,39 @@ describe('skipText', () => {
       'Drafted nothing at 46 of 47 steps: auto drafting: too dear',
     );
     expect(skipText({ reason: 'no_room', count: 1, message: 'full' }, 1)).toBe('Drafted nothing at 1 of 1 step: full');
+  });
+});
+
+describe('decisionText', () => {
+  it('says what a drafting step expected and what it rested on', () => {
+    expect(
+      decisionText({
+        expected_tokens: 1.734,
+        step_ms: 14.25,
+        plain_ms: 8.5,
+        evidence: [
+          { drafter: 'lookup', class: 3, accepted: 41, tried: 50, cautious_rate: 0.731, proposed: 9, drafted: 4 },
+          { drafter: 'medusa', class: 0, accepted: 0, tried: 0, cautious_rate: 0, proposed: 16, drafted: 0 },
+        ],
+      }),
+    ).toBe(
+      'Drafted: expected 1.73 tokens in 14.3 ms, against 1 in 8.5 ms without drafting. ' +
+        'prompt lookup (match class 3): 41 of 50 accepted, planned at 73%; drafted 4 of 9 ' +
+        'Medusa heads: no evidence yet, planned at 0%; drafted 0 of 16',
+    );
+  });
+
+  it('says why a step decoded plainly', () => {
+    expect(
+      decisionText({
+        expected_tokens: 1,
+        step_ms: 8.5,
+        plain_ms: 8.5,
+        evidence: [{ drafter: 'lookup', class: 0, accepted: 2, tried: 9, cautious_rate: 0.081, proposed: 3, drafted: 0 }],
+      }),
+    ).toBe(
+      'Decoded plainly: no draft was expected to beat 1 token in 8.5 ms. ' +
+        'prompt lookup (match class 0): 2 of 9 accepted, planned at 8%; drafted 0 of 3',
+    );
   });
 });

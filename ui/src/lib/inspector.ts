@@ -40,6 +40,25 @@ export interface SkipInfo {
   message: string;
 }
 
+/** One drafter's evidence in a step (`DrafterEvidence`, `DrafterEvidenceRecord`). */
+export interface EvidenceInfo {
+  drafter: string;
+  class: number;
+  accepted: number;
+  tried: number;
+  cautious_rate: number;
+  proposed: number;
+  drafted: number;
+}
+
+/** What the draft budget weighed for a step (`DraftDecision`, `DraftDecisionRecord`). */
+export interface DecisionInfo {
+  expected_tokens: number;
+  step_ms: number;
+  plain_ms: number;
+  evidence: readonly EvidenceInfo[];
+}
+
 /** What the inspector reads of a step. `tree` is null for runs stored before trees were kept. */
 export interface InspectedStep {
   tree_size: number;
@@ -50,6 +69,8 @@ export interface InspectedStep {
   verify_ms: number;
   tree: DraftTree | null;
   skip: SkipInfo | null;
+  /** Absent where no budget decided (a tree drafted in full, older runs). */
+  decision?: DecisionInfo | null;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -459,4 +480,24 @@ export function skipGroups(steps: readonly Pick<InspectedStep, 'skip'>[]): SkipG
 /** A reason group in words: "Drafted nothing at 46 of 47 steps: <the first message>". */
 export function skipText(group: SkipGroup, steps: number): string {
   return `Drafted nothing at ${group.count} of ${steps} step${steps === 1 ? '' : 's'}: ${group.message}`;
+}
+
+/**
+ * Why the budget drafted what it did, in words: the tokens and times it expected, and what each
+ * drafter's acceptance rested on.
+ */
+export function decisionText(decision: DecisionInfo): string {
+  const drafted = decision.evidence.some((e) => e.drafted > 0);
+  const verdict = drafted
+    ? `Drafted: expected ${decision.expected_tokens.toFixed(2)} tokens in ${decision.step_ms.toFixed(1)} ms, against 1 in ${decision.plain_ms.toFixed(1)} ms without drafting.`
+    : `Decoded plainly: no draft was expected to beat 1 token in ${decision.plain_ms.toFixed(1)} ms.`;
+  const evidence = decision.evidence.map((e) => {
+    const seen = e.tried === 0 ? 'no evidence yet' : `${e.accepted} of ${e.tried} accepted`;
+    const cls = e.drafter === 'lookup' ? ` (match class ${e.class})` : '';
+    return (
+      `${e.drafter === 'medusa' ? 'Medusa heads' : drafterName(e.drafter)}${cls}: ${seen}, planned at ${(e.cautious_rate * 100).toFixed(0)}%; ` +
+      `drafted ${e.drafted} of ${e.proposed}`
+    );
+  });
+  return [verdict, ...evidence].join(' ');
 }

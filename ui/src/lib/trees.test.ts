@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Info } from './api/types';
-import { draftFields, forecastText, headCount, treeApplies, treeHint, treeLabel, treeNames } from './trees';
+import { decodeCostsText, draftFields, forecastText, headCount, treeApplies, treeHint, treeLabel, treeNames } from './trees';
 
 describe('trees', () => {
   it('offers the trees the heads can fill', () => {
@@ -74,9 +74,32 @@ describe('trees', () => {
       step_ms: 300.2,
       predicted_speedup: 0.0634,
       extra_token_ms: 4.61,
+      speedup_low: 0.0634,
+      speedup_high: 0.0634,
+      verdict: 'slower' as const,
     };
     expect(forecastText(forecast)).toBe(
       'about 0.06x here at 2.17 tokens per step: each extra token costs 4.6 ms on this machine',
+    );
+    expect(forecastText({ ...forecast, predicted_speedup: 1.2, speedup_low: 0.8, speedup_high: 1.5, verdict: 'uncertain' })).toBe(
+      'about 1.20x here (0.80x to 1.50x, uncertain: auto does not draft on it) at 2.17 tokens per step: each extra token costs 4.6 ms on this machine',
+    );
+  });
+
+  it('puts decode costs in words with their spread', () => {
+    expect(
+      decodeCostsText({
+        points: [
+          { tokens: 1, ms: 7.5, low_ms: 7.5, high_ms: 7.5 },
+          { tokens: 2, ms: 12.84, low_ms: 12.1, high_ms: 13.62 },
+        ],
+        source: 'measured',
+        busy: 'the decodes got 55% of their threads\' time: other work shared the cores',
+        updated_by_steps: [1],
+      }),
+    ).toBe(
+      '1: 7.5, 2: 12.8 (12.1–13.6) ms by tokens per decode, measured at load; updated by real steps for 1 tokens; ' +
+        "not kept, the machine was busy: the decodes got 55% of their threads' time: other work shared the cores",
     );
   });
 });

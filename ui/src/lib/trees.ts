@@ -1,4 +1,4 @@
-import type { Info, TreeChoice, TreeForecast } from './api/types';
+import type { DecodeCosts, Info, TreeChoice, TreeForecast } from './api/types';
 
 /**
  * The trees a user can pick for heads of `headCount` heads: auto, the tuner's fastest tree when
@@ -95,11 +95,36 @@ export function treeLabel(tree: TreeChoice): string {
   return typeof tree === 'string' ? tree : JSON.stringify(tree);
 }
 
-/** What a named tree drafted in full is predicted to do here, in words. */
+function speedText(x: number): string {
+  return x >= 10 ? x.toFixed(0) : x.toFixed(2);
+}
+
+const VERDICT_WORDS: Record<TreeForecast['verdict'], string> = {
+  faster: 'faster',
+  slower: 'slower',
+  uncertain: 'uncertain: auto does not draft on it',
+};
+
+/** What a named tree drafted in full is predicted to do here, in words, with the range the decode costs' spread allows. */
 export function forecastText(f: TreeForecast): string {
-  const speed = f.predicted_speedup >= 10 ? f.predicted_speedup.toFixed(0) : f.predicted_speedup.toFixed(2);
+  const range =
+    f.speedup_low === f.speedup_high ? '' : ` (${speedText(f.speedup_low)}x to ${speedText(f.speedup_high)}x, ${VERDICT_WORDS[f.verdict]})`;
   return (
-    `about ${speed}x here at ${f.expected_tokens.toFixed(2)} tokens per step: ` +
+    `about ${speedText(f.predicted_speedup)}x here${range} at ${f.expected_tokens.toFixed(2)} tokens per step: ` +
     `each extra token costs ${f.extra_token_ms.toFixed(1)} ms on this machine`
   );
+}
+
+/** Decode costs in words: each batch size's time with the range it was seen in, and where they came from. */
+export function decodeCostsText(costs: DecodeCosts): string {
+  const figures = costs.points.map((p) =>
+    p.low_ms === p.high_ms
+      ? `${p.tokens}: ${p.ms.toFixed(1)}`
+      : `${p.tokens}: ${p.ms.toFixed(1)} (${p.low_ms.toFixed(1)}–${p.high_ms.toFixed(1)})`,
+  );
+  const source = { given: 'given', measured: 'measured at load', cached: 'kept from an earlier load' }[costs.source];
+  let text = `${figures.join(', ')} ms by tokens per decode, ${source}`;
+  if (costs.updated_by_steps.length > 0) text += `; updated by real steps for ${costs.updated_by_steps.join(', ')} tokens`;
+  if (costs.busy) text += `; not kept, the machine was busy: ${costs.busy}`;
+  return text;
 }

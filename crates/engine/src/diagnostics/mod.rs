@@ -17,6 +17,7 @@ use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::request::Prompt;
 use crate::sampler::TokenId;
+use crate::speculative::costs::{CostModel, DecodeCosts};
 
 type Reply<T> = std_mpsc::Sender<Result<T, EngineError>>;
 
@@ -35,7 +36,7 @@ pub(crate) enum Diagnostic {
     DecodeCosts {
         /// Measure again (and keep the result) rather than answer what is known.
         fresh: bool,
-        reply: Reply<Vec<(usize, f64)>>,
+        reply: Reply<DecodeCosts>,
     },
     MeasureHeads {
         prompt: Prompt,
@@ -95,7 +96,7 @@ impl Diagnostic {
                 } else {
                     runtime.ensure_cost_model()
                 }
-                .map(|m| m.points().to_vec());
+                .map(CostModel::report);
                 let _ = reply.send(costs);
             }
         }
@@ -121,7 +122,7 @@ impl Engine {
 
     /// Decode time in milliseconds by number of tokens in a batch, as known to the draft budget
     /// (from the cache, or measured now if no speculative request has run yet; blocking).
-    pub fn decode_costs(&self) -> Result<Vec<(usize, f64)>, EngineError> {
+    pub fn decode_costs(&self) -> Result<DecodeCosts, EngineError> {
         self.diagnose(|reply| Diagnostic::DecodeCosts {
             fresh: false,
             reply,
@@ -129,7 +130,7 @@ impl Engine {
     }
 
     /// The same, measured now whatever is known, and kept in the cache for later loads.
-    pub fn measure_decode_costs(&self) -> Result<Vec<(usize, f64)>, EngineError> {
+    pub fn measure_decode_costs(&self) -> Result<DecodeCosts, EngineError> {
         self.diagnose(|reply| Diagnostic::DecodeCosts { fresh: true, reply })
     }
 

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::heads::HeadsInfo;
-use crate::speculative::budget::CostModel;
+use crate::speculative::costs::{CostModel, DecodeCosts};
 use crate::speculative::tree::TreeSpec;
 use crate::speculative::tree_builder::{forecast, tune, AccuracyTable, TreeForecast};
 
@@ -42,6 +42,8 @@ pub struct MedusaPlan {
     /// For a tuned plan: the fastest tree predicted here, even when plain decoding is faster
     /// still. Requests name it `tuned` to see it drafted in full.
     pub tuned_tree: Option<TreeSpec>,
+    /// For a tuned plan: the decode costs it was sized from, with their bands.
+    pub decode_costs: Option<DecodeCosts>,
 }
 
 impl MedusaPlan {
@@ -75,6 +77,7 @@ pub fn plan_tree<E>(
             predicted_speedup: None,
             forecasts: Vec::new(),
             tuned_tree: None,
+            decode_costs: None,
         });
     }
     let table = heads
@@ -96,6 +99,7 @@ pub fn plan_tree<E>(
             predicted_speedup: None,
             forecasts: Vec::new(),
             tuned_tree: None,
+            decode_costs: None,
         });
     };
     let (costs, head_ms) = measure()?;
@@ -116,6 +120,7 @@ pub fn plan_tree<E>(
             decision,
             forecasts,
             tuned_tree,
+            decode_costs: Some(costs.report()),
         },
         None => MedusaPlan {
             origin: TreeOrigin::Tuned,
@@ -125,6 +130,7 @@ pub fn plan_tree<E>(
             decision,
             forecasts,
             tuned_tree,
+            decode_costs: Some(costs.report()),
         },
     })
 }

@@ -14,9 +14,9 @@ pub struct DraftInput<'a> {
 pub trait Drafter: Send {
     fn name(&self) -> &'static str;
 
-    /// Whether how often this drafter's guesses are accepted is its own property (Medusa
-    /// heads), so that later requests may start from what earlier ones learnt, rather than a
-    /// property of each text (lookup).
+    /// Whether how often this drafter's guesses are accepted, in each evidence class, is its
+    /// own property rather than one of each text, so that later requests may start from what
+    /// earlier ones learnt (capped, so a new text can still prove it wrong).
     fn acceptance_carries_over(&self) -> bool {
         false
     }

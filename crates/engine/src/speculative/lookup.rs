@@ -44,6 +44,12 @@ impl Drafter for LookupDrafter {
         true
     }
 
+    /// By the length of its match, how often a continuation is right says more about text in
+    /// general than about one text: a long match is text being copied, a short one is chance.
+    fn acceptance_carries_over(&self) -> bool {
+        true
+    }
+
     fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
         let (continuations, match_len) = self.continuations_with_match(input.history);
         self.last_match_len = match_len;

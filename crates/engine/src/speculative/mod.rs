@@ -1,6 +1,7 @@
 //! Speculative decoding: drafters propose a token tree, one decode verifies it.
 
 pub mod budget;
+pub mod costs;
 pub mod drafter;
 pub mod lookup;
 pub mod tree;

@@ -149,6 +149,17 @@ impl DraftTree {
         }
     }
 
+    /// The tokens from the root down through each first child: the proposer's first guess.
+    pub fn first_path(&self) -> Vec<TokenId> {
+        let mut path = Vec::new();
+        let mut parent = None;
+        while let Some(node) = (0..self.len()).find(|&i| self.parents[i] == parent) {
+            path.push(self.tokens[node]);
+            parent = Some(node);
+        }
+        path
+    }
+
     /// Keeps the first `n` nodes (their parents come first, so the result is still a tree).
     pub fn truncate(&mut self, n: usize) {
         self.tokens.truncate(n);

@@ -11,7 +11,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::budget::CostModel;
+use super::costs::CostModel;
 use super::tree::{TreeSpec, MAX_RANK};
 
 /// Per head (depth), the probability that its rank-`r` guess is the right token, given that the
@@ -170,6 +170,9 @@ pub struct TunedSize {
     pub tokens_per_second: f64,
     /// Over plain decoding (one token per decode of one token).
     pub predicted_speedup: f64,
+    /// The speed-up at the top and the bottom of the decode costs' measured band.
+    pub speedup_low: f64,
+    pub speedup_high: f64,
 }
 
 /// What the tuner found: each size's prediction and the chosen one (none: decode plainly).
@@ -177,7 +180,8 @@ pub struct TunedSize {
 pub struct TuneResult {
     pub plain_tokens_per_second: f64,
     pub sizes: Vec<TunedSize>,
-    /// Index into `sizes` of the best size, when it beats plain decoding.
+    /// Index into `sizes` of the best size, when it beats plain decoding even at the top of
+    /// the decode costs' band.
     pub chosen: Option<usize>,
     pub trees: Vec<BuiltTree>,
 }
@@ -210,15 +214,22 @@ impl TuneResult {
         let best = self.fastest().map(|i| &self.sizes[i]);
         let reason = match best {
             Some(best) => format!(
-                "its best tree, {} node{} at {:.2} tokens per step, would run at {:.2}x",
+                "its best tree, {} node{} at {:.2} tokens per step, would run at {:.2}x \
+                 ({:.2}x to {:.2}x as decode costs vary here)",
                 best.nodes,
                 if best.nodes == 1 { "" } else { "s" },
                 best.expected_tokens,
-                best.predicted_speedup
+                best.predicted_speedup,
+                best.speedup_low,
+                best.speedup_high
             ),
             None => "the heads' accuracy allows no tree".to_owned(),
         };
-        format!("plain decoding: no tree is faster on this machine ({reason})")
+        let verdict = match best.map(|b| Verdict::of(b.speedup_low, b.speedup_high)) {
+            Some(Verdict::Uncertain) => "surely faster",
+            _ => "faster",
+        };
+        format!("plain decoding: no tree is {verdict} on this machine ({reason})")
     }
 }
 
@@ -272,8 +283,11 @@ pub fn tune(
         .map(|built| {
             let nodes = built.tree.len();
             let depth = built.tree.depth();
-            let step_ms = head_cost.draft_ms(&built.tree) + costs.cost(nodes + 1);
+            let draft_ms = head_cost.draft_ms(&built.tree);
+            let step_ms = draft_ms + costs.cost(nodes + 1);
             let tokens_per_second = built.expected_tokens * 1000.0 / step_ms;
+            let (speedup_low, speedup_high) =
+                speedup_band(built.expected_tokens, nodes, draft_ms, costs);
             TunedSize {
                 nodes,
                 depth,
@@ -281,13 +295,15 @@ pub fn tune(
                 step_ms,
                 tokens_per_second,
                 predicted_speedup: tokens_per_second / plain_tokens_per_second,
+                speedup_low,
+                speedup_high,
             }
         })
         .collect();
     let chosen = sizes
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.predicted_speedup > 1.0)
+        .filter(|(_, s)| s.speedup_low > 1.0)
         .max_by(|a, b| a.1.tokens_per_second.total_cmp(&b.1.tokens_per_second))
         .map(|(i, _)| i);
     TuneResult {
@@ -312,6 +328,43 @@ pub struct TreeForecast {
     pub predicted_speedup: f64,
     /// What each drafted token adds to a decode here.
     pub extra_token_ms: f64,
+    /// The speed-up at the top and the bottom of the decode costs' measured band.
+    pub speedup_low: f64,
+    pub speedup_high: f64,
+    /// Faster or slower than plain decoding, or uncertain where the band allows both.
+    pub verdict: Verdict,
+}
+
+/// Whether a tree is faster than plain decoding, across the decode costs' measured band.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Faster,
+    Slower,
+    /// Faster at one end of the band, slower at the other: not drafted on.
+    Uncertain,
+}
+
+impl Verdict {
+    pub fn of(speedup_low: f64, speedup_high: f64) -> Self {
+        if speedup_low > 1.0 {
+            Self::Faster
+        } else if speedup_high < 1.0 {
+            Self::Slower
+        } else {
+            Self::Uncertain
+        }
+    }
+}
+
+/// A tree's speed-up over plain decoding with its decode priced at the top and at the bottom
+/// of the measured band (plain decoding at its central figure).
+fn speedup_band(expected: f64, nodes: usize, draft_ms: f64, costs: &CostModel) -> (f64, f64) {
+    let plain_ms = costs.cost(1);
+    (
+        expected * plain_ms / (draft_ms + costs.cautious_cost(nodes + 1)),
+        expected * plain_ms / (draft_ms + costs.hopeful_cost(nodes + 1)),
+    )
 }
 
 /// Tokens per step expected from `tree`: 1 for the model's own, plus each node's chance that its
@@ -347,8 +400,10 @@ pub fn forecast(
     let nodes = tree.len();
     let plain_ms = costs.cost(1);
     let decode_ms = costs.cost(nodes + 1);
-    let step_ms = head_cost.draft_ms(tree) + decode_ms;
+    let draft_ms = head_cost.draft_ms(tree);
+    let step_ms = draft_ms + decode_ms;
     let expected = expected_tokens(tree, accuracy);
+    let (speedup_low, speedup_high) = speedup_band(expected, nodes, draft_ms, costs);
     TreeForecast {
         name: name.to_owned(),
         nodes,
@@ -356,6 +411,9 @@ pub fn forecast(
         step_ms,
         predicted_speedup: expected * plain_ms / step_ms,
         extra_token_ms: (decode_ms - plain_ms) / nodes.max(1) as f64,
+        speedup_low,
+        speedup_high,
+        verdict: Verdict::of(speedup_low, speedup_high),
     }
 }
 

@@ -5,8 +5,9 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
 use store::{
-    DraftNodeRecord, DraftSkipRecord, HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord, Run,
-    RunOutcome, RunStatus, StepRecord, StepTokenRecord, StepTreeRecord, Store,
+    DraftDecisionRecord, DraftNodeRecord, DraftSkipRecord, DrafterEvidenceRecord, HeadsRef,
+    MessageRecord, ModelRef, NewRun, PromptRecord, Run, RunOutcome, RunStatus, StepRecord,
+    StepTokenRecord, StepTreeRecord, Store,
 };
 use tempfile::TempDir;
 use uuid::Uuid;
@@ -126,6 +127,21 @@ pub fn step(index: i64) -> StepRecord {
         skip: (index % 2 == 1).then(|| DraftSkipRecord {
             reason: "not_worth_it".into(),
             message: "auto drafting found nothing that pays here".into(),
+        }),
+        // Every third step was weighed by the draft budget.
+        decision: (index % 3 == 0).then(|| DraftDecisionRecord {
+            expected_tokens: 1.5,
+            step_ms: 12.25,
+            plain_ms: 8.5,
+            evidence: vec![DrafterEvidenceRecord {
+                drafter: "lookup".into(),
+                class: 2,
+                accepted: 30,
+                tried: 40,
+                cautious_rate: 0.65,
+                proposed: 8,
+                drafted: 3,
+            }],
         }),
     }
 }

@@ -18,6 +18,7 @@ export type {
   ConversationPatch,
   ConversationSummary,
   ConversationsQuery,
+  DecodeCosts,
   DeleteReport,
   EngineMetrics,
   ExportFormat,
