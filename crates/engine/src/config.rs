@@ -35,8 +35,8 @@ pub struct EngineConfig {
     /// Where decode costs measured on this machine are kept between loads; `None` measures
     /// them at every load with heads.
     pub decode_costs_dir: Option<PathBuf>,
-    /// Decode costs to start from instead of measuring them (figures known for this machine,
-    /// e.g. from `medusa tune`); real steps still update them.
+    /// Decode costs to plan with instead of measuring them: a fixed cost model that real steps
+    /// do not move (figures known for the machine; tests that must not depend on its load).
     pub decode_costs: Option<Vec<CostPoint>>,
     /// Told how far loading the weights has got, so a UI can show it for large models.
     pub load_progress: Option<LoadProgress>,

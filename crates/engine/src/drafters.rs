@@ -95,12 +95,14 @@ impl Drafters {
                 (GenerationMode::Medusa, DraftPolicy::Tree(tree), Some(setup)) => {
                     (vec![medusa(setup, tree)], tree.len(), true)
                 }
-                // The plan's tree; one given at load is drafted in full.
+                // The plan's tree. A tuned one drafts as far as the budget expects it to pay; one
+                // given at load, or stored with heads that record no accuracy to plan from, is
+                // drafted in full (the budget would have no evidence to draft on).
                 (GenerationMode::Medusa, _, Some(setup)) => match &setup.plan.tree {
                     Some(tree) => (
                         vec![medusa(setup, tree)],
                         setup.plan.default_max_draft(DEFAULT_MAX_DRAFT_TOKENS),
-                        setup.plan.origin == TreeOrigin::Given,
+                        setup.plan.origin != TreeOrigin::Tuned,
                     ),
                     // No tree pays on this machine: Medusa mode decodes plainly.
                     None => (vec![], 0, false),
@@ -195,3 +197,25 @@ const PRIOR_WEIGHT: u32 = 32;
 /// Most drafted tokens per step when the request does not say; the draft budget (measured
 /// decode costs, acceptance learnt during the run) usually drafts fewer.
 const DEFAULT_MAX_DRAFT_TOKENS: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_requests_learnt_carries_over_by_class_and_weighs_as_a_few_tries() {
+        let mut drafters = Drafters::new(None);
+        let lookup = LookupDrafter::default();
+        assert!(drafters.prior(&lookup).is_empty(), "nothing learnt yet");
+        let mut copying = AcceptanceStats::default();
+        for _ in 0..100 {
+            copying.record(&[true]);
+        }
+        drafters.absorb(&lookup, &[AcceptanceStats::default(), copying.clone()]);
+        drafters.absorb(&lookup, &[AcceptanceStats::default()]);
+        let prior = drafters.prior(&lookup);
+        assert_eq!(prior.len(), 2);
+        assert_eq!(prior[0].evidence(), (0, 0));
+        assert_eq!(prior[1].evidence(), (PRIOR_WEIGHT, PRIOR_WEIGHT));
+    }
+}

@@ -12,6 +12,7 @@ fn engine(parallel: usize, max_queued: usize) -> Engine {
     config.parallel = parallel;
     config.max_queued = max_queued;
     config.ctx_size = Some(1024);
+    config.decode_costs = Some(common::cpu_decode_costs());
     Engine::load(config).expect("model loads")
 }
 

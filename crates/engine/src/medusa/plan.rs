@@ -19,7 +19,8 @@ pub const MAX_TUNED_NODES: usize = 64;
 pub enum TreeOrigin {
     /// Given with the model (`--tree`): drafted in full at every step, whatever it costs.
     Given,
-    /// Stored in the heads file, for heads without a held-out accuracy record.
+    /// Stored in the heads file, for heads without a held-out accuracy record: drafted in full
+    /// (up to a cap), as nothing tells how much of it pays.
     Stored,
     /// Sized here from the heads' held-out accuracy and this machine's decode costs.
     Tuned,
@@ -48,7 +49,7 @@ pub struct MedusaPlan {
 
 impl MedusaPlan {
     /// Drafts a tuned tree whole by default (its size was chosen for this machine), and a given
-    /// one (the user chose it). A stored tree is capped at `cap` unless a request asks for more.
+    /// one (the user chose it). A stored tree is capped at `cap`.
     pub fn default_max_draft(&self, cap: usize) -> usize {
         match (&self.tree, self.origin) {
             (Some(tree), TreeOrigin::Tuned | TreeOrigin::Given) => tree.len(),
@@ -90,8 +91,8 @@ pub fn plan_tree<E>(
         return Ok(MedusaPlan {
             origin: TreeOrigin::Stored,
             decision: format!(
-                "medusa with the heads' stored {}-node tree (no held-out accuracy to size one \
-                 from); the draft budget adapts as it runs",
+                "medusa with the heads' stored {}-node tree, drafted in full at every step (no \
+                 held-out accuracy to size one from; `medusa tune` measures one)",
                 tree.len()
             ),
             tree: Some(tree),

@@ -53,7 +53,7 @@ impl CostPoint {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum CostSource {
-    /// Given (tests, or a tool that knows the machine).
+    /// Given (tests, or a tool that knows the machine): fixed, real steps do not move them.
     Given,
     /// Timed when the engine started.
     Measured,
@@ -200,8 +200,9 @@ impl CostModel {
     /// Folds in the time a real decode of `tokens` took, so that the figures follow the
     /// machine as it is now. A size's figure moves once enough of its steps were seen, to
     /// their median, so one slow step does not swing it.
+    /// Given figures stay as given: whoever gave them asked for a fixed cost model.
     pub fn observe(&mut self, tokens: usize, ms: f64) {
-        if tokens == 0 || !ms.is_finite() || ms <= 0.0 {
+        if self.source == CostSource::Given || tokens == 0 || !ms.is_finite() || ms <= 0.0 {
             return;
         }
         let times = self.steps.entry(tokens).or_default();
@@ -533,9 +534,27 @@ mod tests {
         assert!(busy.contains("50%"), "{busy}");
     }
 
+    fn measured(points: &[(usize, f64)]) -> CostModel {
+        let points = points
+            .iter()
+            .map(|&(tokens, ms)| CostPoint::exact(tokens, ms))
+            .collect();
+        CostModel::with_bands(points, CostSource::Measured, None)
+    }
+
+    #[test]
+    fn given_figures_stay_as_given() {
+        let mut model = CostModel::new(vec![(1, 10.0), (2, 18.0)]);
+        for _ in 0..RECENT_STEPS {
+            model.observe(2, 12.0);
+        }
+        assert_eq!(model.cost(2), 18.0);
+        assert!(model.updated_by_steps().is_empty() && !model.drifted());
+    }
+
     #[test]
     fn real_steps_replace_a_size_once_enough_were_seen() {
-        let mut model = CostModel::new(vec![(1, 10.0), (2, 18.0), (4, 26.0)]);
+        let mut model = measured(&[(1, 10.0), (2, 18.0), (4, 26.0)]);
         for _ in 0..STEPS_FOR_A_FIGURE - 1 {
             model.observe(2, 12.0);
         }
@@ -558,13 +577,13 @@ mod tests {
 
     #[test]
     fn steps_as_unsteady_as_a_busy_machine_do_not_count_as_drift() {
-        let mut model = CostModel::new(vec![(1, 10.0), (2, 18.0)]);
+        let mut model = measured(&[(1, 10.0), (2, 18.0)]);
         for i in 0..RECENT_STEPS {
             model.observe(1, if i % 2 == 0 { 5.0 } else { 60.0 });
         }
         assert!(!model.drifted());
         // Close to the starting figure is no drift either.
-        let mut model = CostModel::new(vec![(1, 10.0), (2, 18.0)]);
+        let mut model = measured(&[(1, 10.0), (2, 18.0)]);
         for _ in 0..RECENT_STEPS {
             model.observe(1, 10.5);
         }

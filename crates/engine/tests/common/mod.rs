@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use engine::speculative::costs::CostPoint;
 use engine::{
     ChatMessage, Engine, EngineConfig, GenerateRequest, GenerationMode, Prompt, RunSummary,
     SamplingParams,
@@ -20,8 +21,25 @@ pub fn solo_engine() -> &'static Engine {
     ENGINE.get_or_init(|| {
         let mut config = EngineConfig::new(model_path());
         config.parallel = 1;
+        config.decode_costs = Some(cpu_decode_costs());
         Engine::load(config).expect("model loads")
     })
+}
+
+/// Decode costs of the default model on a 2-core x86 CPU, given so that what the draft budget
+/// decides does not depend on how busy the machine running the tests is.
+pub fn cpu_decode_costs() -> Vec<CostPoint> {
+    [
+        (1, 9.0),
+        (2, 15.9),
+        (4, 23.3),
+        (8, 41.5),
+        (16, 77.5),
+        (64, 225.0),
+    ]
+    .into_iter()
+    .map(|(tokens, ms)| CostPoint::exact(tokens, ms))
+    .collect()
 }
 
 pub fn chat(text: &str) -> Prompt {
