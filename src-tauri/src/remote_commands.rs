@@ -7,7 +7,8 @@ use tauri::State;
 /// Every remote engine, each asked for its models now.
 #[tauri::command]
 pub async fn list_remotes(playground: State<'_, Playground>) -> Result<Vec<RemoteInfo>, AppError> {
-    Ok(playground.remotes().refresh().await)
+    // The UI asks only when the user asks to refresh: every engine, now.
+    Ok(playground.remotes().refresh_all().await)
 }
 
 /// Adds a remote engine; it is saved (key included, in a file only the user can read).

@@ -20,6 +20,12 @@ def client(base_url):
     return openai.OpenAI(base_url=base_url, api_key=API_KEY, max_retries=0)
 
 
+@pytest.fixture(scope="module")
+def model(client):
+    """The served model's id, which requests must name (or leave out)."""
+    return client.models.list().data[0].id
+
+
 def test_a_client_without_the_key_is_refused(base_url):
     for key in ("not-needed", API_KEY + "x"):
         stranger = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0)
@@ -53,9 +59,9 @@ def test_chat_completion(client):
     assert timings["draft_n"] == 0 and timings["draft_n_accepted"] == 0
 
 
-def test_streamed_chat_completion_with_usage(client):
+def test_streamed_chat_completion_with_usage(client, model):
     stream = client.chat.completions.create(
-        model="any", messages=[{"role": "user", "content": "Say hello"}],
+        model=model, messages=[{"role": "user", "content": "Say hello"}],
         max_tokens=6, temperature=0, stream=True, stream_options={"include_usage": True},
     )
     chunks = list(stream)
@@ -66,9 +72,9 @@ def test_streamed_chat_completion_with_usage(client):
     assert chunks[-1].model_extra["timings"]["predicted_n"] == 6
 
 
-def test_completion_in_lookup_mode(client):
+def test_completion_in_lookup_mode(client, model):
     answer = client.completions.create(
-        model="any", prompt="one two three one two three one", max_tokens=4, temperature=0,
+        model=model, prompt="one two three one two three one", max_tokens=4, temperature=0,
         # A draft length drafts whenever lookup has a guess; the cost-aware default may not
         # on a busy machine.
         extra_body={"mode": "lookup", "draft_length": 4},
@@ -80,11 +86,15 @@ def test_completion_in_lookup_mode(client):
     assert 0 <= timings["draft_n_accepted"] <= timings["draft_n"]
 
 
-def test_errors_raise_the_client_exceptions(client):
+def test_errors_raise_the_client_exceptions(client, model):
     with pytest.raises(openai.BadRequestError) as err:
         client.chat.completions.create(
-            model="any", messages=[{"role": "user", "content": "Hi"}], n=2)
+            model=model, messages=[{"role": "user", "content": "Hi"}], n=2)
     assert err.value.code == "invalid_parameter"
     with pytest.raises(openai.BadRequestError) as err:
-        client.completions.create(model="any", prompt="word " * 1500, max_tokens=4, stream=True)
+        client.completions.create(model=model, prompt="word " * 1500, max_tokens=4, stream=True)
     assert err.value.code == "prompt_too_long"
+    with pytest.raises(openai.NotFoundError) as err:
+        client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "Hi"}], max_tokens=4)
+    assert err.value.code == "model_not_found"

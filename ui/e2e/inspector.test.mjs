@@ -154,6 +154,36 @@ test('a stored run’s step tree is drawn after the server restarts', async () =
   await shoot('inspector-history');
 });
 
+test('an auto step says what the draft budget weighed', async () => {
+  const response = await fetch(`${server.url}/api/generate`, {
+    method: 'POST',
+    headers: { ...server.headers, 'Content-Type': 'application/json' },
+    body: JSON.stringify({
+      messages: [{ role: 'user', content: 'Repeat this list three times: red, green, blue, yellow, purple.' }],
+      mode: 'auto',
+      max_tokens: 32,
+      temperature: 0,
+    }),
+  });
+  const stream = await response.text();
+  assert.match(stream, /"type":"finished"/);
+  const id = Number(/"run_id":(\d+)/.exec(stream)[1]);
+  const stored = await (await fetch(`${server.url}/api/runs/${id}`, { headers: server.headers })).json();
+  const weighed = stored.steps.findIndex((s) => s.decision);
+  assert.ok(weighed >= 0, 'an auto run keeps the budget’s figures');
+  const decision = stored.steps[weighed].decision;
+  assert.ok(decision.plain_ms > 0 && decision.evidence.length > 0, JSON.stringify(decision));
+
+  await openTab('history');
+  await page.getByTestId('history-refresh').click();
+  await page.locator(`[data-testid="history-row"][data-run-id="${id}"]`).click();
+  const detail = page.getByTestId('history-detail');
+  await detail.getByTestId('history-step-row').nth(weighed).click();
+  const text = await detail.getByTestId('step-inspector-decision').innerText();
+  assert.match(text, /^(Drafted: expected|Decoded plainly)/);
+  assert.match(text, /prompt lookup \(match class \d\): .*planned at \d+%/);
+});
+
 test('a click on a compared run’s chart opens that step’s tree', async () => {
   await openTab('compare');
   await page.getByTestId('compare-input').fill('Say "yes yes yes yes".');

@@ -38,7 +38,8 @@ pub struct ServeArgs {
     pub allowed_origins: Vec<String>,
     /// Require this key on every request but /health (`Authorization: Bearer KEY`, as OpenAI
     /// clients send it); browsers get in through the link printed at start. At least 16
-    /// characters.
+    /// characters. A key given here shows in the process list (`ps`) to every user of the
+    /// machine: prefer MEDUSA_API_KEY or --api-key-file.
     #[arg(
         long,
         env = "MEDUSA_API_KEY",
@@ -46,9 +47,13 @@ pub struct ServeArgs {
         value_name = "KEY"
     )]
     pub api_key: Option<String>,
+    /// Read the API key (see --api-key) from this file, surrounding whitespace trimmed; unlike
+    /// --api-key it never shows in the process list.
+    #[arg(long, value_name = "PATH", conflicts_with = "api_key")]
+    pub api_key_file: Option<PathBuf>,
     /// Serve a non-loopback address without an API key (anyone who can reach it can use the
     /// model and read the history).
-    #[arg(long, conflicts_with = "api_key")]
+    #[arg(long, conflicts_with_all = ["api_key", "api_key_file"])]
     pub no_auth: bool,
     /// Also let `/api/model` load files under this directory (repeatable); by default only
     /// the models cache is loadable over HTTP.
@@ -60,6 +65,11 @@ pub struct ServeArgs {
     /// process list; engines added in Settings keep theirs in a file only you can read.
     #[arg(long = "remote", value_name = "NAME=URL[,KEY]")]
     pub remotes: Vec<remote::RemoteSpec>,
+    /// Let remote engines have link-local addresses (169.254.0.0/16, fe80::/10) and cloud
+    /// metadata addresses, which are refused by default: whoever may add a remote engine could
+    /// otherwise make the server read a cloud machine's credentials.
+    #[arg(long)]
+    pub allow_link_local_remotes: bool,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -68,18 +78,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => store::Store::default_path().context("locating the run history database")?,
     };
     let ui_dir = if args.no_ui { None } else { ui_dir(args.ui)? };
-    let api_key = args
-        .api_key
-        .filter(|key| !key.is_empty())
-        .map(server::ApiKey::new)
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--api-key: {e}"))?;
+    let api_key = api_key(args.api_key, args.api_key_file.as_deref())?;
     if !server::is_loopback_name(&args.host) && api_key.is_none() {
         anyhow::ensure!(
             args.no_auth,
             "serving on {} would let anyone who can reach it use the model and read the run \
-             history; give --api-key KEY (or set MEDUSA_API_KEY), or --no-auth to serve it \
-             open anyway (see Security in the README)",
+             history; give --api-key KEY (or set MEDUSA_API_KEY, or --api-key-file PATH), or \
+             --no-auth to serve it open anyway (see Security in the README)",
             args.host
         );
         eprintln!(
@@ -87,6 +92,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
              can use the model and read the run history",
             args.host
         );
+    }
+    let remote_access = remote::RemoteAccess {
+        allow_link_local: args.allow_link_local_remotes,
+    };
+    // Refused before the model loads, not after.
+    for spec in &args.remotes {
+        spec.check_access(remote_access)
+            .map_err(|e| anyhow::anyhow!("--remote {}: {e}", spec.name))?;
     }
     let mut loadable_dirs = args.models_dirs;
     loadable_dirs.extend(models::cache_dir().ok());
@@ -101,6 +114,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("opening the run history {}", db.display()))?;
         let playground = playground::Playground::new(engine, store, config);
+        playground.remotes().set_access(remote_access);
         add_remotes(&playground, args.remotes).await?;
         if args.model.default_draft() == engine::DraftPolicy::Tuned {
             playground
@@ -122,6 +136,32 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         server::serve(config, playground).await?;
         anyhow::Ok(())
     })
+}
+
+/// The API key: from `--api-key` (or `MEDUSA_API_KEY`), or read from `--api-key-file`.
+fn api_key(
+    given: Option<String>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<server::ApiKey>> {
+    if let Some(file) = file {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("--api-key-file: reading {}", file.display()))?;
+        let key = text.trim();
+        anyhow::ensure!(
+            !key.is_empty(),
+            "--api-key-file: {} is empty; write the key in it (e.g. `openssl rand -hex 24 > {}`)",
+            file.display(),
+            file.display()
+        );
+        let key = server::ApiKey::new(key)
+            .map_err(|e| anyhow::anyhow!("--api-key-file {}: {e}", file.display()))?;
+        return Ok(Some(key));
+    }
+    given
+        .filter(|key| !key.is_empty())
+        .map(server::ApiKey::new)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--api-key: {e}"))
 }
 
 /// Adds the command line's remote engines and says what each serves (or why it did not answer:

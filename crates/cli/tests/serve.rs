@@ -176,6 +176,49 @@ fn a_network_address_is_not_served_without_a_key() {
     assert!(short.contains("at least 16"), "{short}");
     let both = refuse(&["--no-auth", "--api-key", "0123456789abcdef"], None);
     assert!(both.contains("cannot be used with"), "{both}");
+
+    // A key file must hold a key; a key given twice is refused rather than one picked.
+    let empty = dir.path().join("empty.key");
+    std::fs::write(&empty, " \n").unwrap();
+    let empty = empty.to_str().unwrap();
+    let refused_empty = refuse(&["--host", "0.0.0.0", "--api-key-file", empty], None);
+    assert!(refused_empty.contains("is empty"), "{refused_empty}");
+    let missing = dir.path().join("missing.key");
+    let missing = missing.to_str().unwrap();
+    let refused_missing = refuse(&["--api-key-file", missing], None);
+    assert!(
+        refused_missing.contains("--api-key-file"),
+        "{refused_missing}"
+    );
+    let twice = refuse(
+        &["--api-key", "0123456789abcdef", "--api-key-file", empty],
+        None,
+    );
+    assert!(twice.contains("cannot be used with"), "{twice}");
+}
+
+#[test]
+fn the_key_can_come_from_a_file() {
+    const KEY: &str = "file-key-0123456789abcdef";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("api.key");
+    // Editors and `echo` leave a newline: it is not part of the key.
+    std::fs::write(&file, format!("{KEY}\n")).unwrap();
+    let served = serve_with(
+        &dir.path().join("h.sqlite"),
+        &["--no-ui", "--api-key-file", file.to_str().unwrap()],
+    );
+    let url = format!("{}/api/info", served.base);
+    match agent().get(&url).call() {
+        Err(ureq::Error::Status(status, _)) => assert_eq!(status, 401),
+        other => panic!("served without the key: {other:?}"),
+    }
+    let answer = agent()
+        .get(&url)
+        .set("Authorization", &format!("Bearer {KEY}"))
+        .call()
+        .expect("served with the key");
+    assert_eq!(answer.status(), 200);
 }
 
 #[test]
@@ -278,6 +321,18 @@ fn serve_runs_on_remote_engines_given_on_the_command_line() {
         message.contains("not an address such as http://gpu-box:8000"),
         "{message}"
     );
+    // So are an impossible port and, without the flag that allows it, a link-local address
+    // (where cloud metadata services answer); neither is contacted.
+    let message = refused(&["serve", "--port", "0", "--remote", "lab=http://h:99999"]);
+    assert!(message.contains("1 to 65535"), "{message}");
+    let message = refused(&[
+        "serve",
+        "--port",
+        "0",
+        "--remote",
+        "meta=http://169.254.169.254/latest",
+    ]);
+    assert!(message.contains("--allow-link-local-remotes"), "{message}");
 }
 
 #[test]

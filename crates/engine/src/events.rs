@@ -109,10 +109,11 @@ pub struct StepEvent {
     pub tree: StepTree,
     /// Why nothing was drafted; `None` when something was.
     pub skip: Option<DraftSkip>,
-    /// What the draft budget weighed for this step, where it decided (auto drafting).
+    /// What the draft budget weighed for this step, where it decided (auto drafting). Boxed:
+    /// most events carry none, and every event would otherwise be as large.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
-    pub decision: Option<DraftDecision>,
+    pub decision: Option<Box<DraftDecision>>,
 }
 
 /// Why a step drafted what it did: the figures the draft budget weighed.

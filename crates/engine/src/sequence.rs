@@ -247,7 +247,7 @@ impl<'m> Sequence<'m> {
                 verify_ms,
                 tree: step_tree,
                 skip: plan.skip.clone(),
-                decision: plan.decision.clone(),
+                decision: plan.decision.clone().map(Box::new),
             }));
         }
         for (token, source) in tokens.into_iter().zip(sources) {

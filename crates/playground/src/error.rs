@@ -23,6 +23,8 @@ pub enum ErrorKind {
     /// Not now: no model yet, or the queue is full.
     Unavailable,
     TooLarge,
+    /// The client took too long (a request body that did not arrive in time).
+    TimedOut,
     /// A remote engine failed or could not be reached.
     Upstream,
     /// The playground failed.

@@ -38,7 +38,8 @@ pub enum StreamMessage {
     /// An event of generation `id`; the last one is `finished` or `failed`.
     Run {
         id: u32,
-        event: RunEvent,
+        // Boxed: a step event is far larger than the other messages.
+        event: Box<RunEvent>,
     },
     /// Generation `id` was refused before it started (empty prompt, queue full, ...).
     Refused {

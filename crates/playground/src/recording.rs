@@ -277,7 +277,7 @@ fn step_record(step: &StepEvent) -> StepRecord {
             reason: skip.reason.as_str().to_owned(),
             message: skip.message.clone(),
         }),
-        decision: step.decision.as_ref().map(decision_record),
+        decision: step.decision.as_deref().map(decision_record),
     }
 }
 

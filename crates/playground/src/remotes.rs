@@ -2,12 +2,17 @@
 //! line (for this process only) and those added in Settings, kept with their API keys in
 //! `remotes.json` next to the history, readable only by the user. The history names a run's
 //! engine, never its key.
+//!
+//! Each engine's model list is kept for a while ([`MODELS_FRESH_FOR`]) rather than asked for on
+//! every listing: a listing asks only the engines whose list is older, and an explicit refresh
+//! asks them all.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use remote::{RemoteEngine, RemoteError, RemoteSpec};
+use remote::{RemoteAccess, RemoteEngine, RemoteError, RemoteSpec};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
@@ -16,6 +21,11 @@ use crate::playground::Playground;
 
 /// The file of saved remote engines, beside the history database.
 pub const REMOTES_FILE: &str = "remotes.json";
+
+/// How long an engine's model list stands before a listing asks again.
+pub const MODELS_FRESH_FOR: Duration = Duration::from_secs(60);
+/// How long an engine's failure stands: shorter, so an engine just started shows up soon.
+pub const FAILURE_FRESH_FOR: Duration = Duration::from_secs(5);
 
 /// A remote engine as the UI sees it (never its key).
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
@@ -50,9 +60,34 @@ struct Entry {
     saved: bool,
     models: Vec<String>,
     error: Option<ErrorBody>,
+    /// When it last answered (or failed to).
+    asked_at: Option<Instant>,
+    /// A question is on its way, so no other is sent meanwhile.
+    asking: bool,
 }
 
 impl Entry {
+    fn new(engine: RemoteEngine, saved: bool) -> Self {
+        Self {
+            engine,
+            saved,
+            models: Vec::new(),
+            error: None,
+            asked_at: None,
+            asking: false,
+        }
+    }
+
+    /// Whether a listing should ask it again now.
+    fn stale(&self, now: Instant) -> bool {
+        let fresh_for = match self.error {
+            None => MODELS_FRESH_FOR,
+            Some(_) => FAILURE_FRESH_FOR,
+        };
+        self.asked_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= fresh_for)
+    }
+
     fn info(&self) -> RemoteInfo {
         let spec = self.engine.spec();
         RemoteInfo {
@@ -66,6 +101,8 @@ impl Entry {
     }
 
     fn observe(&mut self, result: Result<Vec<String>, RemoteError>) {
+        self.asked_at = Some(Instant::now());
+        self.asking = false;
         match result {
             Ok(models) => {
                 self.models = models;
@@ -86,6 +123,8 @@ pub struct Remotes {
     /// Where saved engines are kept; `None` keeps them in memory (a history in memory).
     file: Option<PathBuf>,
     entries: Mutex<Vec<Entry>>,
+    /// The addresses engines may have beyond the usual ones (see [`Remotes::set_access`]).
+    access: Mutex<RemoteAccess>,
 }
 
 impl Remotes {
@@ -96,12 +135,7 @@ impl Remotes {
         let entries = saved
             .into_iter()
             .filter_map(|spec| match RemoteEngine::new(spec) {
-                Ok(engine) => Some(Entry {
-                    engine,
-                    saved: true,
-                    models: Vec::new(),
-                    error: None,
-                }),
+                Ok(engine) => Some(Entry::new(engine, true)),
                 Err(err) => {
                     tracing::warn!(error = %err, "skipping a saved remote engine");
                     None
@@ -111,7 +145,26 @@ impl Remotes {
         Self {
             file,
             entries: Mutex::new(entries),
+            access: Mutex::new(RemoteAccess::default()),
         }
+    }
+
+    /// Lets engines have the addresses `access` allows (link-local ones only when the user
+    /// started the server so); engines already listed are reached the new way from now on.
+    pub fn set_access(&self, access: RemoteAccess) {
+        *self.access.lock().unwrap_or_else(PoisonError::into_inner) = access;
+        for entry in self.entries().iter_mut() {
+            match RemoteEngine::with_access(entry.engine.spec().clone(), access) {
+                Ok(engine) => entry.engine = engine,
+                Err(err) => {
+                    tracing::warn!(remote = %entry.engine.name(), error = %err, "keeping a remote engine's former client");
+                }
+            }
+        }
+    }
+
+    fn access(&self) -> RemoteAccess {
+        *self.access.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Every engine as last seen.
@@ -119,10 +172,35 @@ impl Remotes {
         self.entries().iter().map(Entry::info).collect()
     }
 
-    /// Asks every engine for its models, all at once; then the list.
+    /// Asks the engines whose model list is older than [`MODELS_FRESH_FOR`] (a failure, older
+    /// than [`FAILURE_FRESH_FOR`]) for their models, all at once; then the list.
     pub async fn refresh(&self) -> Vec<RemoteInfo> {
-        let engines: Vec<RemoteEngine> = self.entries().iter().map(|e| e.engine.clone()).collect();
+        self.ask(false).await
+    }
+
+    /// Asks every engine for its models now (but one already being asked); then the list.
+    pub async fn refresh_all(&self) -> Vec<RemoteInfo> {
+        self.ask(true).await
+    }
+
+    async fn ask(&self, all: bool) -> Vec<RemoteInfo> {
+        let now = Instant::now();
+        let engines: Vec<RemoteEngine> = self
+            .entries()
+            .iter_mut()
+            .filter(|e| !e.asking && (all || e.stale(now)))
+            .map(|e| {
+                e.asking = true;
+                e.engine.clone()
+            })
+            .collect();
+        // Dropped unanswered (the caller went away), the entries may be asked again.
+        let mut pending = Asking {
+            remotes: self,
+            engines: engines.clone(),
+        };
         let results = join_all(engines.iter().map(RemoteEngine::models)).await;
+        pending.engines.clear();
         for (engine, result) in engines.iter().zip(results) {
             self.observe(engine, result);
         }
@@ -149,7 +227,9 @@ impl Remotes {
     /// started later.
     pub async fn add(&self, spec: RemoteSpec, save: bool) -> Result<RemoteInfo, AppError> {
         let name = spec.name.clone();
-        let engine = RemoteEngine::new(spec).map_err(AppError::from)?;
+        let access = self.access();
+        spec.check_access(access)?;
+        let engine = RemoteEngine::with_access(spec, access).map_err(AppError::from)?;
         {
             let mut entries = self.entries();
             if entries.iter().any(|e| e.engine.name() == name) {
@@ -159,12 +239,9 @@ impl Remotes {
                     format!("there is a remote engine named '{name}' already; remove it first"),
                 ));
             }
-            entries.push(Entry {
-                engine: engine.clone(),
-                saved: save,
-                models: Vec::new(),
-                error: None,
-            });
+            let mut entry = Entry::new(engine.clone(), save);
+            entry.asking = true;
+            entries.push(entry);
             if save {
                 if let Err(err) = self.save(&entries) {
                     entries.pop();
@@ -172,7 +249,12 @@ impl Remotes {
                 }
             }
         }
+        let mut pending = Asking {
+            remotes: self,
+            engines: vec![engine.clone()],
+        };
         let result = engine.models().await;
+        pending.engines.clear();
         self.observe(&engine, result)
             .ok_or_else(|| not_found(&name))
     }
@@ -252,6 +334,26 @@ impl Remotes {
 
     fn entries(&self) -> MutexGuard<'_, Vec<Entry>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Engines being asked for their models; dropped before they answered, they are marked as not
+/// being asked, so that a later listing asks them.
+struct Asking<'a> {
+    remotes: &'a Remotes,
+    engines: Vec<RemoteEngine>,
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        if self.engines.is_empty() {
+            return;
+        }
+        for entry in self.remotes.entries().iter_mut() {
+            if self.engines.iter().any(|e| e.spec() == entry.engine.spec()) {
+                entry.asking = false;
+            }
+        }
     }
 }
 

@@ -16,6 +16,10 @@ pub struct TuneRequest {
     pub max_tokens: Option<u32>,
     #[serde(default)]
     pub max_nodes: Option<usize>,
+    // Tuning slows every generation for about a minute: the HTTP API starts it only when asked
+    // in so many words, so that a stray or replayed request does not.
+    #[serde(default)]
+    pub confirm: Option<bool>,
 }
 
 impl Playground {

@@ -64,12 +64,12 @@ struct Timings {
     draft_n_accepted: Option<usize>,
 }
 
-/// What went wrong with a chunk.
+/// What went wrong with a chunk, in our words (the chunk's own text is never passed on).
 #[derive(Debug, PartialEq)]
 pub(crate) enum ChunkError {
     /// Not JSON of a completion chunk.
     Malformed(String),
-    /// The engine sent an error in the stream.
+    /// The engine sent an error in the stream: its numeric code, if any, as " (code N)".
     Reported(String),
 }
 
@@ -101,9 +101,9 @@ impl Answer {
     /// Reads one chunk's data; its new text, if any.
     pub(crate) fn read(&mut self, data: &str) -> Result<Option<String>, ChunkError> {
         let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|err| ChunkError::Malformed(format!("{err} in chunk {}", excerpt(data))))?;
+            .map_err(|err| ChunkError::Malformed(format!("a chunk {}", json_fault(&err))))?;
         if let Some(error) = chunk.error {
-            return Err(ChunkError::Reported(error_message(&error)));
+            return Err(ChunkError::Reported(error_code(&error)));
         }
         self.usage = chunk.usage.or(self.usage);
         self.timings = chunk.timings.or(self.timings);
@@ -178,25 +178,25 @@ impl Answer {
     }
 }
 
-/// The message of an `error` member: `{"message": ...}` (OpenAI, vLLM, llama-server) or text.
-pub(crate) fn error_message(error: &Value) -> String {
-    match error {
-        Value::String(text) => text.clone(),
-        Value::Object(fields) => fields
-            .get("message")
-            .and_then(Value::as_str)
-            .map_or_else(|| error.to_string(), str::to_owned),
-        other => other.to_string(),
-    }
+/// The numeric code of an `error` member (`{"code": 503, ...}`), as " (code 503)", when it is an
+/// HTTP-like status; else nothing. Its message is the remote's text, which is not passed on.
+pub(crate) fn error_code(error: &Value) -> String {
+    error
+        .get("code")
+        .and_then(Value::as_u64)
+        .filter(|code| (100..=599).contains(code))
+        .map_or_else(String::new, |code| format!(" (code {code})"))
 }
 
-/// At most 200 characters of `text`, for error messages.
-pub(crate) fn excerpt(text: &str) -> String {
-    const MAX: usize = 200;
-    match text.char_indices().nth(MAX) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
-    }
+/// What is wrong with a JSON text, in our words: serde's own messages quote the text.
+pub(crate) fn json_fault(err: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match err.classify() {
+        Category::Data => "is JSON of another shape",
+        Category::Syntax | Category::Eof => "is not JSON",
+        Category::Io => "could not be read",
+    };
+    format!("{what} (line {}, column {})", err.line(), err.column())
 }
 
 fn ms_between(from: Instant, to: Instant) -> f64 {
@@ -276,28 +276,32 @@ mod tests {
     #[test]
     fn errors_in_the_stream_and_malformed_chunks_are_told_apart() {
         let mut answer = Answer::new(Instant::now());
+        // The remote's words are not passed on; an HTTP-like code is.
         assert_eq!(
             answer.read(r#"{"error":{"message":"out of memory","code":500}}"#),
-            Err(ChunkError::Reported("out of memory".into()))
+            Err(ChunkError::Reported(" (code 500)".into()))
         );
         assert_eq!(
-            answer.read(r#"{"error":"busy"}"#),
-            Err(ChunkError::Reported("busy".into()))
+            answer.read(r#"{"error":"Bearer sk-secret"}"#),
+            Err(ChunkError::Reported(String::new()))
         );
-        match answer.read("<html>") {
-            Err(ChunkError::Malformed(message)) => assert!(message.contains("<html>"), "{message}"),
+        match answer.read("<html>sk-secret") {
+            Err(ChunkError::Malformed(message)) => {
+                assert!(message.contains("is not JSON"), "{message}");
+                assert!(!message.contains("sk-secret"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        match answer.read(r#"{"choices":[{"text":["sk-secret"]}]}"#) {
+            Err(ChunkError::Malformed(message)) => {
+                assert!(message.contains("another shape"), "{message}");
+                assert!(!message.contains("sk-secret"), "{message}");
+            }
             other => panic!("{other:?}"),
         }
         assert!(matches!(
             answer.read(r#"{"choices":"many"}"#),
             Err(ChunkError::Malformed(_))
         ));
-    }
-
-    #[test]
-    fn excerpts_cut_long_text_at_a_character() {
-        assert_eq!(excerpt("short"), "short");
-        let long = "é".repeat(300);
-        assert_eq!(excerpt(&long).chars().count(), 201);
     }
 }

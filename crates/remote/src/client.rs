@@ -1,6 +1,8 @@
 //! Talking to one remote engine: its models (`GET /v1/models`) and streamed generations
 //! (`POST /v1/chat/completions` or `/v1/completions`), read into the local engine's events.
 
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::{
@@ -12,9 +14,9 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tracing::Instrument;
 
-use crate::chunks::{error_message, excerpt, Answer, ChunkError};
+use crate::chunks::{json_fault, Answer, ChunkError};
 use crate::error::RemoteError;
-use crate::spec::RemoteSpec;
+use crate::spec::{is_link_local_or_metadata, RemoteAccess, RemoteSpec};
 
 /// A connection that does not open within this is an unreachable engine.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,11 +26,35 @@ const READ_TIMEOUT: Duration = Duration::from_secs(120);
 const MODELS_TIMEOUT: Duration = Duration::from_secs(15);
 /// How often a generation waiting for the engine checks whether it was cancelled.
 const CANCEL_POLL: Duration = Duration::from_millis(100);
+/// Largest model list read: thousands of models fit, and a remote cannot fill the memory.
+const MAX_MODELS_BYTES: usize = 4 << 20;
+/// Models kept from one list, and the longest name kept.
+const MAX_MODELS: usize = 1024;
+const MAX_MODEL_ID: usize = 256;
+/// Largest event of a generation's stream (one chunk of text is far smaller), and largest
+/// stream: far beyond the longest answer a context holds.
+const MAX_EVENT_BYTES: usize = 1 << 20;
+const MAX_STREAM_BYTES: usize = 64 << 20;
+/// Redirects followed within one origin (a proxy's `/v1` → `/v1/`); none to another.
+const MAX_REDIRECTS: usize = 5;
+/// Content types an error may name; any other is "another content type" (the header is the
+/// remote's text).
+const NAMED_CONTENT_TYPES: [&str; 8] = [
+    "application/json",
+    "application/problem+json",
+    "application/octet-stream",
+    "application/xml",
+    "text/event-stream",
+    "text/html",
+    "text/plain",
+    "text/xml",
+];
 
 /// One remote engine; cheap to clone (the HTTP client is shared).
 #[derive(Clone, Debug)]
 pub struct RemoteEngine {
     spec: RemoteSpec,
+    access: RemoteAccess,
     client: reqwest::Client,
 }
 
@@ -50,43 +76,86 @@ struct ModelEntry {
 }
 
 impl RemoteEngine {
+    /// The engine `spec`, with link-local addresses refused.
     pub fn new(spec: RemoteSpec) -> Result<Self, RemoteError> {
-        let client = reqwest::Client::builder()
+        Self::with_access(spec, RemoteAccess::default())
+    }
+
+    /// The engine `spec`, reached where `access` allows. The address is checked on every
+    /// request, so an engine saved earlier is kept (and says why it is refused) rather than lost.
+    pub fn with_access(spec: RemoteSpec, access: RemoteAccess) -> Result<Self, RemoteError> {
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(READ_TIMEOUT)
+            .redirect(same_origin_redirects());
+        if !access.allow_link_local {
+            // Host names are checked as they resolve: a name may point anywhere.
+            builder = builder.dns_resolver(Arc::new(GuardedResolver));
+        }
+        let client = builder
             .build()
             .map_err(|err| RemoteError::InvalidSpec(err.to_string()))?;
-        Ok(Self { spec, client })
+        Ok(Self {
+            spec,
+            access,
+            client,
+        })
     }
 
     pub fn spec(&self) -> &RemoteSpec {
         &self.spec
     }
 
+    pub fn access(&self) -> RemoteAccess {
+        self.access
+    }
+
     pub fn name(&self) -> &str {
         &self.spec.name
     }
 
-    /// The models the engine serves, as it lists them.
+    /// The models the engine serves, as it lists them (at most [`MAX_MODELS`], names of at
+    /// most [`MAX_MODEL_ID`] characters). The list is read within [`MODELS_TIMEOUT`] and
+    /// [`MAX_MODELS_BYTES`].
     #[tracing::instrument(skip(self), fields(remote = %self.spec.name), err(level = tracing::Level::WARN))]
     pub async fn models(&self) -> Result<Vec<String>, RemoteError> {
+        self.spec.check_access(self.access)?;
         let response = self
             .authorized(self.client.get(self.endpoint("/v1/models")))
+            // The whole answer, body included, within this.
             .timeout(MODELS_TIMEOUT)
             .send()
             .await
             .map_err(|err| self.transport_error(&err, MODELS_TIMEOUT))?;
-        let response = self.checked(response).await?;
-        let body = response
-            .text()
-            .await
-            .map_err(|err| self.transport_error(&err, MODELS_TIMEOUT))?;
+        let response = self.checked(response)?;
+        let body = self
+            .read_capped(response, MAX_MODELS_BYTES, "a model list")
+            .await?;
         let list: ModelList =
-            serde_json::from_str(&body).map_err(|err| RemoteError::Malformed {
+            serde_json::from_slice(&body).map_err(|err| RemoteError::Malformed {
                 name: self.spec.name.clone(),
-                message: format!("the model list: {err} in {}", excerpt(&body)),
+                message: format!("the model list {}", json_fault(&err)),
             })?;
-        Ok(list.data.into_iter().map(|m| m.id).collect())
+        let listed = list.data.len();
+        let models: Vec<String> = list
+            .data
+            .into_iter()
+            .map(|m| m.id)
+            .filter(|id| {
+                !id.is_empty()
+                    && id.chars().count() <= MAX_MODEL_ID
+                    && !id.chars().any(char::is_control)
+            })
+            .take(MAX_MODELS)
+            .collect();
+        if models.len() < listed {
+            tracing::warn!(
+                listed,
+                kept = models.len(),
+                "some of the remote's model names were too many, too long or not one line"
+            );
+        }
+        Ok(models)
     }
 
     /// Starts a generation in the background; its events arrive as a local run's would. It must
@@ -120,6 +189,7 @@ impl RemoteEngine {
         sender: &GenerationSender,
         answer: &mut Answer,
     ) -> Result<bool, RemoteError> {
+        self.spec.check_access(self.access)?;
         let (path, body) = request_body(request);
         let response = self
             .authorized(self.client.post(self.endpoint(path)))
@@ -127,12 +197,22 @@ impl RemoteEngine {
             .send()
             .await
             .map_err(|err| self.transport_error(&err, READ_TIMEOUT))?;
-        let response = self.checked(response).await?;
+        let response = self.checked(response)?;
         // The prompt's size is known only at the end (`usage`).
         if !sender.send(GenerationEvent::Started { prompt_tokens: 0 }) {
             return Ok(true);
         }
-        let mut events = response.bytes_stream().eventsource();
+        // The event parser buffers an event until it ends: the guard bounds each event and the
+        // whole stream, so a remote cannot fill the memory.
+        let mut guard = StreamGuard::default();
+        let mut events = response
+            .bytes_stream()
+            .map(move |chunk| {
+                let chunk = chunk.map_err(StreamFault::Transport)?;
+                guard.admit(&chunk)?;
+                Ok::<_, StreamFault>(chunk)
+            })
+            .eventsource();
         loop {
             let event = tokio::select! {
                 event = events.next() => event,
@@ -148,19 +228,31 @@ impl RemoteEngine {
                 return Err(self.malformed("the stream ended before [DONE]".into()));
             };
             let event = event.map_err(|err| match err {
-                eventsource_stream::EventStreamError::Transport(err) => {
+                eventsource_stream::EventStreamError::Transport(StreamFault::Transport(err)) => {
                     self.transport_error(&err, READ_TIMEOUT)
                 }
-                other => self.malformed(other.to_string()),
+                eventsource_stream::EventStreamError::Transport(StreamFault::EventTooLarge) => {
+                    self.too_large("one event of a stream", MAX_EVENT_BYTES)
+                }
+                eventsource_stream::EventStreamError::Transport(StreamFault::StreamTooLarge) => {
+                    self.too_large("a generation's stream", MAX_STREAM_BYTES)
+                }
+                // The parser's own messages quote the stream.
+                eventsource_stream::EventStreamError::Utf8(_) => {
+                    self.malformed("the stream is not UTF-8 text".into())
+                }
+                eventsource_stream::EventStreamError::Parser(_) => {
+                    self.malformed("the stream is not a server-sent event stream".into())
+                }
             })?;
             if event.data.trim() == "[DONE]" {
                 return Ok(false);
             }
             let text = answer.read(&event.data).map_err(|err| match err {
                 ChunkError::Malformed(message) => self.malformed(message),
-                ChunkError::Reported(message) => RemoteError::Reported {
+                ChunkError::Reported(detail) => RemoteError::Reported {
                     name: self.spec.name.clone(),
-                    message,
+                    detail,
                 },
             })?;
             if let Some(text) = text {
@@ -187,32 +279,64 @@ impl RemoteEngine {
         }
     }
 
-    /// The response when it succeeded; else the engine's error, its message read from the body.
-    async fn checked(&self, response: reqwest::Response) -> Result<reqwest::Response, RemoteError> {
+    /// The response when it succeeded; else the engine's error, told by its status and content
+    /// type only: its body and headers are the remote's words, which may echo the key.
+    fn checked(&self, response: reqwest::Response) -> Result<reqwest::Response, RemoteError> {
         let status = response.status();
         if status.is_success() {
             return Ok(response);
         }
-        let body = response.text().await.unwrap_or_default();
-        let message = serde_json::from_str::<Value>(&body)
-            .ok()
-            .and_then(|v| v.get("error").map(error_message))
-            .unwrap_or_else(|| excerpt(body.trim()));
+        let content = content_kind(&response);
         let name = self.spec.name.clone();
-        let status = status.as_u16();
-        Err(if matches!(status, 401 | 403) {
-            RemoteError::Unauthorized {
+        let code = status.as_u16();
+        Err(match code {
+            401 | 403 => RemoteError::Unauthorized {
                 name,
-                status,
-                message,
-            }
-        } else {
-            RemoteError::Refused {
+                status: code,
+                content,
+            },
+            _ => RemoteError::Refused {
                 name,
-                status,
-                message,
-            }
+                status: code,
+                content,
+                hint: if status.is_redirection() {
+                    ": it sends the request to another address, which is not followed; give \
+                     that address instead"
+                } else if code == 404 {
+                    ": is this the base address of an OpenAI-compatible engine?"
+                } else {
+                    ""
+                },
+            },
         })
+    }
+
+    /// The body of `response`, refused past `cap` bytes: it is read in pieces and dropped at
+    /// the cap, whatever length the remote announced.
+    async fn read_capped(
+        &self,
+        mut response: reqwest::Response,
+        cap: usize,
+        what: &'static str,
+    ) -> Result<Vec<u8>, RemoteError> {
+        if response
+            .content_length()
+            .is_some_and(|length| length > cap as u64)
+        {
+            return Err(self.too_large(what, cap));
+        }
+        let mut body = Vec::new();
+        while let Some(piece) = response
+            .chunk()
+            .await
+            .map_err(|err| self.transport_error(&err, MODELS_TIMEOUT))?
+        {
+            if body.len() + piece.len() > cap {
+                return Err(self.too_large(what, cap));
+            }
+            body.extend_from_slice(&piece);
+        }
+        Ok(body)
     }
 
     fn transport_error(&self, err: &reqwest::Error, timeout: Duration) -> RemoteError {
@@ -223,10 +347,17 @@ impl RemoteEngine {
                 seconds: timeout.as_secs(),
             };
         }
-        // The innermost cause says what happened (connection refused, no such host).
+        // The innermost cause says what happened (connection refused, no such host), in the
+        // words of the HTTP client and the system, never the remote's.
         let mut reason = err.to_string();
         let mut source = std::error::Error::source(err);
         while let Some(cause) = source {
+            if cause.downcast_ref::<LinkLocalRefused>().is_some() {
+                return RemoteError::InvalidSpec(format!(
+                    "remote engine '{name}' at {}: {cause}",
+                    self.spec.url
+                ));
+            }
             reason = cause.to_string();
             source = cause.source();
         }
@@ -241,12 +372,154 @@ impl RemoteEngine {
         }
     }
 
+    fn too_large(&self, what: &'static str, limit_bytes: usize) -> RemoteError {
+        RemoteError::TooLarge {
+            name: self.spec.name.clone(),
+            what,
+            limit_bytes,
+        }
+    }
+
     fn malformed(&self, message: String) -> RemoteError {
         RemoteError::Malformed {
             name: self.spec.name.clone(),
             message,
         }
     }
+}
+
+/// Follows redirects within the engine's origin only: one to another host or port could lead the
+/// server to a service its caller cannot reach (and the key with it).
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(TooManyRedirects)
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("more than {MAX_REDIRECTS} redirects")]
+struct TooManyRedirects;
+
+/// A host name that resolves to link-local or metadata addresses only.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "'{0}' resolves to a link-local or cloud metadata address, which remote engines may not \
+     have unless the server is started with --allow-link-local-remotes"
+)]
+struct LinkLocalRefused(String);
+
+/// The system's resolver, less link-local and metadata addresses.
+struct GuardedResolver;
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            type BoxError = Box<dyn std::error::Error + Send + Sync>;
+            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+                .await
+                .map_err(|err| Box::new(err) as BoxError)?
+                .collect();
+            let allowed: Vec<SocketAddr> = resolved
+                .iter()
+                .copied()
+                .filter(|addr| !is_link_local_or_metadata(addr.ip()))
+                .collect();
+            if allowed.is_empty() && !resolved.is_empty() {
+                return Err(Box::new(LinkLocalRefused(host)) as BoxError);
+            }
+            Ok::<_, BoxError>(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// What stopped a generation's byte stream.
+#[derive(Debug)]
+enum StreamFault {
+    Transport(reqwest::Error),
+    EventTooLarge,
+    StreamTooLarge,
+}
+
+impl std::fmt::Display for StreamFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Transport(err) => err.fmt(f),
+            Self::EventTooLarge => write!(f, "an event over {MAX_EVENT_BYTES} bytes"),
+            Self::StreamTooLarge => write!(f, "a stream over {MAX_STREAM_BYTES} bytes"),
+        }
+    }
+}
+
+/// Counts a stream's bytes: all of them, and those since the last event ended (a blank line,
+/// whichever of LF, CRLF and CR ends the lines).
+#[derive(Default)]
+struct StreamGuard {
+    total: usize,
+    in_event: usize,
+    /// The line so far is empty.
+    line_empty: bool,
+    /// The last byte was CR, so an LF now ends no further line.
+    after_cr: bool,
+}
+
+impl StreamGuard {
+    fn admit(&mut self, bytes: &[u8]) -> Result<(), StreamFault> {
+        self.total += bytes.len();
+        if self.total > MAX_STREAM_BYTES {
+            return Err(StreamFault::StreamTooLarge);
+        }
+        for &byte in bytes {
+            match byte {
+                b'\n' if self.after_cr => self.after_cr = false,
+                b'\n' | b'\r' => {
+                    if self.line_empty {
+                        self.in_event = 0;
+                    }
+                    self.line_empty = true;
+                    self.after_cr = byte == b'\r';
+                }
+                _ => {
+                    self.line_empty = false;
+                    self.after_cr = false;
+                    self.in_event += 1;
+                }
+            }
+        }
+        if self.in_event > MAX_EVENT_BYTES {
+            return Err(StreamFault::EventTooLarge);
+        }
+        Ok(())
+    }
+}
+
+/// The content type of an answer in our words: one of [`NAMED_CONTENT_TYPES`], or none named.
+fn content_kind(response: &reqwest::Response) -> &'static str {
+    let Some(value) = response.headers().get(reqwest::header::CONTENT_TYPE) else {
+        return "no content type";
+    };
+    let essence = value
+        .to_str()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    NAMED_CONTENT_TYPES
+        .into_iter()
+        .find(|known| *known == essence)
+        .unwrap_or("another content type")
 }
 
 /// The endpoint and the body that ask the remote engine for what `request` asks of the local
@@ -299,6 +572,38 @@ mod tests {
     use engine::ChatMessage;
 
     use super::*;
+
+    #[test]
+    fn the_stream_guard_bounds_each_event_and_the_whole_stream() {
+        let mut guard = StreamGuard::default();
+        let event = format!("data: {}\n\n", "x".repeat(1000));
+        for _ in 0..2000 {
+            guard.admit(event.as_bytes()).unwrap();
+        }
+        // Lines of one event, whatever ends them, add up.
+        for ending in ["\n", "\r\n", "\r"] {
+            let mut guard = StreamGuard::default();
+            let line = format!("data: {}{ending}", "y".repeat(4096));
+            let fault = (0..1000).find_map(|_| guard.admit(line.as_bytes()).err());
+            assert!(
+                matches!(fault, Some(StreamFault::EventTooLarge)),
+                "{ending:?}"
+            );
+        }
+        // Blank lines split across reads still end an event.
+        let mut guard = StreamGuard::default();
+        for _ in 0..2000 {
+            guard
+                .admit(b"data: 0123456789abcdef0123456789abcdef\r")
+                .unwrap();
+            guard.admit(b"\n\r").unwrap();
+            guard.admit(b"\n").unwrap();
+        }
+        let mut guard = StreamGuard::default();
+        let big = vec![b'\n'; 1 << 20];
+        let fault = (0..100).find_map(|_| guard.admit(&big).err());
+        assert!(matches!(fault, Some(StreamFault::StreamTooLarge)));
+    }
 
     #[test]
     fn chat_goes_to_chat_completions_and_text_to_completions() {

@@ -2,6 +2,10 @@ use engine::EngineError;
 
 /// Why a remote engine could not be used. Each kind has its own code, so the UI can say what to
 /// fix: the address, the key, the engine itself.
+///
+/// The messages are our own words, the status and the content type only: never the remote's
+/// body or a header of its answer, which may echo the key it was sent or come from a service
+/// that is no engine at all (and whose contents must not reach whoever added the address).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RemoteError {
     #[error("invalid remote engine: {0}")]
@@ -12,26 +16,40 @@ pub enum RemoteError {
         url: String,
         reason: String,
     },
-    #[error("remote engine '{name}' refused the API key (HTTP {status}): {message}")]
+    #[error(
+        "remote engine '{name}' wants a valid API key: it answered HTTP {status} with {content}"
+    )]
     Unauthorized {
         name: String,
         status: u16,
-        message: String,
+        content: &'static str,
     },
     #[error("remote engine '{name}' did not answer within {seconds} s")]
     Timeout { name: String, seconds: u64 },
-    #[error("remote engine '{name}' answered HTTP {status}: {message}")]
+    #[error("remote engine '{name}' answered HTTP {status} with {content}{hint}")]
     Refused {
         name: String,
         status: u16,
-        message: String,
+        content: &'static str,
+        /// What the status suggests, in our words (empty when nothing).
+        hint: &'static str,
     },
     #[error(
         "remote engine '{name}' sent something that is not an OpenAI-compatible answer: {message}"
     )]
     Malformed { name: String, message: String },
-    #[error("remote engine '{name}' reported an error: {message}")]
-    Reported { name: String, message: String },
+    #[error("remote engine '{name}' sent more than the {limit_bytes} bytes taken for {what}")]
+    TooLarge {
+        name: String,
+        what: &'static str,
+        limit_bytes: usize,
+    },
+    #[error("remote engine '{name}' reported an error in its answer{detail}")]
+    Reported {
+        name: String,
+        /// Its numeric code when it gave one, such as " (code 503)"; else empty.
+        detail: String,
+    },
 }
 
 impl RemoteError {
@@ -43,6 +61,7 @@ impl RemoteError {
             Self::Timeout { .. } => "remote_timeout",
             Self::Refused { .. } => "remote_refused",
             Self::Malformed { .. } => "remote_malformed",
+            Self::TooLarge { .. } => "remote_too_large",
             Self::Reported { .. } => "remote_failed",
         }
     }

@@ -10,4 +10,4 @@ mod spec;
 
 pub use client::{RemoteEngine, RemoteRequest};
 pub use error::RemoteError;
-pub use spec::RemoteSpec;
+pub use spec::{is_link_local_or_metadata, RemoteAccess, RemoteSpec};

@@ -2,6 +2,7 @@
 //! fields from Settings.
 
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -11,6 +12,21 @@ use crate::error::RemoteError;
 /// Longest name and key taken.
 const MAX_NAME: usize = 64;
 const MAX_KEY: usize = 4096;
+
+/// Addresses where clouds answer with their machines' metadata (credentials among it) that are
+/// not link-local: Alibaba Cloud's, and AWS's over IPv6.
+const METADATA_V4: [Ipv4Addr; 1] = [Ipv4Addr::new(100, 100, 100, 200)];
+const METADATA_V6: [Ipv6Addr; 1] = [Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)];
+
+/// Which addresses remote engines may be reached at beyond the usual ones (loopback, private
+/// networks and public hosts are always allowed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemoteAccess {
+    /// Link-local addresses (169.254.0.0/16, fe80::/10) and cloud metadata services. Refused by
+    /// default, so that whoever may add a remote engine cannot make the server read a cloud
+    /// machine's credentials.
+    pub allow_link_local: bool,
+}
 
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteSpec {
@@ -75,6 +91,57 @@ impl RemoteSpec {
         }
         Ok(Self { name, url, api_key })
     }
+
+    /// Whether `access` lets the server reach this engine's address as written. Host names are
+    /// checked again as they resolve (see [`is_link_local_or_metadata`]).
+    pub fn check_access(&self, access: RemoteAccess) -> Result<(), RemoteError> {
+        if access.allow_link_local {
+            return Ok(());
+        }
+        let Some(ip) = host_ip(&self.url) else {
+            return Ok(());
+        };
+        if is_link_local_or_metadata(ip) {
+            return Err(invalid(format!(
+                "'{}' is a link-local or cloud metadata address, which remote engines may not \
+                 have unless the server is started with --allow-link-local-remotes",
+                self.url
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The IP address an engine's base URL names, if it names one rather than a host name. Read as
+/// the HTTP client reads it, so `http://2852039166` is 169.254.169.254 here as there.
+fn host_ip(url: &str) -> Option<IpAddr> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed.host_str()?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    host.parse().ok()
+}
+
+/// Link-local addresses (IPv4 169.254.0.0/16, IPv6 fe80::/10, and IPv4 ones written as IPv6)
+/// and known cloud metadata addresses.
+pub fn is_link_local_or_metadata(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_link_local() || METADATA_V4.contains(&v4),
+        IpAddr::V6(v6) => {
+            let segments = v6.segments();
+            // IPv4-mapped (::ffff:a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) forms reach the IPv4
+            // address they carry.
+            let [.., high, low] = segments;
+            let carried = Ipv4Addr::from((u32::from(high) << 16) | u32::from(low));
+            let carries_v4 =
+                v6.to_ipv4_mapped().is_some() || segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
+            (carries_v4 && is_link_local_or_metadata(IpAddr::V4(carried)))
+                || (segments[0] & 0xffc0) == 0xfe80
+                || METADATA_V6.contains(&v6)
+        }
+    }
 }
 
 /// `NAME=URL[,KEY]`.
@@ -115,11 +182,35 @@ fn base_url(url: &str) -> Result<String, RemoteError> {
             "'{url}' is not an address such as http://gpu-box:8000 (no user, query or spaces)"
         )));
     }
+    check_port(url, host)?;
     let mut base = format!("{scheme}://{}", rest.trim_end_matches('/'));
     if let Some(stripped) = base.strip_suffix("/v1") {
         base = stripped.to_owned();
     }
+    // The HTTP client must read it as an address too (a host it can name, digits in range).
+    if reqwest::Url::parse(&base).is_err() {
+        return Err(invalid(format!(
+            "'{url}' is not an address such as http://gpu-box:8000"
+        )));
+    }
     Ok(base)
+}
+
+/// The port written after the host (`host:port`, `[v6]:port`), if any, is 1 to 65535.
+fn check_port(url: &str, authority: &str) -> Result<(), RemoteError> {
+    let after_host = match authority.strip_prefix('[') {
+        Some(bracketed) => bracketed.split_once(']').map_or("", |(_, rest)| rest),
+        None => authority.find(':').map_or("", |at| &authority[at..]),
+    };
+    let Some(port) = after_host.strip_prefix(':') else {
+        return Ok(());
+    };
+    match port.parse::<u16>() {
+        Ok(1..) if port.bytes().all(|b| b.is_ascii_digit()) => Ok(()),
+        _ => Err(invalid(format!(
+            "'{url}' has the port '{port}': a port is a number from 1 to 65535"
+        ))),
+    }
 }
 
 fn invalid(message: String) -> RemoteError {
@@ -159,12 +250,70 @@ mod tests {
             "lab=http://h:1/?x=1",
             "lab=http://h:1,two words",
             "local=http://h:1",
+            "lab=http://h:99999",
+            "lab=http://h:0",
+            "lab=http://h:",
+            "lab=http://h:+80",
+            "lab=http://[::1]:70000",
+            "lab=http://h:8000:1",
         ] {
             let err = bad.parse::<RemoteSpec>().unwrap_err();
             assert_eq!(err.code(), "invalid_remote", "{bad}");
         }
         let long = format!("{}=http://h:1", "n".repeat(65));
         assert!(long.parse::<RemoteSpec>().is_err());
+    }
+
+    #[test]
+    fn ports_are_1_to_65535_and_said_so() {
+        let err = "lab=http://h:99999".parse::<RemoteSpec>().unwrap_err();
+        assert!(err.to_string().contains("1 to 65535"), "{err}");
+        for good in [
+            "lab=http://h:1",
+            "lab=http://h:65535",
+            "lab=http://[::1]:8000/v1",
+        ] {
+            good.parse::<RemoteSpec>().unwrap();
+        }
+    }
+
+    #[test]
+    fn link_local_and_metadata_addresses_need_the_allowance() {
+        let refuse = RemoteAccess::default();
+        let allow = RemoteAccess {
+            allow_link_local: true,
+        };
+        for url in [
+            "http://169.254.169.254/latest/meta-data",
+            "http://169.254.0.1:8000",
+            // The same address as a number and in hex, as HTTP clients read them.
+            "http://2852039166",
+            "http://0xa9fea9fe",
+            "http://[fe80::1]:8000",
+            "http://[::ffff:169.254.169.254]",
+            "http://[64:ff9b::a9fe:a9fe]",
+            "http://[fd00:ec2::254]",
+            "http://100.100.100.200",
+        ] {
+            let spec = RemoteSpec::new("lab", url, None).unwrap();
+            let err = spec.check_access(refuse).unwrap_err();
+            assert_eq!(err.code(), "invalid_remote", "{url}");
+            assert!(
+                err.to_string().contains("--allow-link-local-remotes"),
+                "{err}"
+            );
+            spec.check_access(allow).unwrap();
+        }
+        for url in [
+            "http://127.0.0.1:8080",
+            "http://10.0.0.2:8000",
+            "http://[::1]:8000",
+            "http://gpu-box:8000",
+            "https://api.example.com",
+        ] {
+            let spec = RemoteSpec::new("lab", url, None).unwrap();
+            spec.check_access(refuse).unwrap();
+        }
     }
 
     #[test]

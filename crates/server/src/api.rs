@@ -174,11 +174,20 @@ pub async fn set_tree(
     Ok(Json(playground.set_default_tree(body.tree)?))
 }
 
+/// Tunes the heads; the body must say `"confirm": true`, since tuning slows every generation
+/// for about a minute and an empty body is easily sent by mistake.
 #[tracing::instrument(skip_all)]
 pub async fn tune(
     State(playground): State<Playground>,
     JsonBody(body): JsonBody<TuneRequest>,
 ) -> Result<Json<engine::tuning::TuneReport>, ApiError> {
+    if body.confirm != Some(true) {
+        return Err(ApiError::bad_request(
+            "confirmation_required",
+            "tuning measures the model for about a minute and slows every generation meanwhile; \
+             send {\"confirm\": true} to start it",
+        ));
+    }
     Ok(Json(playground.tune(body).await?))
 }
 

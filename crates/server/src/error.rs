@@ -48,6 +48,7 @@ impl ApiError {
             ErrorKind::Conflict => StatusCode::CONFLICT,
             ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::TimedOut => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::Upstream => StatusCode::BAD_GATEWAY,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -80,8 +81,16 @@ impl From<StoreError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
+        // The server's own failures need an operator; a client's mistakes are the client's to
+        // read in the answer, and anyone can send many of them.
         if status.is_server_error() {
             tracing::error!(code = self.0.code, message = %self.0.message, "request failed");
+        } else {
+            tracing::debug!(
+                code = self.0.code,
+                status = status.as_u16(),
+                "request refused"
+            );
         }
         let mut response = (status, axum::Json(self.body())).into_response();
         if let Some(seconds) = self.0.retry_after_s {

@@ -2,24 +2,186 @@
 //! [`playground::event_socket`]). One task owns the socket's state: the generations it started
 //! and the status timer. Each generation forwards its events from a task of its own; closing the
 //! socket stops them, and their runs are recorded as cancelled.
+//!
+//! What waits to be written is bounded: a page that leaves more than [`MAX_UNREAD_BYTES`] unread
+//! (a tab that stopped reading, a client that never reads) has fallen behind and is cut off,
+//! with close code 1008 and the reason `lagged`, if it still takes that; its generations stop
+//! like those of a page that closed. Status updates are snapshots, so one waiting is enough: a
+//! later one is dropped meanwhile rather than queued behind it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
+use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use playground::event_socket::{StreamMessage, StreamRequest, MAX_STREAM_RUNS, STATUS_EVERY_MS};
 use playground::{AppError, ErrorBody, Playground, PlaygroundRequest};
 use tokio::sync::mpsc::{self, UnboundedSender};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tracing::Instrument;
 
 /// Largest message a page may send (a long conversation fits).
 const MAX_MESSAGE_BYTES: usize = 8 << 20;
+/// Bytes of messages a page may leave unread before it is cut off: many times what a page that
+/// reads ever has waiting, little beside the server's memory.
+const MAX_UNREAD_BYTES: usize = 4 << 20;
+/// Messages a page may leave unread, however small.
+const MAX_UNREAD_MESSAGES: usize = 4096;
+/// How long a page that fell behind gets to take the close frame.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// How long one message may wait for the page to take it: a page that reads nothing for so
+/// long holds a connection for nothing (status updates alone never fill the queue).
+const WRITE_STALL: Duration = Duration::from_secs(60);
+
+/// The page fell behind: it is being cut off.
+#[derive(Debug)]
+struct Lagged;
+
+/// A message serialized and waiting for the writer.
+struct Queued {
+    text: String,
+    status: bool,
+}
+
+/// The messages on their way to the page, bounded in bytes and in number.
+#[derive(Clone)]
+struct Outgoing {
+    queue: mpsc::Sender<Queued>,
+    shared: Arc<Backlog>,
+}
+
+/// What the senders and the writer both follow.
+struct Backlog {
+    unread: AtomicUsize,
+    /// A status update is waiting: the next ones are dropped until it is written.
+    status_waiting: AtomicBool,
+    lagged: watch::Sender<bool>,
+}
+
+impl Backlog {
+    fn fall_behind(&self, unread: usize) {
+        if !self.lagged.send_replace(true) {
+            tracing::warn!(
+                unread,
+                "event socket closed: the page does not read its events"
+            );
+        }
+    }
+
+    fn has_lagged(&self) -> bool {
+        *self.lagged.borrow()
+    }
+
+    /// Resolves once the page has fallen behind.
+    async fn lagged(&self) {
+        let mut lagged = self.lagged.subscribe();
+        let _ = lagged.wait_for(|lagged| *lagged).await;
+    }
+
+    /// `queued` left the queue.
+    fn taken(&self, queued: &Queued) {
+        self.unread.fetch_sub(queued.text.len(), Ordering::SeqCst);
+        if queued.status {
+            self.status_waiting.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Outgoing {
+    fn new() -> (Self, mpsc::Receiver<Queued>, Arc<Backlog>) {
+        let (queue, to_send) = mpsc::channel(MAX_UNREAD_MESSAGES);
+        let shared = Arc::new(Backlog {
+            unread: AtomicUsize::new(0),
+            status_waiting: AtomicBool::new(false),
+            lagged: watch::channel(false).0,
+        });
+        let outgoing = Self {
+            queue,
+            shared: shared.clone(),
+        };
+        (outgoing, to_send, shared)
+    }
+
+    /// Queues `message`; fails once the page has fallen behind (or is gone).
+    fn send(&self, message: &StreamMessage) -> Result<(), Lagged> {
+        let shared = &self.shared;
+        if shared.has_lagged() {
+            return Err(Lagged);
+        }
+        let status = matches!(message, StreamMessage::Status { .. });
+        if status && shared.status_waiting.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let text = serde_json::to_string(message).unwrap_or_default();
+        let unread = shared.unread.fetch_add(text.len(), Ordering::SeqCst) + text.len();
+        if unread > MAX_UNREAD_BYTES {
+            shared.fall_behind(unread);
+            return Err(Lagged);
+        }
+        match self.queue.try_send(Queued { text, status }) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                shared.fall_behind(unread);
+                Err(Lagged)
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Lagged),
+        }
+    }
+}
+
+/// Writes the queued messages until the queue closes or the page falls behind, then closes the
+/// socket (1008 `lagged` for a page that fell behind, if it still takes it).
+async fn write(
+    mut sink: SplitSink<WebSocket, Message>,
+    mut to_send: mpsc::Receiver<Queued>,
+    backlog: Arc<Backlog>,
+) {
+    loop {
+        let queued = tokio::select! {
+            biased;
+            () = backlog.lagged() => break,
+            queued = to_send.recv() => match queued {
+                Some(queued) => queued,
+                None => break,
+            },
+        };
+        backlog.taken(&queued);
+        // A page that stopped reading leaves this send waiting for ever: falling behind (the
+        // queue filled meanwhile) ends it.
+        let sent = tokio::select! {
+            sent = tokio::time::timeout(WRITE_STALL, sink.send(Message::Text(queued.text.into()))) => {
+                match sent {
+                    Ok(sent) => sent.is_ok(),
+                    Err(_) => {
+                        backlog.fall_behind(backlog.unread.load(Ordering::SeqCst));
+                        false
+                    }
+                }
+            }
+            () = backlog.lagged() => false,
+        };
+        if !sent {
+            break;
+        }
+    }
+    let (code, reason) = if backlog.has_lagged() {
+        (close_code::POLICY, "lagged")
+    } else {
+        (close_code::NORMAL, "")
+    };
+    let close = sink.send(Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    })));
+    let _ = tokio::time::timeout(CLOSE_WAIT, close).await;
+}
 
 pub async fn upgrade(State(playground): State<Playground>, socket: WebSocketUpgrade) -> Response {
     socket
@@ -40,27 +202,15 @@ struct Ended {
 
 #[tracing::instrument(name = "event_socket", skip_all)]
 async fn serve(playground: Playground, socket: WebSocket) {
-    let (mut sink, mut incoming) = socket.split();
-    let (outgoing, mut to_send) = mpsc::unbounded_channel::<StreamMessage>();
-    let writer = tokio::spawn(async move {
-        while let Some(message) = to_send.recv().await {
-            let text = serde_json::to_string(&message).unwrap_or_default();
-            if sink.send(Message::Text(text.into())).await.is_err() {
-                break;
-            }
-        }
-        let _ = sink
-            .send(Message::Close(Some(CloseFrame {
-                code: axum::extract::ws::close_code::NORMAL,
-                reason: "".into(),
-            })))
-            .await;
-    });
+    let (sink, mut incoming) = socket.split();
+    let (outgoing, to_send, backlog) = Outgoing::new();
+    let writer = tokio::spawn(write(sink, to_send, backlog.clone()));
     let (ended_tx, mut ended) = mpsc::unbounded_channel::<Ended>();
     let mut generations: HashMap<u32, Generation> = HashMap::new();
     let mut status: Option<Interval> = None;
     loop {
         tokio::select! {
+            () = backlog.lagged() => break,
             message = incoming.next() => {
                 let text = match message {
                     Some(Ok(Message::Text(text))) => text,
@@ -85,7 +235,7 @@ async fn serve(playground: Playground, socket: WebSocket) {
                         match refusal {
                             Some(message) => {
                                 let error = AppError::invalid_parameter(message).body();
-                                let _ = outgoing.send(StreamMessage::Refused { id, error });
+                                let _ = outgoing.send(&StreamMessage::Refused { id, error });
                             }
                             None => {
                                 let (cancel, cancelled) = oneshot::channel();
@@ -124,8 +274,11 @@ async fn serve(playground: Playground, socket: WebSocket) {
                 generations.remove(&id);
             }
             _ = tick(&mut status) => {
-                let info = Box::new(playground.info());
-                let _ = outgoing.send(StreamMessage::Status { info });
+                // One waiting is enough (see `Outgoing::send`): spare building another.
+                if !backlog.status_waiting.load(Ordering::SeqCst) {
+                    let info = Box::new(playground.info());
+                    let _ = outgoing.send(&StreamMessage::Status { info });
+                }
             }
         }
     }
@@ -147,9 +300,9 @@ async fn tick(status: &mut Option<Interval>) {
     }
 }
 
-fn refuse(outgoing: &UnboundedSender<StreamMessage>, message: impl Into<String>) {
+fn refuse(outgoing: &Outgoing, message: impl Into<String>) {
     let error = AppError::invalid_parameter(message).body();
-    let _ = outgoing.send(StreamMessage::Error { error });
+    let _ = outgoing.send(&StreamMessage::Error { error });
 }
 
 /// Starts the generation and forwards its events. A cancel before the run started drops it and
@@ -160,7 +313,7 @@ async fn generate(
     id: u32,
     request: Box<PlaygroundRequest>,
     mut cancelled: oneshot::Receiver<()>,
-    outgoing: UnboundedSender<StreamMessage>,
+    outgoing: Outgoing,
     ended: UnboundedSender<Ended>,
 ) {
     let started = tokio::select! {
@@ -173,10 +326,10 @@ async fn generate(
                 code: "cancelled".into(),
                 message: "cancelled before it started".into(),
             };
-            let _ = outgoing.send(StreamMessage::Refused { id, error });
+            let _ = outgoing.send(&StreamMessage::Refused { id, error });
         }
         Some(Err(err)) => {
-            let _ = outgoing.send(StreamMessage::Refused {
+            let _ = outgoing.send(&StreamMessage::Refused {
                 id,
                 error: err.body(),
             });
@@ -188,7 +341,8 @@ async fn generate(
                 tokio::select! {
                     event = events.next() => match event {
                         Some(event) => {
-                            if outgoing.send(StreamMessage::Run { id, event }).is_err() {
+                            let message = StreamMessage::Run { id, event: Box::new(event) };
+                            if outgoing.send(&message).is_err() {
                                 break;
                             }
                         }

@@ -67,6 +67,13 @@ async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let mut seen = 0usize;
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|err| {
+            if crate::listener::is_body_deadline(&err) {
+                return ApiError(AppError::new(
+                    ErrorKind::TimedOut,
+                    "body_timeout",
+                    format!("{err}; send it faster, or a smaller one"),
+                ));
+            }
             ApiError::bad_request("invalid_body", format!("could not read the body: {err}"))
         })?;
         seen = seen.saturating_add(chunk.len());

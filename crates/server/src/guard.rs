@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, Method};
+use axum::http::{header, HeaderMap, Method, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use playground::{AppError, ErrorKind};
@@ -98,7 +98,12 @@ pub async fn guard(
     next: Next,
 ) -> Response {
     let refused = |err: &AppError| {
-        tracing::warn!(code = err.code, method = %request.method(), uri = %request.uri(), "request refused");
+        tracing::warn!(
+            code = err.code,
+            method = %request.method(),
+            uri = %loggable_uri(request.uri()),
+            "request refused"
+        );
     };
     if let Err(err) = policy.check(request.method(), request.headers()) {
         refused(&err);
@@ -142,6 +147,15 @@ pub fn cors(policy: &AccessPolicy) -> Option<CorsLayer> {
             .allow_methods([Method::GET, Method::POST])
             .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
     })
+}
+
+/// A request's path for logs, its query string (which may carry the key, `?token=KEY`, or
+/// other secrets a client put there) replaced by `?…`.
+pub(crate) fn loggable_uri(uri: &Uri) -> String {
+    match uri.query() {
+        Some(_) => format!("{}?…", uri.path()),
+        None => uri.path().to_owned(),
+    }
 }
 
 /// A WebSocket is opened with a GET, and browsers let any page open one to any host: its
@@ -217,6 +231,15 @@ mod tests {
             .check(&method, &headers(host, origin))
             .err()
             .map(|e| e.code)
+    }
+
+    #[test]
+    fn logged_uris_leave_the_query_out() {
+        let uri: Uri = "/api/generate?token=0123456789abcdef-key&x=1"
+            .parse()
+            .unwrap();
+        assert_eq!(loggable_uri(&uri), "/api/generate?…");
+        assert_eq!(loggable_uri(&"/health".parse().unwrap()), "/health");
     }
 
     #[test]

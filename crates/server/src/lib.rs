@@ -32,7 +32,6 @@ use metrics::RequestCounts;
 use playground::Playground;
 use tokio::net::TcpListener;
 use tower_http::services::{ServeDir, ServeFile};
-use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use auth::ApiKey;
@@ -171,8 +170,19 @@ pub fn router_with_ui(
         .layer(axum::middleware::map_response(
             headers::add_security_headers,
         ))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .with_state(state)
+}
+
+/// The span of a request, as tower-http's default one but with the query string left out: it can
+/// hold the API key (`?token=`).
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    tracing::debug_span!(
+        "request",
+        method = %request.method(),
+        uri = %guard::loggable_uri(request.uri()),
+        version = ?request.version(),
+    )
 }
 
 /// A bound listener with its router, not yet serving.
@@ -188,8 +198,8 @@ impl Server {
         let listener = TcpListener::bind(&address)
             .await
             .map_err(|source| ServerError::Bind { address, source })?;
-        let router = router_with_ui(playground, config.ui_dir.as_deref(), config.access.clone())
-            .layer(RequestBodyTimeoutLayer::new(config.limits.body_timeout));
+        // The listener holds bodies to their deadline (see `listener`).
+        let router = router_with_ui(playground, config.ui_dir.as_deref(), config.access.clone());
         Ok(Self {
             listener,
             router,

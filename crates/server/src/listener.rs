@@ -1,27 +1,63 @@
-//! Accepting connections with limits, so that slow or idle clients cannot hold the server: a
-//! request's headers must arrive within [`ConnectionLimits::header_timeout`] (hyper's own
-//! timer), its body within [`ConnectionLimits::body_timeout`] (tower-http's), and at most
-//! [`ConnectionLimits::max_connections`] connections are served at once (the next ones wait in
-//! the listen backlog).
+//! Accepting connections so that hostile clients cannot hold the server:
+//! - a connection must deliver its first request's head within
+//!   [`ConnectionLimits::header_timeout`] of being accepted, its first byte included (hyper's own
+//!   HTTP/1 timer only starts once the first bytes have told HTTP/1 from HTTP/2, and HTTP/2 has
+//!   none); later heads on a kept-alive HTTP/1 connection get as long again (hyper's timer);
+//! - a request body must arrive whole within [`ConnectionLimits::body_timeout`] of its head (a
+//!   total: tower-http's body timeout restarts at every chunk, so a byte now and then held it);
+//! - HTTP/2 connections are pinged, and closed after [`ConnectionLimits::idle_timeout`] without a
+//!   request in flight;
+//! - at most [`ConnectionLimits::max_connections`] connections are held, at most
+//!   [`ConnectionLimits::max_connections_per_client`] of them by one client. A connection beyond a
+//!   cap takes the place of one that serves nothing (no request in flight; first those that never
+//!   sent a request head), so an attacker's idle connections cannot lock anyone out; when every
+//!   held connection is busy, the new one is closed at once rather than left in the listen
+//!   backlog.
+//!
+//! A connection's place is held by its socket, so a WebSocket keeps it after the upgrade.
 
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
 use std::future::Future;
-use std::sync::Arc;
+use std::io;
+use std::net::{IpAddr, Ipv6Addr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::Request;
+use axum::response::Response;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::GracefulConnection;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::time::{Instant, Sleep};
 
 /// How long and how many clients may hold the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
+    /// From accepting a connection to the end of its first request's head (HTTP/1 or HTTP/2);
+    /// on a kept-alive HTTP/1 connection, from one answer to the end of the next head.
     pub header_timeout: Duration,
+    /// A request's whole body, counted from the end of its head.
     pub body_timeout: Duration,
+    /// How long a connection that served a request stays open without one in flight (HTTP/2's
+    /// limit; an HTTP/1 connection waiting for its next head is held to `header_timeout` too).
+    pub idle_timeout: Duration,
+    /// How often HTTP/2 connections are pinged; one whose peer does not answer within as long
+    /// again is closed.
+    pub keep_alive_interval: Duration,
+    /// Connections held at once.
     pub max_connections: usize,
+    /// Connections one client (an IPv4 address, or an IPv6 /64 network) holds at once.
+    pub max_connections_per_client: usize,
 }
 
 impl Default for ConnectionLimits {
@@ -29,10 +65,20 @@ impl Default for ConnectionLimits {
         Self {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+            keep_alive_interval: Duration::from_secs(20),
             max_connections: 512,
+            // Above the engine's default queue and slots, so one client's own load never meets
+            // it; a quarter of the whole, so one address never holds everything busy.
+            max_connections_per_client: 128,
         }
     }
 }
+
+/// A request body did not arrive whole within [`ConnectionLimits::body_timeout`].
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive whole within {} s", .0.as_secs_f64())]
+pub(crate) struct BodyDeadline(Duration);
 
 /// Serves `router` on `listener` until `shutdown` completes, then lets open requests finish.
 pub(crate) async fn serve(
@@ -41,20 +87,22 @@ pub(crate) async fn serve(
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
 ) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let graceful = GracefulShutdown::new();
+    let registry = Arc::new(Registry::new(limits));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(limits.keep_alive_interval))
+        .keep_alive_timeout(limits.keep_alive_interval);
+    // Every connection task holds a sender; once all are dropped, every connection has ended.
+    let (running, mut all_ended) = mpsc::channel::<()>(1);
+    let (stopping, stop) = watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot,
-            () = &mut shutdown => break,
-        };
-        let Ok(slot) = slot else { break };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -67,18 +115,624 @@ pub(crate) async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let service = TowerToHyperService::new(router.clone());
+        let accepted_at = Instant::now();
+        let client = ClientId::of(peer.ip());
+        let Some(admitted) = registry.admit(client) else {
+            // Every place is busy with requests: closing now tells the client at once, where
+            // the backlog would keep it waiting for a place.
+            tracing::debug!(%peer, "connection refused: every place is busy");
+            drop(stream);
+            continue;
+        };
+        let Admitted {
+            slot,
+            state,
+            evicted,
+        } = admitted;
+        let service = TowerToHyperService::new(ConnService {
+            router: router.clone(),
+            state: state.clone(),
+            body_timeout: limits.body_timeout,
+        });
+        let io = TokioIo::new(Held {
+            stream,
+            _slot: slot,
+        });
         let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .serve_connection_with_upgrades(io, service)
             .into_owned();
-        let connection = graceful.watch(connection);
+        let watch = Watch {
+            state,
+            evicted,
+            stop: stop.clone(),
+            limits,
+            accepted_at,
+        };
+        let running = running.clone();
+        let registry = registry.clone();
         tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::debug!(%peer, %err, "connection ended with an error");
-            }
-            drop(slot);
+            let id = watch.state.id;
+            watch.drive(connection).await;
+            // An upgraded connection still holds its place, but no longer through hyper.
+            registry.unwatched(id);
+            tracing::trace!(%peer, "connection ended");
+            drop(running);
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    stopping.send_replace(true);
+    drop(running);
+    let _ = all_ended.recv().await;
+}
+
+/// Who a connection counts against: its IPv4 address, or the /64 network of its IPv6 address
+/// (one host commonly has a whole /64 to pick addresses from).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct ClientId(IpAddr);
+
+impl ClientId {
+    fn of(ip: IpAddr) -> Self {
+        match ip.to_canonical() {
+            IpAddr::V4(v4) => Self(IpAddr::V4(v4)),
+            IpAddr::V6(v6) => {
+                let network = u128::from(v6) & !((1u128 << 64) - 1);
+                Self(IpAddr::V6(Ipv6Addr::from(network)))
+            }
+        }
+    }
+}
+
+/// What a connection's task and its requests share.
+struct ConnState {
+    id: u64,
+    /// Requests whose answers are not done yet.
+    in_flight: AtomicUsize,
+    /// Whether a request head has arrived.
+    served: AtomicBool,
+    /// Since when no request has been in flight.
+    idle_since: Mutex<Instant>,
+    /// A body ran past its deadline: close once its answer is out.
+    close: AtomicBool,
+    /// Wakes the connection's task to look at the above again.
+    wake: Notify,
+}
+
+impl ConnState {
+    fn new(id: u64) -> Self {
+        Self {
+            id,
+            in_flight: AtomicUsize::new(0),
+            served: AtomicBool::new(false),
+            idle_since: Mutex::new(Instant::now()),
+            close: AtomicBool::new(false),
+            wake: Notify::new(),
+        }
+    }
+
+    fn idle_since(&self) -> Instant {
+        *self
+            .idle_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn begin_request(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.served.store(true, Ordering::SeqCst);
+        InFlight(self.clone())
+    }
+}
+
+/// A request in flight; dropped when its answer is done (or abandoned).
+struct InFlight(Arc<ConnState>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let state = &self.0;
+        if state.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            *state
+                .idle_since
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+            state.wake.notify_one();
+        }
+    }
+}
+
+/// The connections held, by client.
+struct Registry {
+    limits: ConnectionLimits,
+    inner: Mutex<Table>,
+}
+
+/// The registry's table, in order of acceptance.
+#[derive(Default)]
+struct Table {
+    next_id: u64,
+    open: BTreeMap<u64, Entry>,
+    per_client: HashMap<ClientId, usize>,
+}
+
+struct Entry {
+    client: ClientId,
+    state: Arc<ConnState>,
+    /// Closes the connection while hyper serves it; gone once it ended or was upgraded.
+    evict: Option<oneshot::Sender<()>>,
+}
+
+/// A connection let in: its place, its shared state, and the signal that it must make room.
+struct Admitted {
+    slot: Slot,
+    state: Arc<ConnState>,
+    evicted: oneshot::Receiver<()>,
+}
+
+impl Registry {
+    fn new(limits: ConnectionLimits) -> Self {
+        Self {
+            limits,
+            inner: Mutex::default(),
+        }
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A place for a new connection of `client`, made by closing one that serves nothing when
+    /// a cap is reached; none when every connection in the way is busy.
+    fn admit(self: &Arc<Self>, client: ClientId) -> Option<Admitted> {
+        let mut table = self.table();
+        let client_full = table.per_client.get(&client).copied().unwrap_or(0)
+            >= self.limits.max_connections_per_client.max(1);
+        let all_full = table.open.len() >= self.limits.max_connections.max(1);
+        if client_full || all_full {
+            // The client's own when it holds its share (so that it makes room for itself, not
+            // at others' cost), else anyone's.
+            let victim = table.victim(client_full.then_some(client))?;
+            if let Some(entry) = table.remove(victim) {
+                if let Some(evict) = entry.evict {
+                    let _ = evict.send(());
+                }
+            }
+        }
+        let id = table.next_id;
+        table.next_id += 1;
+        let state = Arc::new(ConnState::new(id));
+        let (evict, evicted) = oneshot::channel();
+        table.open.insert(
+            id,
+            Entry {
+                client,
+                state: state.clone(),
+                evict: Some(evict),
+            },
+        );
+        *table.per_client.entry(client).or_default() += 1;
+        Some(Admitted {
+            slot: Slot {
+                registry: self.clone(),
+                id,
+            },
+            state,
+            evicted,
+        })
+    }
+
+    /// Hyper no longer serves connection `id` (it ended, or was upgraded and still holds its
+    /// place): it can no longer be closed to make room.
+    fn unwatched(&self, id: u64) {
+        if let Some(entry) = self.table().open.get_mut(&id) {
+            entry.evict = None;
+        }
+    }
+}
+
+impl Table {
+    /// The connection to close to make room (of `client` only, when given): the oldest that
+    /// never sent a request head, else the one idle the longest; never one with a request in
+    /// flight.
+    fn victim(&self, client: Option<ClientId>) -> Option<u64> {
+        let candidates = self.open.iter().filter(|(_, entry)| {
+            entry.evict.is_some()
+                && client.is_none_or(|c| c == entry.client)
+                && entry.state.in_flight.load(Ordering::SeqCst) == 0
+        });
+        let mut idle_longest: Option<(Instant, u64)> = None;
+        for (&id, entry) in candidates {
+            if !entry.state.served.load(Ordering::SeqCst) {
+                return Some(id);
+            }
+            let since = entry.state.idle_since();
+            if idle_longest.is_none_or(|(oldest, _)| since < oldest) {
+                idle_longest = Some((since, id));
+            }
+        }
+        idle_longest.map(|(_, id)| id)
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Entry> {
+        let entry = self.open.remove(&id)?;
+        if let Some(count) = self.per_client.get_mut(&entry.client) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_client.remove(&entry.client);
+            }
+        }
+        Some(entry)
+    }
+}
+
+/// A connection's place, given back when its socket closes.
+struct Slot {
+    registry: Arc<Registry>,
+    id: u64,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.registry.table().remove(self.id);
+    }
+}
+
+/// The socket with its place: whoever holds the socket (hyper, or an upgraded WebSocket) holds
+/// the place.
+struct Held {
+    stream: TcpStream,
+    _slot: Slot,
+}
+
+impl AsyncRead for Held {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Held {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// Watches one connection while hyper serves it: its deadlines, eviction and shutdown.
+struct Watch {
+    state: Arc<ConnState>,
+    evicted: oneshot::Receiver<()>,
+    stop: watch::Receiver<bool>,
+    limits: ConnectionLimits,
+    accepted_at: Instant,
+}
+
+impl Watch {
+    async fn drive<C>(mut self, connection: C)
+    where
+        C: GracefulConnection,
+        C::Error: std::fmt::Display,
+    {
+        let mut connection = std::pin::pin!(connection);
+        // Set once the connection was asked to close: by then it must be gone.
+        let mut close_by: Option<Instant> = None;
+        // Server shutdown lets requests finish, however long they take.
+        let mut stopping = false;
+        let mut watching_eviction = true;
+        let state = self.state.clone();
+        loop {
+            // A connection that never sent a head is dropped at its deadline even while the
+            // server stops, so that it cannot hold the shutdown up.
+            let deadline = if close_by.is_some() {
+                close_by
+            } else if !state.served.load(Ordering::SeqCst) {
+                Some(self.accepted_at + self.limits.header_timeout)
+            } else if stopping {
+                None
+            } else if state.in_flight.load(Ordering::SeqCst) == 0 {
+                Some(state.idle_since() + self.limits.idle_timeout)
+            } else {
+                None
+            };
+            let close_requested =
+                !stopping && close_by.is_none() && state.close.load(Ordering::SeqCst);
+            if close_requested {
+                // A body ran past its deadline: its 408 goes out, then the connection closes.
+                connection.as_mut().graceful_shutdown();
+                close_by = Some(Instant::now() + self.limits.header_timeout);
+                continue;
+            }
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(err) = result {
+                        tracing::debug!(%err, "connection ended with an error");
+                    }
+                    return;
+                }
+                evicted = &mut self.evicted, if watching_eviction => {
+                    if evicted.is_ok() {
+                        tracing::debug!("connection closed to make room for another");
+                        return;
+                    }
+                    // The registry let go of it: nothing will ask any more.
+                    watching_eviction = false;
+                }
+                () = state.wake.notified() => {}
+                // A dropped sender means the server is going away too.
+                _ = self.stop.changed(), if !stopping => {
+                    stopping = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+                () = sleep_until(deadline) => {
+                    if close_by.is_some() {
+                        return;
+                    }
+                    if !state.served.load(Ordering::SeqCst) {
+                        // Nothing to answer: a silent client, or one that never finished a head.
+                        tracing::debug!("no request head in time: connection closed");
+                        return;
+                    }
+                    let idle = !stopping
+                        && state.in_flight.load(Ordering::SeqCst) == 0
+                        && state.idle_since() + self.limits.idle_timeout <= Instant::now();
+                    if idle {
+                        connection.as_mut().graceful_shutdown();
+                        close_by = Some(Instant::now() + self.limits.header_timeout);
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The router as one connection serves it: each request is counted in flight until its answer
+/// is done, and its body must arrive whole by its deadline.
+#[derive(Clone)]
+struct ConnService {
+    router: Router,
+    state: Arc<ConnState>,
+    body_timeout: Duration,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<B> tower_service::Service<axum::http::Request<B>> for ConnService
+where
+    B: HttpBody<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: axum::http::Request<B>) -> Self::Future {
+        let in_flight = self.state.begin_request();
+        let (parts, body) = request.into_parts();
+        // An HTTP/1 connection cannot go on past a body it did not read whole; an HTTP/2 one
+        // drops that stream only, and its other streams are not the slow client's.
+        let close_on_expiry = parts.version < axum::http::Version::HTTP_2;
+        let body = DeadlineBody {
+            inner: body,
+            deadline: Box::pin(tokio::time::sleep(self.body_timeout)),
+            timeout: self.body_timeout,
+            state: close_on_expiry.then(|| self.state.clone()),
+            expired: false,
+        };
+        let request = Request::from_parts(parts, Body::new(body));
+        let answer = tower_service::Service::call(&mut self.router, request);
+        Box::pin(async move {
+            let response = answer.await?;
+            Ok(response.map(|body| {
+                Body::new(Tracked {
+                    inner: body,
+                    _in_flight: in_flight,
+                })
+            }))
+        })
+    }
+}
+
+/// A request body that fails once its deadline passes, however it trickles in.
+struct DeadlineBody<B> {
+    inner: B,
+    deadline: Pin<Box<Sleep>>,
+    timeout: Duration,
+    /// The connection to close once the answer is out, when the deadline passes.
+    state: Option<Arc<ConnState>>,
+    expired: bool,
+}
+
+impl<B> HttpBody for DeadlineBody<B>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if self.expired {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            self.expired = true;
+            if let Some(state) = &self.state {
+                state.close.store(true, Ordering::SeqCst);
+                state.wake.notify_one();
+            }
+            return Poll::Ready(Some(Err(Box::new(BodyDeadline(self.timeout)))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.expired || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// An answer body that keeps its request counted in flight until it is done or dropped.
+struct Tracked {
+    inner: Body,
+    _in_flight: InFlight,
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Whether reading a body failed because it ran past its deadline.
+pub(crate) fn is_body_deadline(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(err) = cause {
+        if err.is::<BodyDeadline>() {
+            return true;
+        }
+        cause = err.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(total: usize, per_client: usize) -> Arc<Registry> {
+        Arc::new(Registry::new(ConnectionLimits {
+            max_connections: total,
+            max_connections_per_client: per_client,
+            ..ConnectionLimits::default()
+        }))
+    }
+
+    fn client(last: u8) -> ClientId {
+        ClientId::of(IpAddr::from([10, 0, 0, last]))
+    }
+
+    #[test]
+    fn ipv6_clients_count_by_network() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(ClientId::of(a), ClientId::of(b));
+        assert_ne!(ClientId::of(a), ClientId::of(c));
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(ClientId::of(mapped), client(1));
+    }
+
+    #[test]
+    fn a_client_at_its_cap_makes_room_with_its_own_idle_connections() {
+        let registry = registry(10, 2);
+        let first = registry.admit(client(1)).unwrap();
+        let second = registry.admit(client(1)).unwrap();
+        let other = registry.admit(client(2)).unwrap();
+        // Both of client 1's connections are silent: the oldest makes room.
+        let mut third = registry.admit(client(1)).unwrap();
+        let mut first_evicted = first.evicted;
+        assert!(first_evicted.try_recv().is_ok());
+        let mut second_evicted = second.evicted;
+        assert!(second_evicted.try_recv().is_err());
+        let mut other_evicted = other.evicted;
+        assert!(other_evicted.try_recv().is_err());
+        // Busy connections are never closed: with both busy, the next one is refused.
+        let _busy = (second.state.begin_request(), third.state.begin_request());
+        assert!(registry.admit(client(1)).is_none());
+        assert!(third.evicted.try_recv().is_err());
+        // Another client is not affected.
+        assert!(registry.admit(client(3)).is_some());
+    }
+
+    #[test]
+    fn a_full_server_closes_silent_connections_before_idle_ones() {
+        let registry = registry(3, 3);
+        let idle = registry.admit(client(1)).unwrap();
+        drop(idle.state.begin_request());
+        let silent = registry.admit(client(2)).unwrap();
+        let busy = registry.admit(client(3)).unwrap();
+        let _request = busy.state.begin_request();
+        let new = registry.admit(client(4)).unwrap();
+        let (mut idle_evicted, mut silent_evicted) = (idle.evicted, silent.evicted);
+        assert!(silent_evicted.try_recv().is_ok());
+        assert!(idle_evicted.try_recv().is_err());
+        // Of two idle connections, the one idle the longest makes room.
+        std::thread::sleep(Duration::from_millis(5));
+        drop(new.state.begin_request());
+        let _newer = registry.admit(client(5)).unwrap();
+        assert!(idle_evicted.try_recv().is_ok());
+        let mut new_evicted = new.evicted;
+        assert!(new_evicted.try_recv().is_err());
+        assert_eq!(registry.table().open.len(), 3);
+    }
+
+    #[test]
+    fn places_are_given_back_when_sockets_close() {
+        let registry = registry(1, 1);
+        let held = registry.admit(client(1)).unwrap();
+        // Upgraded: still held, but no longer closable.
+        registry.unwatched(held.state.id);
+        assert!(registry.admit(client(2)).is_none());
+        drop(held.slot);
+        assert!(registry.admit(client(2)).is_some());
+        assert!(!registry.table().per_client.contains_key(&client(1)));
+    }
 }

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use playground::runs::{self, RunHandle};
-use playground::{CheckedRequest, DraftFields, Playground};
+use playground::{AppError, DraftFields, ErrorKind, Playground};
 
 use crate::error::ApiError;
 use crate::extract::JsonBody;
@@ -27,6 +27,10 @@ use crate::sampling::SamplingFields;
 /// Sampling and stopping fields shared by both completion endpoints.
 #[derive(Debug, Default, Deserialize)]
 pub struct Common {
+    /// The model served here (its name in `/v1/models`) or a remote engine's name; none or
+    /// empty means the model served here.
+    #[serde(default)]
+    model: Option<String>,
     #[serde(default)]
     max_tokens: Option<u32>,
     #[serde(default)]
@@ -66,8 +70,70 @@ pub struct StreamOptions {
     include_usage: bool,
 }
 
+/// Tokens a remote engine's run may generate when the request sets no limit: its context is
+/// not known here.
+const REMOTE_MAX_TOKENS: u32 = 4096;
+
+/// Where a request runs.
+enum Target {
+    Local,
+    /// A remote engine (by name) and its model.
+    Remote {
+        engine: String,
+        model: String,
+    },
+}
+
 impl Common {
-    fn request(&self, playground: &Playground, prompt: Prompt) -> Result<CheckedRequest, ApiError> {
+    /// Where `model` says to run: the model served here when it names it (or nothing), a
+    /// remote engine when it names one; any other name is 404 `model_not_found`, as with
+    /// OpenAI, rather than an answer from another model than asked.
+    async fn target(&self, playground: &Playground) -> Result<Target, ApiError> {
+        let Some(name) = self
+            .model
+            .as_deref()
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+        else {
+            return Ok(Target::Local);
+        };
+        let local = playground.model();
+        if local
+            .as_ref()
+            .is_ok_and(|model| model.engine.info().name == name)
+        {
+            return Ok(Target::Local);
+        }
+        let remotes = playground.remotes().list();
+        if remotes.iter().any(|remote| remote.name == name) {
+            let (_, model) = playground.remotes().target(name, None).await?;
+            return Ok(Target::Remote {
+                engine: name.to_owned(),
+                model,
+            });
+        }
+        // While no model is loaded, say so rather than that the name is unknown.
+        let served = local?.engine.info().name.clone();
+        let mut message = format!(
+            "the model {name:?} does not exist here: this server serves {served:?} (see /v1/models)"
+        );
+        if !remotes.is_empty() {
+            let names: Vec<_> = remotes.iter().map(|r| format!("{:?}", r.name)).collect();
+            message.push_str(&format!(", and the remote engines {}", names.join(", ")));
+        }
+        Err(ApiError(AppError::new(
+            ErrorKind::NotFound,
+            "model_not_found",
+            message,
+        )))
+    }
+
+    /// The request, with no token limit but `default_max_tokens` unless one is given.
+    fn request(
+        &self,
+        prompt: Prompt,
+        default_max_tokens: u32,
+    ) -> Result<GenerateRequest, ApiError> {
         if let Some(n) = self.n.filter(|&n| n != 1) {
             return Err(ApiError::invalid_parameter(format!(
                 "n must be 1 (one choice per request), got {n}"
@@ -83,18 +149,44 @@ impl Common {
             Some(StopField::One(s)) => vec![s.clone()],
             Some(StopField::Many(list)) => list.clone(),
         };
-        // Without a limit the run may fill its context, as with OpenAI.
         let max_tokens = self
             .max_completion_tokens
             .or(self.max_tokens)
-            .unwrap_or(playground.model()?.engine.info().n_ctx);
+            .unwrap_or(default_max_tokens);
         let mut request = GenerateRequest::new(prompt, max_tokens)
             .with_sampling(sampling)
             .with_stop(stop)
             .with_mode(mode)
             .with_draft(self.draft.policy(mode)?);
         request.cache_prompt = self.cache_prompt.unwrap_or(true);
-        Ok(playground.check(request)?)
+        Ok(request)
+    }
+
+    /// Starts the run where `model` says, and the envelope its answer goes in.
+    async fn start(
+        &self,
+        playground: &Playground,
+        flavor: Flavor,
+        prompt: Prompt,
+    ) -> Result<(RunHandle, Envelope), ApiError> {
+        let include_usage = self.include_usage();
+        match self.target(playground).await? {
+            Target::Local => {
+                let local = playground.model()?;
+                let (model, n_ctx) = (local.engine.info().name.clone(), local.engine.info().n_ctx);
+                // Without a limit the run may fill its context, as with OpenAI.
+                let request = playground.check(self.request(prompt, n_ctx)?)?;
+                let handle = runs::start(playground, request, None).await?;
+                Ok((handle, Envelope::new(flavor, model, include_usage)))
+            }
+            Target::Remote { engine, model } => {
+                let request = self.request(prompt, REMOTE_MAX_TOKENS)?;
+                let handle =
+                    runs::start_remote(playground, &engine, Some(model.clone()), request, None)
+                        .await?;
+                Ok((handle, Envelope::new(flavor, model, include_usage)))
+            }
+        }
     }
 
     fn streamed(&self) -> bool {
@@ -196,7 +288,7 @@ struct Envelope {
 }
 
 impl Envelope {
-    fn new(playground: &Playground, flavor: Flavor, include_usage: bool) -> Self {
+    fn new(flavor: Flavor, model: String, include_usage: bool) -> Self {
         let prefix = match flavor {
             Flavor::Chat => "chatcmpl",
             Flavor::Completion => "cmpl",
@@ -205,10 +297,7 @@ impl Envelope {
             flavor,
             id: format!("{prefix}-{}", uuid::Uuid::new_v4().simple()),
             created: chrono::Utc::now().timestamp(),
-            model: playground
-                .model()
-                .map(|m| m.engine.info().name.clone())
-                .unwrap_or_default(),
+            model,
             include_usage,
         }
     }
@@ -322,9 +411,11 @@ pub async fn chat_completions(
     JsonBody(body): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let messages = chat_messages(&body.messages)?;
-    let request = body.common.request(&playground, Prompt::Chat(messages))?;
-    let envelope = Envelope::new(&playground, Flavor::Chat, body.common.include_usage());
-    complete(&playground, request, envelope, body.common.streamed()).await
+    let (handle, envelope) = body
+        .common
+        .start(&playground, Flavor::Chat, Prompt::Chat(messages))
+        .await?;
+    complete(handle, envelope, body.common.streamed()).await
 }
 
 #[tracing::instrument(skip_all)]
@@ -343,18 +434,18 @@ pub async fn completions(
             )))
         }
     };
-    let request = body.common.request(&playground, Prompt::Text(prompt))?;
-    let envelope = Envelope::new(&playground, Flavor::Completion, body.common.include_usage());
-    complete(&playground, request, envelope, body.common.streamed()).await
+    let (handle, envelope) = body
+        .common
+        .start(&playground, Flavor::Completion, Prompt::Text(prompt))
+        .await?;
+    complete(handle, envelope, body.common.streamed()).await
 }
 
 async fn complete(
-    playground: &Playground,
-    request: CheckedRequest,
+    mut handle: RunHandle,
     envelope: Envelope,
     streamed: bool,
 ) -> Result<Response, ApiError> {
-    let mut handle = runs::start(playground, request, None).await?;
     if !streamed {
         let run = handle.collect().await?;
         return Ok(Json(envelope.answer(&run)).into_response());

@@ -127,21 +127,28 @@ fn seed_api_generates_and_compares() {
         409,
         "no_medusa_heads",
     );
-    assert_error(post("/api/tune", &json!({})), 409, "no_medusa_heads");
+    assert_error(
+        post("/api/tune", &json!({"confirm": true})),
+        409,
+        "no_medusa_heads",
+    );
 }
 
 #[test]
 fn chat_completions_answer_whole_and_streamed() {
+    // The model's name from /v1/models, as OpenAI clients send it; an unknown one is 404.
+    let model = get("/v1/models").1["data"][0]["id"].clone();
     let (status, answer) = post(
         "/v1/chat/completions",
         &json!({
-            "model": "anything",
+            "model": model,
             "messages": [{"role": "user", "content": "What is the capital of France?"}],
             "max_tokens": 6, "temperature": 0, "stop": "\n\n"
         }),
     );
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["object"], "chat.completion");
+    assert_eq!(answer["model"], model);
     let choice = &answer["choices"][0];
     assert_eq!(choice["message"]["role"], "assistant");
     assert!(choice["message"]["content"].is_string());

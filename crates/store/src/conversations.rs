@@ -11,6 +11,7 @@ use sqlx::{Row, SqliteConnection};
 use crate::codec::{decode_time, encode_time};
 use crate::db::Store;
 use crate::error::{Result, StoreError};
+use crate::filter::check_search_text;
 use crate::records::{MessageRecord, PromptRecord};
 use crate::runs::match_expression;
 
@@ -114,6 +115,9 @@ impl Store {
             return Err(StoreError::invalid(format!(
                 "limit must be between 1 and {MAX_CONVERSATIONS_LISTED}"
             )));
+        }
+        if let Some(text) = search {
+            check_search_text("search", text)?;
         }
         let search = search.map(str::trim).filter(|s| !s.is_empty());
         let matched = search.and_then(match_expression);

@@ -32,6 +32,9 @@ pub struct Store {
     page_limit: Arc<AtomicU64>,
 }
 
+/// The application's directory under the user's data directory.
+const APP_DIR: &str = "medusa-playground";
+
 /// SQLite's largest `max_page_count`: no limit.
 const UNLIMITED_PAGES: u64 = 4_294_967_294;
 
@@ -45,12 +48,15 @@ impl Store {
     ///
     /// Runs still marked `running` were left by a process that ended mid-run: they become
     /// `interrupted`. This assumes one process writes the history at a time.
+    ///
+    /// The history is the user's alone: a directory created for it is 0700 (and so is the
+    /// application's own data directory, whatever it was), the database and its WAL and
+    /// shared-memory files 0600, made so again at every open.
     #[tracing::instrument(level = "debug", skip_all, fields(path = %path.as_ref().display()), err)]
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            tokio::fs::create_dir_all(parent).await?;
-        }
+        let app_dir = dirs::data_dir().map(|dir| dir.join(APP_DIR));
+        prepare_private(&path, app_dir.as_deref())?;
         let options = SqliteConnectOptions::new()
             .filename(&path)
             .create_if_missing(true)
@@ -75,6 +81,8 @@ impl Store {
             .connect_with(options)
             .await?;
         sqlx::migrate!("../../migrations").run(&pool).await?;
+        // SQLite gives its WAL and shared-memory files the database's mode; this makes sure of it.
+        restrict_files(&path);
 
         let interrupted =
             sqlx::query("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
@@ -170,12 +178,99 @@ async fn apply_page_limit(conn: &mut sqlx::SqliteConnection, pages: u64) -> sqlx
     Ok(())
 }
 
+/// Makes the place of the database at `path` private before SQLite opens it: a missing
+/// directory is created 0700 (and `app_dir`, the application's own, is made 0700 if it is the
+/// one), and a missing database is created empty (a valid SQLite file) with mode 0600, since
+/// SQLite would create it 0644 and give its WAL and shared-memory files the same mode.
+fn prepare_private(path: &Path, app_dir: Option<&Path>) -> Result<()> {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        if let Some(parent) = parent {
+            if parent.exists() {
+                if app_dir == Some(parent) {
+                    restrict(parent);
+                }
+            } else {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(parent)?;
+            }
+        }
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path);
+        match created {
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => restrict_files(path),
+            Err(err) => return Err(err.into()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = app_dir;
+        if let Some(parent) = parent {
+            std::fs::create_dir_all(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// The database's files (the database, its WAL and its shared memory): those that exist made
+/// readable by the owner only.
+fn restrict_files(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let file = PathBuf::from(name);
+        if file.exists() {
+            restrict(&file);
+        }
+    }
+}
+
+/// Takes every permission of group and others off `path` (0644 becomes 0600, 0755 0700). A
+/// failure is logged: a history that cannot be made private is still the user's to open.
+#[cfg_attr(not(unix), allow(unused_variables))]
+fn restrict(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let current = match std::fs::metadata(path) {
+            Ok(meta) => meta.permissions().mode() & 0o7777,
+            Err(err) => {
+                tracing::warn!(path = %path.display(), %err, "cannot read the permissions");
+                return;
+            }
+        };
+        let mode = current & !0o077;
+        if current == mode {
+            return;
+        }
+        match std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)) {
+            Ok(()) => tracing::info!(
+                path = %path.display(),
+                from = format!("{current:o}"),
+                to = format!("{mode:o}"),
+                "the history's files are the user's alone now"
+            ),
+            Err(err) => {
+                tracing::warn!(path = %path.display(), %err, "cannot make the history private")
+            }
+        }
+    }
+}
+
 fn resolve_default_path(env: Option<OsString>, data_dir: Option<PathBuf>) -> Result<PathBuf> {
     if let Some(path) = env.filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(path));
     }
     data_dir
-        .map(|dir| dir.join("medusa-playground").join("history.sqlite"))
+        .map(|dir| dir.join(APP_DIR).join("history.sqlite"))
         .ok_or_else(|| {
             StoreError::Io(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
@@ -206,6 +301,28 @@ mod tests {
             resolve_default_path(None, None),
             Err(StoreError::Io(_))
         ));
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_application_directory_is_made_private_and_others_are_left_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path().join(APP_DIR);
+        let chosen = dir.path().join("chosen");
+        for d in [&app, &chosen] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        prepare_private(&app.join("history.sqlite"), Some(&app)).unwrap();
+        assert_eq!(mode(&app), 0o700);
+        assert_eq!(mode(&app.join("history.sqlite")), 0o600);
+        // A directory the user chose (it may hold more than the history) keeps its mode; the
+        // files are private all the same.
+        prepare_private(&chosen.join("h.sqlite"), Some(&app)).unwrap();
+        assert_eq!(mode(&chosen), 0o755);
+        assert_eq!(mode(&chosen.join("h.sqlite")), 0o600);
     }
 
     #[tokio::test]

@@ -35,6 +35,37 @@ pub struct RunFilter {
     pub order: SortOrder,
 }
 
+impl RunFilter {
+    /// Refuses text fields holding control characters (see [`check_search_text`]).
+    pub fn check_text(&self) -> Result<(), StoreError> {
+        let fields = [
+            ("mode", &self.mode),
+            ("model", &self.model),
+            ("search", &self.search),
+            ("engine", &self.engine),
+        ];
+        for (field, text) in fields {
+            if let Some(text) = text {
+                check_search_text(field, text)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Searched text is typed text: a control character (NUL above all, which SQLite reads as the
+/// end of a pattern, so that a search failed or matched everything) is refused with a clear
+/// error instead.
+pub(crate) fn check_search_text(field: &str, text: &str) -> Result<(), StoreError> {
+    match text.chars().find(|c| c.is_control()) {
+        None => Ok(()),
+        Some(c) => Err(StoreError::invalid(format!(
+            "{field} must not hold control characters such as NUL or line breaks (it holds U+{:04X})",
+            u32::from(c)
+        ))),
+    }
+}
+
 /// The columns runs can be sorted by. A closed set, so no caller text ever reaches the SQL.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
@@ -131,6 +162,30 @@ mod tests {
         assert!("id; DROP TABLE runs".parse::<SortKey>().is_err());
         assert_eq!("asc".parse::<SortOrder>().unwrap(), SortOrder::Asc);
         assert!("up".parse::<SortOrder>().is_err());
+    }
+
+    #[test]
+    fn control_characters_are_refused_in_every_text_field() {
+        for bad in ["\0", "a\0b", "x\u{7}", "line\nbreak", "\t", "\u{9b}"] {
+            for field in 0..4 {
+                let mut filter = RunFilter::default();
+                let slot = [
+                    &mut filter.mode,
+                    &mut filter.model,
+                    &mut filter.search,
+                    &mut filter.engine,
+                ];
+                *slot.into_iter().nth(field).unwrap() = Some(bad.to_owned());
+                let err = filter.check_text().unwrap_err();
+                assert_eq!(err.code(), "invalid_input", "{bad:?}");
+            }
+        }
+        let filter = RunFilter {
+            search: Some("héllo wörld \"quoted\" * OR".into()),
+            model: Some("SmolLM".into()),
+            ..RunFilter::default()
+        };
+        filter.check_text().unwrap();
     }
 
     #[test]

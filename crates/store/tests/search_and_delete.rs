@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use store::{RunFilter, RunStatus, StoreError};
+use store::{ExportFormat, RunFilter, RunStatus, StoreError};
 
 async fn ids(store: &store::Store, filter: RunFilter) -> Vec<i64> {
     let mut ids: Vec<i64> = store
@@ -79,6 +79,57 @@ async fn runs_are_found_by_the_words_of_their_prompt_or_answer() {
         .await
         .unwrap();
     assert_eq!(ids(&store, search("wax")).await, [running]);
+}
+
+#[tokio::test]
+async fn control_characters_in_any_search_field_are_refused_not_matched() {
+    let (_dir, store) = temp_store().await;
+    finished_run(
+        &store,
+        &new_run("normal", "smol", chat("Tell me about giraffes"), 0),
+        &outcome("Giraffes have long necks.", 10.0, 1),
+        0,
+    )
+    .await;
+    for bad in [
+        "\0",
+        "gir\0affe",
+        "\u{1}",
+        "two\nlines",
+        "tab\there",
+        "\u{7f}",
+    ] {
+        let filters = [
+            RunFilter {
+                search: Some(bad.into()),
+                ..RunFilter::default()
+            },
+            RunFilter {
+                model: Some(bad.into()),
+                ..RunFilter::default()
+            },
+            RunFilter {
+                mode: Some(bad.into()),
+                ..RunFilter::default()
+            },
+            RunFilter {
+                engine: Some(bad.into()),
+                ..RunFilter::default()
+            },
+        ];
+        for filter in filters {
+            let err = store.list_runs(&filter).await.unwrap_err();
+            assert!(matches!(err, StoreError::InvalidInput(_)), "{bad:?}: {err}");
+            for format in [ExportFormat::Csv, ExportFormat::Json, ExportFormat::Jsonl] {
+                let mut out = Vec::new();
+                let err = store.export(&filter, format, &mut out).await.unwrap_err();
+                assert!(matches!(err, StoreError::InvalidInput(_)), "{bad:?}: {err}");
+                assert!(out.is_empty());
+            }
+        }
+        let err = store.list_conversations(Some(bad), None).await.unwrap_err();
+        assert!(matches!(err, StoreError::InvalidInput(_)), "{bad:?}: {err}");
+    }
 }
 
 #[tokio::test]

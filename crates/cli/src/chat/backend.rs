@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use engine::{Engine, GenerateRequest, GenerationStream, SamplingParams};
-use remote::{RemoteEngine, RemoteRequest, RemoteSpec};
+use remote::{RemoteAccess, RemoteEngine, RemoteRequest, RemoteSpec};
 
 pub enum ChatBackend {
     Local(Box<Engine>),
@@ -15,14 +15,20 @@ pub enum ChatBackend {
 }
 
 impl ChatBackend {
-    /// The remote engine `spec`, running `model` (else the first model it lists).
-    pub fn remote(spec: RemoteSpec, model: Option<String>) -> anyhow::Result<Self> {
+    /// The remote engine `spec`, reached where `access` allows, running `model` (else the first
+    /// model it lists).
+    pub fn remote(
+        spec: RemoteSpec,
+        model: Option<String>,
+        access: RemoteAccess,
+    ) -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .context("starting the async runtime")?;
-        let engine = RemoteEngine::new(spec)?;
+        spec.check_access(access)?;
+        let engine = RemoteEngine::with_access(spec, access)?;
         let model = match model {
             Some(model) => model,
             None => runtime

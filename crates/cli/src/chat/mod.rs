@@ -46,6 +46,9 @@ pub struct ChatArgs {
     /// The remote engine's model (default: the first it lists).
     #[arg(long, value_name = "MODEL", requires = "remote")]
     pub remote_model: Option<String>,
+    /// Let the remote engine have a link-local or cloud metadata address (refused by default).
+    #[arg(long, requires = "remote")]
+    pub allow_link_local_remotes: bool,
 }
 
 /// The conversation and what `/mode` and `/tree` changed.
@@ -70,7 +73,13 @@ pub fn run(args: ChatArgs) -> anyhow::Result<()> {
         .params(&SamplingParams::chat_default())
         .validate()?;
     let backend = match args.remote.clone() {
-        Some(spec) => ChatBackend::remote(spec, args.remote_model.clone())?,
+        Some(spec) => ChatBackend::remote(
+            spec,
+            args.remote_model.clone(),
+            remote::RemoteAccess {
+                allow_link_local: args.allow_link_local_remotes,
+            },
+        )?,
         None => ChatBackend::Local(Box::new(args.model.load()?)),
     };
     args.sampling

@@ -151,8 +151,8 @@ impl AcceptanceStats {
     }
 }
 
-/// How many standard deviations below the observed acceptance the budget plans with (one-sided
-/// 90%). Chosen on the tuning prompts (`bench/tuning.txt`).
+/// How many standard deviations below the observed acceptance the budget plans with: the usual
+/// one-sided 90% bound.
 pub const CONFIDENCE_Z: f64 = 1.28;
 
 /// What the other requests put in a step's batch, whatever one request drafts.

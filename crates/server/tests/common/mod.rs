@@ -35,6 +35,21 @@ pub fn serve(
     ui_dir: Option<PathBuf>,
     access: server::AccessPolicy,
 ) -> String {
+    serve_limited(
+        make_state,
+        ui_dir,
+        access,
+        server::ConnectionLimits::default(),
+    )
+}
+
+/// [`serve`] under connection limits of the test's own.
+pub fn serve_limited(
+    make_state: impl FnOnce(store::Store) -> Playground + Send + 'static,
+    ui_dir: Option<PathBuf>,
+    access: server::AccessPolicy,
+    limits: server::ConnectionLimits,
+) -> String {
     let db: PathBuf = tempfile::tempdir()
         .expect("temp dir")
         .keep()
@@ -50,7 +65,7 @@ pub fn serve(
                 port: 0,
                 ui_dir,
                 access,
-                limits: server::ConnectionLimits::default(),
+                limits,
             };
             let server = Server::bind(&config, state).await.expect("binds");
             tx.send(server.local_addr().expect("address"))

@@ -133,7 +133,12 @@ tree: StepTree,
 /**
  * Why nothing was drafted; `None` when something was.
  */
-skip: DraftSkip | null, };
+skip: DraftSkip | null, 
+/**
+ * What the draft budget weighed for this step, where it decided (auto drafting). Boxed:
+ * most events carry none, and every event would otherwise be as large.
+ */
+decision?: DraftDecision, };
 
 /**
  * A step's drafted tree as the model judged it.
@@ -185,6 +190,46 @@ export type DraftSkip = { reason: DraftSkipReason,
 message: string, };
 
 export type DraftSkipReason = "not_worth_it" | "costs_unknown" | "no_candidates" | "no_room";
+
+/**
+ * Why a step drafted what it did: the figures the draft budget weighed.
+ */
+export type DraftDecision = { 
+/**
+ * Tokens the step was expected to yield with what was drafted (1 when nothing was), at
+ * the cautious acceptance rates below.
+ */
+expected_tokens: number, 
+/**
+ * The step's expected time with that draft (drafting included, the decode at the top of
+ * its measured band), and a plain step's time.
+ */
+step_ms: number, plain_ms: number, 
+/**
+ * Each drafter's evidence.
+ */
+evidence: Array<DrafterEvidence>, };
+
+/**
+ * What a drafter's acceptance rate in a step rested on.
+ */
+export type DrafterEvidence = { drafter: string, 
+/**
+ * The evidence class of its proposal (lookup: by the length of its match).
+ */
+class: number, 
+/**
+ * Drafted tokens judged in that class so far, and how many were accepted.
+ */
+accepted: number, tried: number, 
+/**
+ * The lower confidence bound of the acceptance rate the budget planned with.
+ */
+cautious_rate: number, 
+/**
+ * Tokens it could propose, and how many the budget drafted.
+ */
+proposed: number, drafted: number, };
 
 /**
  * The run's summary, with its id.
@@ -566,7 +611,11 @@ forecasts: Array<TreeForecast>,
  * For a tuned plan: the fastest tree predicted here, even when plain decoding is faster
  * still. Requests name it `tuned` to see it drafted in full.
  */
-tuned_tree: TreeSpec | null, };
+tuned_tree: TreeSpec | null, 
+/**
+ * For a tuned plan: the decode costs it was sized from, with their bands.
+ */
+decode_costs: DecodeCosts | null, };
 
 /**
  * Where Medusa mode's tree came from.
@@ -596,7 +645,56 @@ predicted_speedup: number,
 /**
  * What each drafted token adds to a decode here.
  */
-extra_token_ms: number, };
+extra_token_ms: number, 
+/**
+ * The speed-up at the top and the bottom of the decode costs' measured band.
+ */
+speedup_low: number, speedup_high: number, 
+/**
+ * Faster or slower than plain decoding, or uncertain where the band allows both.
+ */
+verdict: Verdict, };
+
+/**
+ * Whether a tree is faster than plain decoding, across the decode costs' measured band.
+ */
+export type Verdict = "faster" | "slower" | "uncertain";
+
+/**
+ * The decode costs as reported: the figures with their bands, where they came from, and
+ * whether the machine was too busy for them to be kept.
+ */
+export type DecodeCosts = { points: Array<CostPoint>, source: CostSource, 
+/**
+ * Why the calibration was not kept in the cache (the machine was busy), if it was not.
+ */
+busy: string | null, 
+/**
+ * Batch sizes whose figures now come from real steps of this engine.
+ */
+updated_by_steps: Array<number>, };
+
+/**
+ * One batch size's decode time.
+ */
+export type CostPoint = { 
+/**
+ * Tokens in the batch.
+ */
+tokens: number, 
+/**
+ * The central figure, in milliseconds.
+ */
+ms: number, 
+/**
+ * The band it was seen in (equal to `ms` for a figure given without one).
+ */
+low_ms: number, high_ms: number, };
+
+/**
+ * Where the figures came from, as `medusa info` and Settings say it.
+ */
+export type CostSource = "given" | "measured" | "cached";
 
 /**
  * Engine-wide counters, for the UI and the server's metrics.
@@ -724,12 +822,16 @@ export type SetTreeRequest = { tree: TreeChoice, };
  * How long an answer each tuning prompt gets and the largest tree considered; the engine's
  * tuning defaults for what is left out.
  */
-export type TuneRequest = { max_tokens?: number, max_nodes?: number, };
+export type TuneRequest = { max_tokens?: number, max_nodes?: number, confirm?: boolean, };
 
 /**
  * What tuning measured and decided.
  */
-export type TuneReport = { decode_ms_by_tokens: Array<[number, number]>, ms_per_head: number, positions: Array<number>, head_top1_accuracy: Array<number>, head_accuracy_by_rank: Array<Array<number>>, plain_tokens_per_second: number, budgets: Array<TunedSize>, 
+export type TuneReport = { 
+/**
+ * The decode costs measured for this tune, with their bands.
+ */
+decode_costs: DecodeCosts, ms_per_head: number, positions: Array<number>, head_top1_accuracy: Array<number>, head_accuracy_by_rank: Array<Array<number>>, plain_tokens_per_second: number, budgets: Array<TunedSize>, 
 /**
  * Per budget, the tokens per step its tree really would have yielded on these prompts
  * (the budgets' `expected_tokens` assume heads are right independently of each other).
@@ -764,7 +866,11 @@ step_ms: number, tokens_per_second: number,
 /**
  * Over plain decoding (one token per decode of one token).
  */
-predicted_speedup: number, };
+predicted_speedup: number, 
+/**
+ * The speed-up at the top and the bottom of the decode costs' measured band.
+ */
+speedup_low: number, speedup_high: number, };
 
 export type ChosenTree = { nodes: number, expected_tokens_per_step: number, predicted_speedup: number, 
 /**
@@ -917,7 +1023,11 @@ tree: StepTreeRecord | null,
 /**
  * Why the step drafted nothing.
  */
-skip: DraftSkipRecord | null, };
+skip: DraftSkipRecord | null, 
+/**
+ * What the draft budget weighed; absent where no budget decided.
+ */
+decision?: DraftDecisionRecord, };
 
 /**
  * A step's drafted tree as the model judged it.
@@ -966,6 +1076,28 @@ also_proposed_by?: string, accepted: boolean, };
  * Why a step drafted nothing: a short code and the reason in words.
  */
 export type DraftSkipRecord = { reason: string, message: string, };
+
+/**
+ * The figures the draft budget weighed for a step.
+ */
+export type DraftDecisionRecord = { 
+/**
+ * Tokens the step was expected to yield (1 when nothing was drafted).
+ */
+expected_tokens: number, 
+/**
+ * Expected time of the step with its draft, and of a plain step.
+ */
+step_ms: number, plain_ms: number, evidence: Array<DrafterEvidenceRecord>, };
+
+/**
+ * What one drafter's acceptance rate rested on in a step.
+ */
+export type DrafterEvidenceRecord = { drafter: string, class: number, accepted: number, tried: number, 
+/**
+ * The lower confidence bound of its acceptance rate that the budget planned with.
+ */
+cautious_rate: number, proposed: number, drafted: number, };
 
 /**
  * The columns runs can be sorted by. A closed set, so no caller text ever reaches the SQL.

@@ -171,7 +171,7 @@ describe('HttpTransport remote engines', () => {
     const fetch = vi.fn().mockResolvedValue(json(200, [lab]));
     vi.stubGlobal('fetch', fetch);
     expect(await new HttpTransport('http://h').listRemotes()).toEqual([lab]);
-    expect(fetch.mock.calls[0]).toEqual(['http://h/api/remotes', undefined]);
+    expect(fetch.mock.calls[0]).toEqual(['http://h/api/remotes?refresh=true', undefined]);
   });
 
   it('posts a remote engine to add, key included', async () => {

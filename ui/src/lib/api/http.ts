@@ -206,7 +206,8 @@ export class HttpTransport implements Transport {
   }
 
   listRemotes(): Promise<RemoteEngineInfo[]> {
-    return this.request('/api/remotes');
+    // Asked for by the user: every engine now, not the server's recent answers.
+    return this.request('/api/remotes?refresh=true');
   }
 
   addRemote(request: AddRemoteRequest): Promise<RemoteEngineInfo> {

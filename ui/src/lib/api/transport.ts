@@ -106,8 +106,8 @@ export interface Transport {
    */
   exportConversation(id: number, format: ConversationExport): Promise<string | null>;
   /**
-   * The remote engines runs may name (`engine`), each asked for its models now: slow for one that
-   * does not answer. `info().remotes` has them as last seen, without asking.
+   * The remote engines runs may name (`engine`), each asked for its models now (not the server's
+   * recent answers): slow for one that does not answer. `info().remotes` has them as last seen, without asking.
    */
   listRemotes(): Promise<RemoteEngineInfo[]>;
   /**
