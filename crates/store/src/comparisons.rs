@@ -14,7 +14,7 @@ use crate::records::{Comparison, PromptRecord};
 impl Store {
     /// Links `run_ids` (existing runs that belong to no comparison yet) as a comparison of
     /// `prompt`, and computes its figures from the stored runs (see [`Comparison`]).
-    #[tracing::instrument(level = "debug", skip_all, fields(runs = ?run_ids), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(runs = ?run_ids), err(level = "debug"))]
     pub async fn create_comparison(
         &self,
         prompt: &PromptRecord,

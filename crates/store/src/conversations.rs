@@ -80,7 +80,7 @@ pub struct ConversationTurn {
 
 impl Store {
     /// A new, empty conversation.
-    #[tracing::instrument(level = "debug", skip_all, err)]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_conversation(&self, patch: &ConversationPatch) -> Result<Conversation> {
         let title = clean_title(patch.title.as_deref().unwrap_or(""))?;
         let now = encode_time(&Utc::now());
@@ -181,7 +181,7 @@ impl Store {
     }
 
     /// Renames a conversation or changes its system prompt.
-    #[tracing::instrument(level = "debug", skip_all, fields(id = id), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(id = id), err(level = "debug"))]
     pub async fn update_conversation(
         &self,
         id: i64,
@@ -212,7 +212,7 @@ impl Store {
     }
 
     /// Deletes a conversation and its messages; the runs that answered it stay in the history.
-    #[tracing::instrument(level = "debug", skip_all, fields(id = id), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(id = id), err(level = "debug"))]
     pub async fn delete_conversation(&self, id: i64) -> Result<()> {
         let write = async {
             let mut tx = self.begin_write().await?;

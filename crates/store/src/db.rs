@@ -52,7 +52,7 @@ impl Store {
     /// The history is the user's alone: a directory created for it is 0700 (and so is the
     /// application's own data directory, whatever it was), the database and its WAL and
     /// shared-memory files 0600, made so again at every open.
-    #[tracing::instrument(level = "debug", skip_all, fields(path = %path.as_ref().display()), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(path = %path.as_ref().display()), err(level = "debug"))]
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let app_dir = dirs::data_dir().map(|dir| dir.join(APP_DIR));

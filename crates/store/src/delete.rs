@@ -26,7 +26,7 @@ pub const MAX_DELETED_RUNS: usize = 10_000;
 impl Store {
     /// Deletes `run_ids` with their steps, all or none. A running run is refused (cancel it
     /// first); comparisons that lose runs are measured again, or removed when none is left.
-    #[tracing::instrument(level = "debug", skip_all, fields(runs = run_ids.len()), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(runs = run_ids.len()), err(level = "debug"))]
     pub async fn delete_runs(&self, run_ids: &[i64]) -> Result<DeleteReport> {
         if run_ids.is_empty() || run_ids.len() > MAX_DELETED_RUNS {
             return Err(StoreError::invalid(format!(

@@ -161,7 +161,7 @@ fn spreadsheet_safe(text: &str) -> Cow<'_, str> {
 impl Store {
     /// Writes the runs matching `filter` to `out` in `format`; returns how many runs were written.
     /// Everything comes from one snapshot of the database.
-    #[tracing::instrument(level = "debug", skip_all, fields(format = %format), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(format = %format), err(level = "debug"))]
     pub async fn export<W: Write>(
         &self,
         filter: &RunFilter,

@@ -76,7 +76,7 @@ impl Store {
     /// half-way can simply be repeated. New runs get new local ids, and a run that was still
     /// running when exported is stored as interrupted, since nothing here will finish it.
     /// Comparisons are re-created over the local ids of their runs.
-    #[tracing::instrument(level = "debug", skip_all, fields(runs = document.runs.len()), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(runs = document.runs.len()), err(level = "debug"))]
     pub async fn import_document(&self, document: &ExportDocument) -> Result<ImportReport> {
         if document.version != EXPORT_VERSION {
             return Err(StoreError::invalid(format!(

@@ -31,7 +31,7 @@ impl Store {
     /// Records a run that is starting; returns its local id. With `comparison_id`, the run joins
     /// that comparison, whose figures are recomputed when the run ends; with `conversation`, the
     /// conversation takes the run's messages and the answer it writes.
-    #[tracing::instrument(level = "debug", skip_all, fields(uid = %new.uid, mode = %new.mode), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(uid = %new.uid, mode = %new.mode), err(level = "debug"))]
     pub async fn begin_run(&self, new: &NewRun) -> Result<i64> {
         if let Some(queue_ms) = new.queue_ms {
             check_finite("queue_ms", queue_ms)?;
@@ -59,7 +59,7 @@ impl Store {
     }
 
     /// Adds a batch of steps to a running run, all or none.
-    #[tracing::instrument(level = "debug", skip_all, fields(run_id = run_id, count = steps.len()), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(run_id = run_id, count = steps.len()), err(level = "debug"))]
     pub async fn append_steps(&self, run_id: i64, steps: &[StepRecord]) -> Result<()> {
         for step in steps {
             check_step(step)?;
@@ -80,7 +80,7 @@ impl Store {
 
     /// Keeps what a running run has produced so far, so that a process killed mid-run leaves
     /// its output behind (the run then reads as interrupted, with this output).
-    #[tracing::instrument(level = "debug", skip_all, fields(run_id = run_id), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(run_id = run_id), err(level = "debug"))]
     pub async fn save_partial_output(
         &self,
         run_id: i64,
@@ -104,7 +104,7 @@ impl Store {
     }
 
     /// Marks a running run finished with its outcome.
-    #[tracing::instrument(level = "debug", skip_all, fields(run_id = run_id), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(run_id = run_id), err(level = "debug"))]
     pub async fn finish_run(&self, run_id: i64, outcome: &RunOutcome) -> Result<()> {
         check_outcome(outcome)?;
         let end = Ending {
@@ -116,7 +116,7 @@ impl Store {
     }
 
     /// Marks a running run failed.
-    #[tracing::instrument(level = "debug", skip_all, fields(run_id = run_id), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(run_id = run_id), err(level = "debug"))]
     pub async fn fail_run(&self, run_id: i64, error: &str) -> Result<()> {
         let end = Ending {
             status: RunStatus::Failed,
@@ -127,7 +127,7 @@ impl Store {
     }
 
     /// Marks a running run cancelled, keeping what it had produced when there is something.
-    #[tracing::instrument(level = "debug", skip_all, fields(run_id = run_id), err)]
+    #[tracing::instrument(level = "debug", skip_all, fields(run_id = run_id), err(level = "debug"))]
     pub async fn cancel_run(&self, run_id: i64, partial: Option<&RunOutcome>) -> Result<()> {
         if let Some(outcome) = partial {
             check_outcome(outcome)?;
