@@ -11,7 +11,7 @@ use engine::medusa::plan::MedusaPlan;
 use engine::speculative::costs::DecodeCosts;
 use engine::{
     ChatMessage, DraftPolicy, Engine, GenerateRequest, GenerationMode, Prompt, RunSummary,
-    SamplingParams,
+    SamplingParams, StepProfile,
 };
 use serde::Serialize;
 use store::Spread;
@@ -170,6 +170,9 @@ struct ModeResult {
     /// For concurrency above 1: aggregate tokens/s together over one after another.
     #[serde(skip_serializing_if = "Option::is_none")]
     throughput_vs_sequential: Option<f64>,
+    /// One stream: where this mode's decoding steps spent their time, summed over its runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step_profile: Option<StepProfile>,
 }
 
 #[derive(Serialize)]
@@ -233,6 +236,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
 
     let mut totals = vec![Totals::default(); modes.len()];
+    let mut profiles = vec![StepProfile::default(); modes.len()];
     let mut baseline = Totals::default();
     let mut identical = 0;
     let total_runs = prompts.len() * args.rounds as usize;
@@ -257,7 +261,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                         cache_prompt: false,
                         ..request
                     });
+                    let before = engine.step_profile();
                     runs[runner - 1] = Some(engine.generate(request)?.wait()?);
+                    profiles[runner - 1].add(&engine.step_profile().since(&before));
                 }
             }
             let base_run = base_run.context("baseline did not run")?;
@@ -292,7 +298,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let results = modes
         .iter()
         .zip(&totals)
-        .map(|(&mode, t)| ModeResult {
+        .zip(&profiles)
+        .map(|((&mode, t), profile)| ModeResult {
             mode,
             concurrency: 1,
             tokens_per_second: t.tokens_per_second(),
@@ -312,6 +319,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             outputs_identical_to_normal: t.identical_to_normal,
             sequential_tokens_per_second: None,
             throughput_vs_sequential: None,
+            step_profile: Some(*profile),
         })
         .collect::<Vec<_>>();
     let mut results = results;
@@ -580,6 +588,7 @@ fn bench_concurrency(
             throughput_vs_sequential: Some(
                 t.tokens_per_second() / seq.tokens_per_second().max(1e-9),
             ),
+            step_profile: None,
         })
         .collect())
 }
@@ -692,6 +701,11 @@ fn print_table(r: &BenchReport) {
         "normal / baseline = {:.3}; identical outputs {}/{}",
         r.normal_vs_baseline, r.outputs_identical, r.results[0].runs
     );
+    for m in r.results.iter() {
+        if let Some(profile) = m.step_profile.filter(|p| p.steps > 0) {
+            println!("{} steps: {}", m.mode, profile.summary());
+        }
+    }
     if let Some(costs) = &r.decode_costs {
         println!("decode costs: {}", costs.summary());
     }

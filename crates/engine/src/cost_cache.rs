@@ -166,6 +166,42 @@ mod tests {
     }
 
     #[test]
+    fn figures_read_back_to_the_last_bit() {
+        // Measured medians are arbitrary f64s; a cache that rounds them would make the second
+        // load plan from figures that differ from the first's.
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CostCache::new(dir.path());
+        let points = vec![
+            CostPoint {
+                tokens: 1,
+                ms: 28.092026999999998,
+                low_ms: 27.9617515,
+                high_ms: 28.316815,
+            },
+            CostPoint {
+                tokens: 8,
+                ms: 111.16252399661064,
+                low_ms: 106.18682262916053,
+                high_ms: 121.47943542557184,
+            },
+            CostPoint {
+                tokens: 32,
+                ms: 413.23705025274285,
+                low_ms: 356.4876858239535,
+                high_ms: 426.8237136944704,
+            },
+        ];
+        cache.store(&key(2), &points).unwrap();
+        let read = cache.load(&key(2)).unwrap();
+        let bits = |p: &[CostPoint]| -> Vec<[u64; 3]> {
+            p.iter()
+                .map(|c| [c.ms.to_bits(), c.low_ms.to_bits(), c.high_ms.to_bits()])
+                .collect()
+        };
+        assert_eq!(bits(&read), bits(&points));
+    }
+
+    #[test]
     fn damaged_entries_are_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let cache = CostCache::new(dir.path());

@@ -33,6 +33,7 @@ use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, Prompt, Valid
 use crate::sampling_defaults::SamplingDefaults;
 use crate::scheduler::{Command, EngineMetrics, Scheduler, Shared};
 use crate::speculative::tree::TreeSpec;
+use crate::step_profile::StepProfile;
 
 /// A loaded model, ready to generate. Dropping it stops its thread.
 pub struct Engine {
@@ -55,6 +56,7 @@ impl Engine {
         let shared = Arc::new(Shared {
             queued: AtomicUsize::new(0),
             metrics: Mutex::new(EngineMetrics::default()),
+            step_profile: Mutex::new(StepProfile::default()),
         });
         let max_queued = config.max_queued;
         let hidden_states_asked = config.hidden_states;
@@ -168,6 +170,16 @@ impl Engine {
             .metrics
             .lock()
             .map(|m| m.clone())
+            .unwrap_or_default()
+    }
+
+    /// Where the decoding steps' time went so far, summed; read it before and after a run to
+    /// see that run's steps.
+    pub fn step_profile(&self) -> StepProfile {
+        self.shared
+            .step_profile
+            .lock()
+            .map(|p| *p)
             .unwrap_or_default()
     }
 

@@ -17,6 +17,19 @@ use crate::prompt::RenderedPrompt;
 use crate::request::Prompt;
 use crate::speculative::costs::{Calibration, CostModel, CostPoint, CostSource};
 
+/// How long one decode took: `llama_decode` itself, then the wait for the backend to finish.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DecodeTimes {
+    pub(crate) submit_ms: f64,
+    pub(crate) wait_ms: f64,
+}
+
+impl DecodeTimes {
+    pub(crate) fn total_ms(&self) -> f64 {
+        self.submit_ms + self.wait_ms
+    }
+}
+
 pub(crate) struct LlamaRuntime<'m> {
     model: &'m LlamaModel,
     ctx: LlamaContext<'m>,
@@ -149,14 +162,20 @@ impl<'m> LlamaRuntime<'m> {
             .map_err(|e| EngineError::Decode(e.to_string()))
     }
 
-    pub(crate) fn decode(&mut self) -> Result<(), EngineError> {
+    pub(crate) fn decode(&mut self) -> Result<DecodeTimes, EngineError> {
+        let started = Instant::now();
         self.ctx
             .decode(&mut self.batch)
             .map_err(|e| EngineError::Decode(e.to_string()))?;
+        let submit_ms = ms_since(started);
         // GPU backends return before the work is done; the decode timings that size draft
         // trees must include it.
+        let waited = Instant::now();
         self.ctx.synchronize();
-        Ok(())
+        Ok(DecodeTimes {
+            submit_ms,
+            wait_ms: ms_since(waited),
+        })
     }
 
     /// Logits of the last decode at batch index `index`.

@@ -27,6 +27,7 @@ use crate::sampler::TokenId;
 use crate::sequence::{NewSequence, Sequence, StepPlan};
 use crate::speculative::budget::BatchLoad;
 use crate::speculative::tree::DraftTree;
+use crate::step_profile::StepProfile;
 
 pub(crate) enum Command {
     Generate {
@@ -79,6 +80,7 @@ pub struct EngineMetrics {
 pub(crate) struct Shared {
     pub(crate) queued: AtomicUsize,
     pub(crate) metrics: Mutex<EngineMetrics>,
+    pub(crate) step_profile: Mutex<StepProfile>,
 }
 
 /// Prompt tokens per step while other requests are decoding, so that a long prompt does not
@@ -319,6 +321,7 @@ impl<'m> Scheduler<'m> {
 
         // Running requests first: each gets its root, and a tree where it pays.
         let cost = self.runtime.cost_model().cloned();
+        let mut profile = StepProfile::default();
         for (k, &slot) in decoding.iter().enumerate() {
             let reserved_for_others = decoding.len() - k - 1;
             let Some(sequence) = self.slots[slot].as_mut() else {
@@ -338,6 +341,7 @@ impl<'m> Scheduler<'m> {
                 requests: decoding.len() - 1,
             };
             let draft = sequence.draft(cost.as_ref(), batch, room);
+            profile.draft_ms += draft.draft_ms;
             let drafted = !draft.tree.is_empty();
             let tree = fit_leaves(draft.tree, self.leaf_pool.len());
             // Every leaf sequence id is taken by other requests' trees.
@@ -360,7 +364,10 @@ impl<'m> Scheduler<'m> {
                 decision: draft.decision,
                 started: Instant::now(),
             };
-            if let Err(err) = add_tree(&mut self.runtime, sequence, &plan) {
+            let adding = Instant::now();
+            let added = add_tree(&mut self.runtime, sequence, &plan);
+            profile.batch_ms += ms_since(adding);
+            if let Err(err) = added {
                 self.leaf_pool.extend(&plan.leaf_seqs);
                 self.fail_slot(slot, err);
                 continue;
@@ -412,13 +419,13 @@ impl<'m> Scheduler<'m> {
         }
 
         if batch_tokens > 0 {
-            let decode_started = Instant::now();
             let decoded = self.runtime.decode();
             // Prompt tokens skip the output layer, so only decodes without them teach the
             // model what draft tokens cost.
-            if prefill_tokens == 0 {
-                self.runtime
-                    .observe_decode(batch_tokens, ms_since(decode_started));
+            if let (0, Ok(times)) = (prefill_tokens, &decoded) {
+                self.runtime.observe_decode(batch_tokens, times.total_ms());
+                profile.decode_ms = times.submit_ms;
+                profile.wait_ms = times.wait_ms;
             }
             if let Err(err) = decoded {
                 // The decode failed as a whole: every request in it fails, the others go on.
@@ -435,8 +442,9 @@ impl<'m> Scheduler<'m> {
         }
 
         let mut emitted = 0u64;
+        let profiled = prefill_tokens == 0 && !plans.is_empty();
         for (slot, plan) in plans {
-            let outcome = self.route_step(slot, &plan);
+            let outcome = self.route_step(slot, &plan, &mut profile);
             self.leaf_pool.extend(&plan.leaf_seqs);
             match outcome {
                 Ok(n) => emitted += n,
@@ -454,15 +462,30 @@ impl<'m> Scheduler<'m> {
             }
         }
         self.record_step(batch_tokens, emitted);
+        if profiled {
+            profile.steps = 1;
+            profile.batch_tokens = batch_tokens as u64;
+            if let Ok(mut total) = self.shared.step_profile.lock() {
+                total.add(&profile);
+            }
+        }
         self.retire();
     }
 
     /// Verifies one request's tree, keeps its accepted path in the KV cache and emits tokens.
-    fn route_step(&mut self, slot: usize, plan: &StepPlan) -> Result<u64, EngineError> {
+    fn route_step(
+        &mut self,
+        slot: usize,
+        plan: &StepPlan,
+        profile: &mut StepProfile,
+    ) -> Result<u64, EngineError> {
         let Some(sequence) = self.slots[slot].as_mut() else {
             return Ok(0);
         };
+        let verifying = Instant::now();
         let verdict = sequence.verify(&self.runtime, plan);
+        profile.verify_ms += ms_since(verifying);
+        let keeping = Instant::now();
         if let Some(&last) = verdict.accepted.last() {
             let first = sequence.pos as u32 + 1;
             let leaf = plan.leaf_seqs[plan.layout.leaf_below(last)];
@@ -476,7 +499,10 @@ impl<'m> Scheduler<'m> {
         for &leaf in &plan.leaf_seqs {
             self.runtime.forget(leaf)?;
         }
+        profile.kv_ms += ms_since(keeping);
+        let emitting = Instant::now();
         sequence.finish_step(&self.runtime, plan, &verdict)?;
+        profile.emit_ms += ms_since(emitting);
         Ok(1 + verdict.accepted.len() as u64)
     }
 

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -231,22 +230,6 @@ fn add(base: &str, name: &str, url: &str, key: Option<&str>) -> (u16, Value) {
         "/api/remotes",
         &json!({"name": name, "url": url, "api_key": key}).to_string(),
     )
-}
-
-/// A generation through `/api/generate`: its events, or the error answered before the first.
-fn generate(base: &str, body: &Value) -> Result<Vec<Value>, (u16, Value)> {
-    let (status, response) = send(
-        agent().post(&format!("{base}/api/generate")),
-        Some(&body.to_string()),
-    );
-    if status != 200 {
-        return Err((status, response.into_json().expect("JSON error")));
-    }
-    Ok(BufReader::new(response.into_reader())
-        .lines()
-        .map(|l| l.expect("line"))
-        .filter_map(|l| Some(serde_json::from_str(l.strip_prefix("data: ")?).expect("JSON event")))
-        .collect())
 }
 
 fn remote_run(engine: &str) -> Value {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, OnceLock};
 
@@ -49,22 +49,6 @@ fn local() -> &'static str {
         assert_eq!(status, 201, "{added}");
         base
     })
-}
-
-/// A generation through `/api/generate`: its events, or the error answered before the first.
-fn generate(base: &str, body: &Value) -> Result<Vec<Value>, (u16, Value)> {
-    let (status, response) = send(
-        agent().post(&format!("{base}/api/generate")),
-        Some(&body.to_string()),
-    );
-    if status != 200 {
-        return Err((status, response.into_json().expect("JSON error")));
-    }
-    Ok(BufReader::new(response.into_reader())
-        .lines()
-        .map(|l| l.expect("line"))
-        .filter_map(|l| Some(serde_json::from_str(l.strip_prefix("data: ")?).expect("JSON event")))
-        .collect())
 }
 
 fn finished(events: &[Value]) -> &Value {

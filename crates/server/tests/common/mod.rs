@@ -158,6 +158,23 @@ pub fn sse_data(path: &str, body: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A generation through `/api/generate` on `base`: its events, or the error answered before the
+/// first.
+pub fn generate(base: &str, body: &Value) -> Result<Vec<Value>, (u16, Value)> {
+    let (status, response) = send(
+        agent().post(&format!("{base}/api/generate")),
+        Some(&body.to_string()),
+    );
+    if status != 200 {
+        return Err((status, response.into_json().expect("JSON error")));
+    }
+    Ok(BufReader::new(response.into_reader())
+        .lines()
+        .map(|l| l.expect("line"))
+        .filter_map(|l| Some(serde_json::from_str(l.strip_prefix("data: ")?).expect("JSON event")))
+        .collect())
+}
+
 /// Sends `request` as written (head and body) and returns the status and the whole answer.
 pub fn raw_http(base: &str, request: &str) -> (u16, String) {
     use std::io::{Read, Write};
