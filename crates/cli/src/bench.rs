@@ -17,6 +17,7 @@ use serde::Serialize;
 use store::Spread;
 
 use crate::model_args::ModelArgs;
+use crate::run_order::balanced_order;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -246,9 +247,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         for (i, text) in prompts.iter().enumerate() {
             let mut base_run = None;
             let mut runs: Vec<Option<RunSummary>> = vec![None; modes.len()];
-            // Rotate the order so that drift in machine load favours no runner.
-            for k in 0..runners {
-                let runner = (k + i + round) % runners;
+            // Every runner goes first, and follows each other one, equally often, so that
+            // neither drift in machine load nor what the run before leaves favours any of them.
+            for runner in balanced_order(runners, round * prompts.len() + i) {
                 if runner == 0 {
                     base_run = Some(engine.raw_baseline(chat(text), args.max_tokens as usize)?);
                 } else {

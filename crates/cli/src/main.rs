@@ -9,6 +9,7 @@ mod model_args;
 mod progress;
 mod quantize;
 mod remote_bench;
+mod run_order;
 mod sampling_args;
 mod serve;
 mod train_heads;

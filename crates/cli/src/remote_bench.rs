@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use store::Spread;
 
 use crate::bench::{load_prompts, modes_with_normal_first, round_speedup, BenchArgs, Totals};
+use crate::run_order::balanced_order;
 
 /// Longest a request may take; a server that stops answering is an error, not a hang.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
@@ -261,9 +262,8 @@ pub fn run(endpoint: &str, args: &BenchArgs) -> anyhow::Result<()> {
     for round in 0..args.rounds as usize {
         for (i, prompt) in prompts.iter().enumerate() {
             let mut runs = vec![RemoteRun::default(); modes.len()];
-            // Rotate the order so that drift in load favours no mode.
-            for k in 0..modes.len() {
-                let m = (k + i + round) % modes.len();
+            // Every mode goes first, and follows each other one, equally often.
+            for m in balanced_order(modes.len(), round * prompts.len() + i) {
                 let extra = extra_fields(args, modes[m], modes.len() > 1);
                 runs[m] = endpoint.complete(&model, prompt, &extra, args.max_tokens)?;
             }

@@ -213,15 +213,22 @@ impl CostModel {
     }
 
     fn merge(&mut self) {
-        let mut merged: BTreeMap<usize, CostPoint> =
+        self.points = self.combined(|_| true);
+    }
+
+    /// The starting figures, each replaced by real steps' figure for its size where `take`
+    /// accepts that figure; monotone.
+    fn combined(&self, take: impl Fn(&CostPoint) -> bool) -> Vec<CostPoint> {
+        let mut combined: BTreeMap<usize, CostPoint> =
             self.base.iter().map(|p| (p.tokens, *p)).collect();
         for (&tokens, times) in &self.steps {
-            if let Some(point) = times.point(tokens) {
-                merged.insert(tokens, point);
+            if let Some(point) = times.point(tokens).filter(|p| take(p)) {
+                combined.insert(tokens, point);
             }
         }
-        self.points = merged.into_values().collect();
-        make_monotone(&mut self.points);
+        let mut points: Vec<CostPoint> = combined.into_values().collect();
+        make_monotone(&mut points);
+        points
     }
 
     /// The figures in use, increasing in tokens.
@@ -270,9 +277,11 @@ impl CostModel {
         })
     }
 
-    /// Takes the figures in use as the ones to compare later steps with (once they are kept).
+    /// Takes the steady figures of real steps (a band within `BUSY_SPREAD`) as the ones to keep
+    /// and to compare later steps with; an unsteady size keeps its earlier figure, as a busy
+    /// moment is no truth to keep.
     pub fn settle(&mut self) {
-        self.base = self.points.clone();
+        self.base = self.combined(|p| p.relative_spread() <= BUSY_SPREAD);
         self.steps.clear();
         self.merge();
     }
@@ -588,6 +597,32 @@ mod tests {
             model.observe(1, 10.5);
         }
         assert!(!model.drifted());
+    }
+
+    #[test]
+    fn settling_keeps_the_steady_sizes_and_not_the_unsteady_ones() {
+        let mut model = measured(&[(1, 10.0), (2, 18.0), (4, 26.0)]);
+        for i in 0..RECENT_STEPS {
+            model.observe(1, 7.0);
+            model.observe(2, if i % 2 == 0 { 9.0 } else { 60.0 });
+        }
+        assert!(model.drifted(), "one token clearly got faster");
+        assert!(model.cost(2) > 18.0, "the busy figure serves until settled");
+        model.settle();
+        let kept: Vec<(usize, f64, f64, f64)> = model
+            .points()
+            .iter()
+            .map(|p| (p.tokens, p.ms, p.low_ms, p.high_ms))
+            .collect();
+        assert_eq!(
+            kept,
+            vec![
+                (1, 7.0, 7.0, 7.0),
+                (2, 18.0, 18.0, 18.0),
+                (4, 26.0, 26.0, 26.0)
+            ]
+        );
+        assert!(model.updated_by_steps().is_empty() && !model.drifted());
     }
 
     #[test]
