@@ -294,12 +294,14 @@ impl CostModel {
     /// The top of the band for `n` tokens: what a step of that size is priced at before
     /// drafting for it.
     pub fn cautious_cost(&self, n: usize) -> f64 {
-        self.estimate(n, |p| p.high_ms)
+        // Past the last point each end of the band follows its own slope, and the two can cross
+        // the central figure; the band always holds it.
+        self.estimate(n, |p| p.high_ms).max(self.cost(n))
     }
 
     /// The bottom of the band for `n` tokens.
     pub fn hopeful_cost(&self, n: usize) -> f64 {
-        self.estimate(n, |p| p.low_ms)
+        self.estimate(n, |p| p.low_ms).min(self.cost(n))
     }
 
     fn estimate(&self, n: usize, figure: impl Fn(&CostPoint) -> f64) -> f64 {
@@ -623,6 +625,32 @@ mod tests {
             ]
         );
         assert!(model.updated_by_steps().is_empty() && !model.drifted());
+    }
+
+    #[test]
+    fn the_band_holds_the_central_figure_past_the_last_point() {
+        // A wide band at 16 tokens and a narrow one at 32: extended with their own slopes, the
+        // top would fall below the centre at 64.
+        let points = vec![
+            CostPoint {
+                tokens: 16,
+                ms: 100.0,
+                low_ms: 70.0,
+                high_ms: 130.0,
+            },
+            CostPoint {
+                tokens: 32,
+                ms: 200.0,
+                low_ms: 195.0,
+                high_ms: 205.0,
+            },
+        ];
+        let model = CostModel::with_bands(points, CostSource::Measured, None);
+        assert_eq!(model.cost(64), 400.0);
+        assert_eq!(model.cautious_cost(64), 400.0);
+        assert_eq!(model.hopeful_cost(64), 400.0);
+        assert_eq!(model.cautious_cost(24), 167.5);
+        assert_eq!(model.hopeful_cost(24), 132.5);
     }
 
     #[test]
