@@ -312,9 +312,7 @@ impl<'m> LlamaRuntime<'m> {
                     self.add(token, pos, &[0], true)?;
                 }
                 let cpu_before = process_cpu_ms();
-                let started = Instant::now();
-                self.decode()?;
-                let ms = ms_since(started);
+                let ms = self.decode()?.total_ms();
                 times.push(ms);
                 if round > 0 {
                     wall_ms += ms;
