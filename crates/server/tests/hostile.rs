@@ -301,7 +301,7 @@ fn silent_connections_prefaces_and_trickled_bodies_lock_nobody_out() {
     let after = resident_kib();
     eprintln!("resident memory: {before} KiB before, {after} KiB after");
     assert!(
-        after < before + 64 * 1024,
+        after <= before + before / 10,
         "memory grew from {before} KiB to {after} KiB"
     );
 }
@@ -414,7 +414,7 @@ fn event_sockets_that_are_not_read_are_cut_off_and_memory_stays_flat() {
     let after = resident_kib();
     eprintln!("resident memory: {before} KiB before, {after} KiB after");
     assert!(
-        after < before + 64 * 1024,
+        after <= before + before / 10,
         "memory grew from {before} KiB to {after} KiB"
     );
 
