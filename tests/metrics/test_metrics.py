@@ -1,11 +1,11 @@
-"""`medusa serve`'s /metrics read with the official Prometheus client's text parser: the
+"""`medusa serve`'s /metrics read with the official Prometheus client's OpenMetrics parser: the
 speculative decoding counters add up to the runs' own recorded steps."""
 
 import json
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 
 @pytest.fixture(scope="module")

@@ -2,145 +2,21 @@
 //! in the same process on the same context, interleaved so that machine noise hits both alike.
 
 use std::path::PathBuf;
-
-use anyhow::Context;
-use clap::Args;
 use std::time::Instant;
 
+use anyhow::Context;
 use engine::medusa::plan::MedusaPlan;
 use engine::speculative::costs::DecodeCosts;
 use engine::{
-    ChatMessage, DraftPolicy, Engine, GenerateRequest, GenerationMode, Prompt, RunSummary,
-    SamplingParams, StepProfile,
+    ChatMessage, Engine, GenerateRequest, GenerationMode, Prompt, RunSummary, SamplingParams,
+    StepProfile,
 };
 use serde::Serialize;
 use store::Spread;
 
-use crate::model_args::ModelArgs;
-use crate::run_order::balanced_order;
-
-#[derive(Args, Debug)]
-pub struct BenchArgs {
-    #[command(flatten)]
-    pub model: ModelArgs,
-    /// File with one prompt per line, each run as a chat message (default: a built-in set of 8).
-    #[arg(long)]
-    pub prompts: Option<PathBuf>,
-    /// Tokens to generate per prompt.
-    #[arg(long, short = 'n', default_value_t = 128)]
-    pub max_tokens: u32,
-    /// How many times to run the prompt set.
-    #[arg(long, default_value_t = 1)]
-    pub rounds: u32,
-    /// Modes to compare, comma-separated (normal always runs: speed-ups are against it).
-    #[arg(long, value_delimiter = ',', default_value = "normal")]
-    pub modes: Vec<GenerationMode>,
-    /// Most drafted tokens per step in speculative modes.
-    #[arg(long)]
-    pub max_draft: Option<usize>,
-    /// Lookup mode drafts this many tokens at every step that finds a match, whatever they
-    /// cost (default: as many as pay here).
-    #[arg(long, value_name = "N")]
-    pub draft_length: Option<usize>,
-    /// Concurrent streams to measure, comma-separated: for each N above 1, N requests run
-    /// together and the same N one after another, in the same run.
-    #[arg(long, value_delimiter = ',', default_value = "1")]
-    pub concurrency: Vec<usize>,
-    /// Print one JSON object.
-    #[arg(long)]
-    pub json: bool,
-    /// Bench a running OpenAI-compatible server (another `medusa serve`, llama-server, vLLM)
-    /// at this URL instead of a model here: the same prompts, rounds and report.
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    /// The endpoint's API key (also `MEDUSA_REMOTE_API_KEY`).
-    #[arg(
-        long,
-        env = "MEDUSA_REMOTE_API_KEY",
-        hide_env_values = true,
-        requires = "endpoint"
-    )]
-    pub api_key: Option<String>,
-}
-
-impl BenchArgs {
-    /// The request with the draft the flags ask for: `--tree` for Medusa, `--draft-length` for
-    /// lookup.
-    pub fn with_drafts(&self, request: GenerateRequest) -> GenerateRequest {
-        let mut request = self.model.with_default_draft(request);
-        if let (GenerationMode::Lookup, Some(n)) = (request.mode, self.draft_length) {
-            request.draft = DraftPolicy::Length(n);
-        }
-        request
-    }
-}
-
-/// Sums over the runs of one mode.
-#[derive(Debug, Default, Clone)]
-pub struct Totals {
-    pub tokens: usize,
-    pub ms: f64,
-    ttft_ms: f64,
-    pub runs: usize,
-    steps: usize,
-    /// Per depth: (accepted, steps that reached it), rebuilt from each run's rates.
-    depth_counts: Vec<(f64, f64)>,
-    pub identical_to_normal: usize,
-    /// Per round: (tokens, ms) over that round's prompts.
-    rounds: Vec<(usize, f64)>,
-}
-
-impl Totals {
-    fn add(&mut self, tokens: usize, ms: f64, ttft_ms: f64) {
-        self.tokens += tokens;
-        self.ms += ms;
-        self.ttft_ms += ttft_ms;
-        self.runs += 1;
-    }
-
-    /// One run's tokens and times, counted in all and in its round.
-    pub fn add_in_round(&mut self, round: usize, tokens: usize, ms: f64, ttft_ms: f64) {
-        self.add(tokens, ms, ttft_ms);
-        if self.rounds.len() <= round {
-            self.rounds.resize(round + 1, (0, 0.0));
-        }
-        self.rounds[round].0 += tokens;
-        self.rounds[round].1 += ms;
-    }
-
-    fn add_run(&mut self, round: usize, run: &RunSummary) {
-        self.add_in_round(round, run.tokens_generated, run.total_ms, run.ttft_ms);
-        self.steps += run.steps;
-        if self.depth_counts.len() < run.acceptance_by_depth.len() {
-            self.depth_counts
-                .resize(run.acceptance_by_depth.len(), (0.0, 0.0));
-        }
-        // Weight each run's per-depth rate by its step count.
-        for (d, rate) in run.acceptance_by_depth.iter().enumerate() {
-            self.depth_counts[d].0 += rate * run.steps as f64;
-            self.depth_counts[d].1 += run.steps as f64;
-        }
-    }
-
-    pub fn tokens_per_second(&self) -> f64 {
-        if self.ms > 0.0 {
-            self.tokens as f64 * 1000.0 / self.ms
-        } else {
-            0.0
-        }
-    }
-
-    pub fn round_tokens_per_second(&self) -> Vec<f64> {
-        self.rounds
-            .iter()
-            .map(|&(tokens, ms)| tokens as f64 * 1000.0 / ms.max(1e-9))
-            .collect()
-    }
-
-    pub fn mean_ttft_ms(&self) -> f64 {
-        self.ttft_ms / self.runs.max(1) as f64
-    }
-}
+use crate::bench_args::{load_prompts, modes_with_normal_first, BenchArgs};
+use crate::bench_totals::{round_speedup, Totals};
+use playground::run_order::balanced_order;
 
 #[derive(Serialize)]
 struct ModeResult {
@@ -212,9 +88,6 @@ struct BenchReport {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if let Some(endpoint) = &args.endpoint {
-        return crate::remote_bench::run(endpoint, &args);
-    }
     let prompts = load_prompts(args.prompts.as_ref())?;
     let modes = modes_with_normal_first(&args.modes);
     anyhow::ensure!(
@@ -592,42 +465,6 @@ fn bench_concurrency(
             step_profile: None,
         })
         .collect())
-}
-
-/// Normal mode always runs, first, because every speed-up is measured against it.
-/// The median and range over rounds of a mode's tokens/s over normal's in the same round.
-pub fn round_speedup(rounds: &[f64], normal_rounds: &[f64]) -> Option<Spread> {
-    Spread::of(
-        rounds
-            .iter()
-            .zip(normal_rounds)
-            .map(|(run, normal)| run / normal.max(1e-9)),
-    )
-}
-
-pub fn modes_with_normal_first(requested: &[GenerationMode]) -> Vec<GenerationMode> {
-    let mut modes = vec![GenerationMode::Normal];
-    for &mode in requested {
-        if !modes.contains(&mode) {
-            modes.push(mode);
-        }
-    }
-    modes
-}
-
-pub fn load_prompts(file: Option<&PathBuf>) -> anyhow::Result<Vec<String>> {
-    let prompts: Vec<String> = match file {
-        None => engine::tuning::DEFAULT_PROMPTS
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-        Some(path) => engine::tuning::prompt_lines(
-            &std::fs::read_to_string(path)
-                .with_context(|| format!("reading prompts from {}", path.display()))?,
-        ),
-    };
-    anyhow::ensure!(!prompts.is_empty(), "the prompt file has no prompts");
-    Ok(prompts)
 }
 
 /// Formats that llama.cpp repacks for fast CPU kernels decode much faster than their neighbours.

@@ -5,7 +5,7 @@ use engine::{
     AcceptanceRule, ChatMessage, DraftPolicy, GenerateRequest, GenerationEvent, GenerationMode,
     GenerationStream, Prompt, RunSummary, SamplingParams, StepEvent,
 };
-use serde_json::json;
+use serde::Serialize;
 
 use crate::model_args::ModelArgs;
 use crate::progress::LiveLine;
@@ -108,7 +108,8 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let stream = engine.generate(request)?;
     if args.json {
         let (summary, steps) = collect(stream)?;
-        println!("{}", summary_json(&summary, &steps, engine.info()));
+        let report = GenerateReport::new(&summary, &steps, engine.info());
+        println!("{}", serde_json::to_string(&report)?);
     } else {
         stream_to_terminal(stream, args.steps)?;
     }
@@ -163,28 +164,48 @@ pub fn stream_to_terminal(
     Err(engine::EngineError::EngineStopped.into())
 }
 
-fn summary_json(
-    s: &RunSummary,
-    steps: &[StepEvent],
-    model: &engine::ModelInfo,
-) -> serde_json::Value {
-    json!({
-        "mode": s.mode,
-        "medusa_plan": (s.mode == GenerationMode::Medusa).then_some(&model.medusa_plan),
-        "mean_accepted": s.mean_accepted,
-        "acceptance_by_depth": s.acceptance_by_depth,
-        "steps": s.steps,
-        "step_events": steps,
-        "text": s.text,
-        "model": model.name,
-        "prompt_tokens": s.prompt_tokens,
-        "tokens_generated": s.tokens_generated,
-        "tokens_per_second": s.tokens_per_second,
-        "decode_tokens_per_second": s.decode_tokens_per_second,
-        "ttft_ms": s.ttft_ms,
-        "total_ms": s.total_ms,
-        "stop_reason": s.stop_reason,
-        "seed": s.seed,
-        "token_ids": s.token_ids,
-    })
+/// `medusa generate --json`: the run's summary with its steps and the model's plan.
+#[derive(Serialize)]
+struct GenerateReport<'a> {
+    mode: GenerationMode,
+    medusa_plan: Option<&'a Option<engine::medusa::plan::MedusaPlan>>,
+    mean_accepted: f64,
+    acceptance_by_depth: &'a [f64],
+    steps: usize,
+    step_events: &'a [StepEvent],
+    text: &'a str,
+    model: &'a str,
+    prompt_tokens: usize,
+    tokens_generated: usize,
+    tokens_per_second: f64,
+    decode_tokens_per_second: f64,
+    ttft_ms: f64,
+    total_ms: f64,
+    stop_reason: engine::StopReason,
+    seed: u64,
+    token_ids: &'a [engine::TokenId],
+}
+
+impl<'a> GenerateReport<'a> {
+    fn new(s: &'a RunSummary, steps: &'a [StepEvent], model: &'a engine::ModelInfo) -> Self {
+        Self {
+            mode: s.mode,
+            medusa_plan: (s.mode == GenerationMode::Medusa).then_some(&model.medusa_plan),
+            mean_accepted: s.mean_accepted,
+            acceptance_by_depth: &s.acceptance_by_depth,
+            steps: s.steps,
+            step_events: steps,
+            text: &s.text,
+            model: &model.name,
+            prompt_tokens: s.prompt_tokens,
+            tokens_generated: s.tokens_generated,
+            tokens_per_second: s.tokens_per_second,
+            decode_tokens_per_second: s.decode_tokens_per_second,
+            ttft_ms: s.ttft_ms,
+            total_ms: s.total_ms,
+            stop_reason: s.stop_reason,
+            seed: s.seed,
+            token_ids: &s.token_ids,
+        }
+    }
 }

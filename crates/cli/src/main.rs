@@ -1,6 +1,8 @@
 //! `medusa`: generate, chat, serve, benchmark, tune, train heads and quantize from the command line.
 
 mod bench;
+mod bench_args;
+mod bench_totals;
 mod chat;
 mod convert_heads;
 mod figures;
@@ -9,7 +11,6 @@ mod model_args;
 mod progress;
 mod quantize;
 mod remote_bench;
-mod run_order;
 mod sampling_args;
 mod serve;
 mod train_heads;
@@ -35,7 +36,7 @@ enum Commands {
     /// Chat with the model in the terminal (multi-turn).
     Chat(chat::ChatArgs),
     /// Measure generation speed against a bare llama.cpp decode loop.
-    Bench(bench::BenchArgs),
+    Bench(bench_args::BenchArgs),
     /// Requantize a GGUF model (e.g. Q4_1 to Q4_0) with llama.cpp's quantizer.
     Quantize(quantize::QuantizeArgs),
     /// Import FasterDecoding/Medusa heads (safetensors) as a heads file for a GGUF model.
@@ -64,7 +65,10 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Commands::Generate(args) => generate::run(args),
         Commands::Chat(args) => chat::run(args),
-        Commands::Bench(args) => bench::run(args),
+        Commands::Bench(args) => match &args.endpoint {
+            Some(endpoint) => remote_bench::run(endpoint, &args),
+            None => bench::run(args),
+        },
         Commands::Quantize(args) => quantize::run(args),
         Commands::ConvertHeads(args) => convert_heads::run(args),
         Commands::FetchModel => {

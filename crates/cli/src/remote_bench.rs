@@ -3,21 +3,18 @@
 //! side from the request to each streamed chunk. Speculative figures come from the answers'
 //! llama-server `timings` when the server sends them.
 
-use std::io::{BufRead, BufReader};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
 use anyhow::{bail, Context};
-use engine::GenerationMode;
+use engine::{
+    ChatMessage, DraftPolicy, GenerateRequest, GenerationMode, Prompt, RunSummary, SamplingParams,
+    TreeSpec,
+};
+use remote::{RemoteAccess, RemoteEngine, RemoteError, RemoteRequest, RemoteSpec};
 use serde::Serialize;
-use serde_json::{json, Value};
 use store::Spread;
 
-use crate::bench::{load_prompts, modes_with_normal_first, round_speedup, BenchArgs, Totals};
-use crate::run_order::balanced_order;
-
-/// Longest a request may take; a server that stops answering is an error, not a hang.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+use crate::bench_args::{load_prompts, modes_with_normal_first, BenchArgs};
+use crate::bench_totals::{round_speedup, Totals};
+use playground::run_order::balanced_order;
 
 /// One streamed answer, as measured here.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,6 +26,19 @@ struct RemoteRun {
     /// From the server's `timings`, when it sent them.
     drafted: Option<usize>,
     accepted: Option<usize>,
+}
+
+impl From<RunSummary> for RemoteRun {
+    fn from(summary: RunSummary) -> Self {
+        Self {
+            tokens: summary.tokens_generated,
+            ttft_ms: summary.ttft_ms,
+            total_ms: summary.total_ms,
+            drafted: summary.draft_tokens,
+            accepted: summary.accepted_draft_tokens,
+            text: summary.text,
+        }
+    }
 }
 
 /// A mode's totals, with the drafts the server's timings reported (when it sent any).
@@ -85,153 +95,106 @@ struct RemoteBenchReport {
     results: Vec<RemoteModeResult>,
 }
 
-/// The server's base URL without a trailing `/` or `/v1`.
-fn base_url(endpoint: &str) -> anyhow::Result<String> {
-    let trimmed = endpoint.trim().trim_end_matches('/');
-    let base = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
-    if !base.starts_with("http://") && !base.starts_with("https://") {
-        bail!("--endpoint must be an http:// or https:// URL, got {endpoint:?}");
-    }
-    Ok(base.to_owned())
-}
-
+/// The server under test, through the remote engines' client, and the runtime its streams run on.
 struct Endpoint {
-    base: String,
-    api_key: Option<String>,
-    agent: ureq::Agent,
+    engine: RemoteEngine,
+    runtime: tokio::runtime::Runtime,
 }
 
 impl Endpoint {
-    fn request(&self, method: &str, path: &str) -> ureq::Request {
-        let request = self.agent.request(method, &format!("{}{path}", self.base));
-        match &self.api_key {
-            Some(key) => request.set("Authorization", &format!("Bearer {key}")),
-            None => request,
-        }
+    fn new(url: &str, api_key: Option<String>) -> anyhow::Result<Self> {
+        let spec = RemoteSpec::new("endpoint", url, api_key)
+            .with_context(|| format!("--endpoint {url}"))?;
+        // Whoever runs the bench typed the address: no address is off limits to them.
+        let access = RemoteAccess {
+            allow_link_local: true,
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        Ok(Self {
+            engine: RemoteEngine::with_access(spec, access)?,
+            runtime,
+        })
     }
 
-    /// The answer, or an error that says what the server said.
-    fn call(&self, request: ureq::Request, body: Option<Value>) -> anyhow::Result<ureq::Response> {
-        let result = match body {
-            Some(body) => request.send_json(body),
-            None => request.call(),
-        };
-        match result {
-            Ok(response) => Ok(response),
-            Err(ureq::Error::Status(401, _)) => bail!(
-                "{} refused the request (401): pass its key with --api-key",
-                self.base
-            ),
-            Err(ureq::Error::Status(status, response)) => {
-                let text = response.into_string().unwrap_or_default();
-                bail!("{} answered {status}: {}", self.base, text.trim())
-            }
-            Err(err) => bail!("cannot reach {}: {err}", self.base),
-        }
+    fn url(&self) -> &str {
+        &self.engine.spec().url
     }
 
     /// The first model the server lists.
     fn model(&self) -> anyhow::Result<String> {
-        let models: Value = self
-            .call(self.request("GET", "/v1/models"), None)?
-            .into_json()
-            .context("reading /v1/models")?;
-        models["data"][0]["id"]
-            .as_str()
-            .map(str::to_owned)
-            .with_context(|| format!("{} lists no model at /v1/models", self.base))
+        let models = self
+            .runtime
+            .block_on(self.engine.models())
+            .map_err(with_hint)?;
+        models
+            .into_iter()
+            .next()
+            .with_context(|| format!("{} lists no model at /v1/models", self.url()))
     }
 
-    /// Streams one greedy chat completion, timing it from the request. `extra`: fields only
-    /// `medusa serve` knows (mode and drafts), sent only when the bench's flags ask for them.
-    fn complete(
-        &self,
-        model: &str,
-        prompt: &str,
-        extra: &serde_json::Map<String, Value>,
-        max_tokens: u32,
-    ) -> anyhow::Result<RemoteRun> {
-        let mut body = json!({
-            "model": model,
-            "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": max_tokens,
-            "temperature": 0,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-            // llama-server's field (ours too): every run reads its whole prompt, as the local
-            // bench's do, so that no run starts warm and outputs compare exactly.
-            "cache_prompt": false,
-        });
-        for (key, value) in extra {
-            body[key] = value.clone();
-        }
-        let started = Instant::now();
-        let response = self.call(self.request("POST", "/v1/chat/completions"), Some(body))?;
-        let mut run = RemoteRun::default();
-        let mut chunks = 0;
-        for line in BufReader::new(response.into_reader()).lines() {
-            let line = line.with_context(|| format!("the stream from {} broke", self.base))?;
-            let Some(data) = line.strip_prefix("data:").map(str::trim) else {
-                continue;
-            };
-            if data == "[DONE]" {
-                break;
-            }
-            let chunk: Value = serde_json::from_str(data)
-                .with_context(|| format!("{} sent a malformed chunk: {data}", self.base))?;
-            if let Some(error) = chunk.get("error") {
-                bail!("{} failed mid-answer: {error}", self.base);
-            }
-            if let Some(text) = chunk["choices"][0]["delta"]["content"].as_str() {
-                if !text.is_empty() {
-                    if run.text.is_empty() {
-                        run.ttft_ms = started.elapsed().as_secs_f64() * 1000.0;
-                    }
-                    run.text.push_str(text);
-                    chunks += 1;
-                }
-            }
-            if let Some(tokens) = chunk["usage"]["completion_tokens"].as_u64() {
-                run.tokens = tokens as usize;
-            }
-            if let Some(timings) = chunk.get("timings") {
-                run.drafted = timings["draft_n"].as_u64().map(|n| n as usize);
-                run.accepted = timings["draft_n_accepted"].as_u64().map(|n| n as usize);
-            }
-        }
-        run.total_ms = started.elapsed().as_secs_f64() * 1000.0;
-        if run.tokens == 0 {
-            // Without usage, one content chunk per token is the best count there is.
-            run.tokens = chunks;
-        }
-        Ok(run)
+    /// Streams one completion of `request` on `model`, timed here from the request.
+    fn complete(&self, model: &str, request: GenerateRequest) -> anyhow::Result<RemoteRun> {
+        let stream = {
+            let _entered = self.runtime.enter();
+            self.engine.generate(RemoteRequest {
+                model: model.to_owned(),
+                request,
+            })
+        };
+        let summary = stream.wait()?;
+        Ok(summary.into())
     }
 }
 
-/// What `medusa serve` takes beyond OpenAI's fields: the mode (when modes are compared), the
-/// tree of `--tree` for Medusa and `--draft-length` for lookup. Other servers never see them
-/// unless asked for.
-fn extra_fields(
+/// The remote client's error, with what to do about a refused key.
+fn with_hint(err: RemoteError) -> anyhow::Error {
+    match err {
+        RemoteError::Unauthorized { .. } => {
+            anyhow::anyhow!("{err}: pass its key with --api-key")
+        }
+        err => err.into(),
+    }
+}
+
+/// A greedy chat completion of `prompt` in `mode`, with the drafts the bench's flags ask for.
+/// Every run reads its whole prompt, as the local bench's do, so that no run starts warm and
+/// outputs compare exactly.
+fn bench_request(
     args: &BenchArgs,
+    prompt: &str,
     mode: GenerationMode,
-    compared: bool,
-) -> serde_json::Map<String, Value> {
-    let mut extra = serde_json::Map::new();
-    if compared {
-        extra.insert("mode".into(), mode.as_str().into());
-    }
-    match mode {
-        mode if mode.drafts_trees() && args.model.tree.trim() != "auto" => {
-            extra.insert("tree".into(), args.model.tree.trim().into());
-        }
-        GenerationMode::Lookup => {
-            if let Some(n) = args.draft_length {
-                extra.insert("draft_length".into(), n.into());
-            }
-        }
-        _ => {}
-    }
-    extra
+    max_tokens: u32,
+) -> anyhow::Result<GenerateRequest> {
+    let sampling = SamplingParams {
+        temperature: 0.0,
+        ..SamplingParams::default()
+    };
+    let draft = match mode {
+        mode if mode.drafts_trees() => match args.model.tree.trim() {
+            "auto" => DraftPolicy::Auto,
+            "tuned" => DraftPolicy::Tuned,
+            name => DraftPolicy::Tree(
+                TreeSpec::from_name_or_file(name).with_context(|| format!("--tree {name}"))?,
+            ),
+        },
+        GenerationMode::Lookup => args
+            .draft_length
+            .map_or(DraftPolicy::Auto, DraftPolicy::Length),
+        _ => DraftPolicy::Auto,
+    };
+    let mut request = GenerateRequest::new(
+        Prompt::Chat(vec![ChatMessage::new("user", prompt)]),
+        max_tokens,
+    )
+    .with_sampling(sampling)
+    .with_mode(mode)
+    .with_draft(draft);
+    request.cache_prompt = false;
+    Ok(request)
 }
 
 pub fn run(endpoint: &str, args: &BenchArgs) -> anyhow::Result<()> {
@@ -241,21 +204,12 @@ pub fn run(endpoint: &str, args: &BenchArgs) -> anyhow::Result<()> {
     if args.max_draft.is_some() {
         bail!("--max-draft applies to the local engine; with --endpoint, use --tree or --draft-length");
     }
-    let endpoint = Endpoint {
-        base: base_url(endpoint)?,
-        api_key: args.api_key.clone(),
-        // HTTPS certificates are checked against the system's trusted roots.
-        agent: ureq::AgentBuilder::new()
-            .timeout(REQUEST_TIMEOUT)
-            .tls_connector(Arc::new(
-                native_tls::TlsConnector::new().context("setting up TLS")?,
-            ))
-            .build(),
-    };
+    let endpoint = Endpoint::new(endpoint, args.api_key.clone())?;
     let prompts = load_prompts(args.prompts.as_ref())?;
     let modes = modes_with_normal_first(&args.modes);
     let model = endpoint.model()?;
-    endpoint.complete(&model, &prompts[0], &Default::default(), 8)?;
+    let warm_up = bench_request(args, &prompts[0], GenerationMode::Normal, 8)?;
+    endpoint.complete(&model, warm_up)?;
 
     let mut totals = vec![ModeTotals::default(); modes.len()];
     let total_runs = prompts.len() * args.rounds as usize;
@@ -264,8 +218,8 @@ pub fn run(endpoint: &str, args: &BenchArgs) -> anyhow::Result<()> {
             let mut runs = vec![RemoteRun::default(); modes.len()];
             // Every mode goes first, and follows each other one, equally often.
             for m in balanced_order(modes.len(), round * prompts.len() + i) {
-                let extra = extra_fields(args, modes[m], modes.len() > 1);
-                runs[m] = endpoint.complete(&model, prompt, &extra, args.max_tokens)?;
+                let request = bench_request(args, prompt, modes[m], args.max_tokens)?;
+                runs[m] = endpoint.complete(&model, request)?;
             }
             let mut line = format!("[{}/{total_runs}]", round * prompts.len() + i + 1);
             for (m, run) in runs.iter().enumerate() {
@@ -305,7 +259,7 @@ pub fn run(endpoint: &str, args: &BenchArgs) -> anyhow::Result<()> {
         })
         .collect();
     let report = RemoteBenchReport {
-        endpoint: endpoint.base.clone(),
+        endpoint: endpoint.url().to_owned(),
         model,
         prompts: prompts.len(),
         rounds: args.rounds,
@@ -337,16 +291,6 @@ pub fn run(endpoint: &str, args: &BenchArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn endpoints_are_taken_with_or_without_v1() {
-        assert_eq!(
-            base_url("http://127.0.0.1:8080/v1/").unwrap(),
-            "http://127.0.0.1:8080"
-        );
-        assert_eq!(base_url("https://box.lan/v1").unwrap(), "https://box.lan");
-        assert!(base_url("127.0.0.1:8080").is_err());
-    }
 
     #[test]
     fn tokens_per_step_come_from_the_accepted_drafts() {

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use engine::tuning::{tune_engine, TuneOptions, TuneReport};
 
-use crate::bench::load_prompts;
+use crate::bench_args::load_prompts;
 use crate::model_args::ModelArgs;
 
 #[derive(Args, Debug)]

@@ -277,7 +277,7 @@ fn bench_measures_another_server_through_its_openai_api() {
     drop(server);
     let message = refused(&["bench", "--endpoint", "http://127.0.0.1:9", "-n", "4"]);
     assert!(
-        message.contains("cannot reach http://127.0.0.1:9"),
+        message.contains("cannot be reached at http://127.0.0.1:9"),
         "{message}"
     );
 }

@@ -1,18 +1,18 @@
-//! The drafters this engine hands out. A request gets its drafter when it is admitted; the
-//! scheduler sees only the [`Drafter`] trait and what verification made of its tree. Adding a
-//! drafter means a mode in `request.rs` and an arm here.
+//! The drafters this engine hands out. A request gets its drafters when it is admitted, as its
+//! draft was decided when it was accepted (`request_draft`); the scheduler sees only the
+//! [`Drafter`] trait and what verification made of its tree. Adding a drafter means a mode in
+//! `request.rs`, a decision in `request_draft.rs` and a line here.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::medusa::drafter::MedusaDrafter;
 use crate::medusa::heads::MedusaHeads;
-use crate::medusa::plan::{MedusaPlan, TreeOrigin};
-use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, MAX_DRAFT_TOKENS};
+use crate::medusa::plan::MedusaPlan;
+use crate::request_draft::RequestDraft;
 use crate::speculative::budget::AcceptanceStats;
 use crate::speculative::drafter::Drafter;
 use crate::speculative::lookup::LookupDrafter;
-use crate::speculative::tree::TreeSpec;
 
 /// The loaded heads and the tree Medusa mode drafts with on this machine.
 pub(crate) struct MedusaSetup {
@@ -77,73 +77,20 @@ impl Drafters {
         self.medusa.as_ref().map(|m| m.heads.as_ref())
     }
 
-    /// The drafters for a request that is being admitted.
-    pub(crate) fn for_request(&self, request: &GenerateRequest) -> DraftSetup {
-        let lookup = || Box::new(LookupDrafter::default()) as Box<dyn Drafter>;
-        let medusa = |setup: &MedusaSetup, tree: &TreeSpec| {
-            Box::new(MedusaDrafter::new(setup.heads.clone(), tree.clone())) as Box<dyn Drafter>
-        };
-        // `Engine::validate` refuses Medusa mode without heads, trees deeper than the heads,
-        // and trees or lengths in modes that do not draft them.
-        let (drafters, default_max_draft, fixed) =
-            match (request.mode, &request.draft, &self.medusa) {
-                (GenerationMode::Normal, _, _) | (GenerationMode::Medusa, _, None) => {
-                    (vec![], 0, false)
-                }
-                (GenerationMode::Lookup, DraftPolicy::Length(n), _) => (vec![lookup()], *n, true),
-                (GenerationMode::Lookup, _, _) => (vec![lookup()], DEFAULT_MAX_DRAFT_TOKENS, false),
-                (GenerationMode::Medusa, DraftPolicy::Tree(tree), Some(setup)) => {
-                    (vec![medusa(setup, tree)], tree.len(), true)
-                }
-                // The plan's tree. A tuned one drafts as far as the budget expects it to pay; one
-                // given at load, or stored with heads that record no accuracy to plan from, is
-                // drafted in full (the budget would have no evidence to draft on).
-                (GenerationMode::Medusa, _, Some(setup)) => match &setup.plan.tree {
-                    Some(tree) => (
-                        vec![medusa(setup, tree)],
-                        setup.plan.default_max_draft(DEFAULT_MAX_DRAFT_TOKENS),
-                        setup.plan.origin != TreeOrigin::Tuned,
-                    ),
-                    // No tree pays on this machine: Medusa mode decodes plainly.
-                    None => (vec![], 0, false),
-                },
-                (GenerationMode::Auto, draft, Some(setup)) => match (draft, &setup.plan) {
-                    // A named tree (or one given at load) beside lookup's whole continuation,
-                    // both in full at every step.
-                    (DraftPolicy::Tree(tree), _)
-                    | (
-                        _,
-                        MedusaPlan {
-                            origin: TreeOrigin::Given,
-                            tree: Some(tree),
-                            ..
-                        },
-                    ) => (
-                        vec![lookup(), medusa(setup, tree)],
-                        tree.len() + DEFAULT_MAX_DRAFT_TOKENS,
-                        true,
-                    ),
-                    // Lookup first: its guesses cost nothing to make, and the budget weighs how
-                    // much of the heads' tree to add where lookup would miss. Where the tuner
-                    // found that no tree pays on this machine, lookup drafts alone.
-                    _ => match &setup.plan.tree {
-                        Some(tree) => (
-                            vec![lookup(), medusa(setup, tree)],
-                            tree.len().max(DEFAULT_MAX_DRAFT_TOKENS),
-                            false,
-                        ),
-                        None => (vec![lookup()], DEFAULT_MAX_DRAFT_TOKENS, false),
-                    },
-                },
-                (GenerationMode::Auto, _, None) => {
-                    (vec![lookup()], DEFAULT_MAX_DRAFT_TOKENS, false)
-                }
-            };
-        let max_draft = if fixed {
-            default_max_draft
-        } else {
-            request.max_draft_tokens.unwrap_or(default_max_draft)
-        };
+    /// The drafters of a request that is being admitted, as its draft was decided (see
+    /// [`RequestDraft::resolve`]).
+    pub(crate) fn for_request(&self, draft: &RequestDraft) -> DraftSetup {
+        let mut drafters: Vec<Box<dyn Drafter>> = Vec::new();
+        if draft.lookup {
+            drafters.push(Box::new(LookupDrafter::default()));
+        }
+        // A tree is only decided where heads are loaded.
+        if let (Some(tree), Some(setup)) = (&draft.tree, &self.medusa) {
+            drafters.push(Box::new(MedusaDrafter::new(
+                setup.heads.clone(),
+                tree.clone(),
+            )));
+        }
         DraftSetup {
             drafters: drafters
                 .into_iter()
@@ -152,8 +99,8 @@ impl Drafters {
                     (drafter, prior)
                 })
                 .collect(),
-            max_draft: max_draft.min(MAX_DRAFT_TOKENS),
-            fixed,
+            max_draft: draft.max_draft,
+            fixed: draft.fixed,
         }
     }
 
@@ -193,10 +140,6 @@ impl Drafters {
 
 /// How many tries what earlier requests learnt counts as when a new request starts.
 const PRIOR_WEIGHT: u32 = 32;
-
-/// Most drafted tokens per step when the request does not say; the draft budget (measured
-/// decode costs, acceptance learnt during the run) usually drafts fewer.
-const DEFAULT_MAX_DRAFT_TOKENS: usize = 16;
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,6 @@ use std::time::Instant;
 use crate::clock::ms_since;
 use crate::drafters::DraftSetup;
 use crate::events::{DraftDecision, DraftSkip, DraftSkipReason, DrafterEvidence};
-use crate::sampler::TokenId;
 use crate::speculative::budget::{
     choose_draft_lens, shortest_draft, AcceptanceStats, BatchLoad, DraftChoice, DraftOption,
     ShortestDraft,
@@ -14,6 +13,7 @@ use crate::speculative::budget::{
 use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
+use crate::token::TokenId;
 
 /// One drafter and what this run learnt about its guesses.
 struct Proposer {

@@ -17,23 +17,28 @@ use crate::backend::{backend, clear_recent_errors, take_recent_errors};
 use crate::compute::ComputeInfo;
 use crate::config::{EngineConfig, DEFAULT_CTX_SIZE};
 use crate::cost_cache::{CostCache, CostKey};
-use crate::diagnostics::Diagnostic;
+use crate::diagnostics::{BaselineRun, Diagnostic};
 use crate::drafters::{Drafters, MedusaSetup};
 use crate::error::EngineError;
 use crate::events::{GenerationEvent, RunSummary};
 use crate::info::ModelInfo;
 use crate::llama_runtime::{LlamaRuntime, RuntimeSettings};
+use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::medusa::plan::plan_tree;
 use crate::model_file;
 use crate::prompt::RenderedPrompt;
 use crate::quantize::file_type_name;
 use crate::request::MAX_DRAFT_TOKENS;
-use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, Prompt, ValidRequest};
+use crate::request::{DraftPolicy, GenerateRequest, Prompt};
+use crate::request_draft::{LoadedHeads, RequestDraft};
 use crate::sampling_defaults::SamplingDefaults;
 use crate::scheduler::{Command, EngineMetrics, Scheduler, Shared};
+use crate::speculative::costs::DecodeCosts;
 use crate::speculative::tree::TreeSpec;
 use crate::step_profile::StepProfile;
+use crate::token::TokenId;
+use crate::valid_request::ValidRequest;
 
 /// A loaded model, ready to generate. Dropping it stops its thread.
 pub struct Engine {
@@ -91,46 +96,36 @@ impl Engine {
     }
 
     /// The one check of a request: its own fields, and what it asks of this engine (heads for
-    /// Medusa mode, hidden states). Only a [`ValidRequest`] can be queued.
-    pub fn validate(&self, mut request: GenerateRequest) -> Result<ValidRequest, EngineError> {
+    /// Medusa mode, hidden states), with its draft decided. Only a [`ValidRequest`] can be
+    /// queued.
+    pub fn validate(&self, request: GenerateRequest) -> Result<ValidRequest, EngineError> {
+        self.validate_with_default_tree(request, None)
+    }
+
+    /// [`Engine::validate`], with `default_tree` drafted by Medusa requests that draft `auto`
+    /// (the tree set in Settings).
+    pub fn validate_with_default_tree(
+        &self,
+        mut request: GenerateRequest,
+        default_tree: Option<&DraftPolicy>,
+    ) -> Result<ValidRequest, EngineError> {
         request.validate()?;
-        // Auto mode drafts with lookup alone without heads, unless it names a tree.
-        let needs_heads = request.mode == GenerationMode::Medusa
-            || (request.mode == GenerationMode::Auto && request.draft != DraftPolicy::Auto);
-        if needs_heads {
-            let heads = self.info.heads.as_ref().ok_or(EngineError::NoMedusaHeads)?;
-            if request.draft == DraftPolicy::Tuned {
-                request.draft = DraftPolicy::Tree(self.tuned_tree()?);
-            }
-            if let DraftPolicy::Tree(tree) = &request.draft {
-                tree.check_heads(heads.head_count)
-                    .map_err(|e| EngineError::InvalidParameter {
-                        name: "tree",
-                        message: e.to_string(),
-                    })?;
-            }
-        }
+        let heads = match (&self.info.heads, &self.info.medusa_plan) {
+            (Some(heads), Some(plan)) => Some(LoadedHeads {
+                head_count: heads.head_count,
+                plan,
+            }),
+            _ => None,
+        };
+        let draft = RequestDraft::resolve(&request, heads, default_tree)?;
         if request.record_hidden_states && !self.returns_hidden_states {
             return Err(EngineError::InvalidParameter {
                 name: "record_hidden_states",
                 message: "the engine was loaded without hidden states".into(),
             });
         }
-        Ok(ValidRequest::accepted(request))
-    }
-
-    /// The tree `tuned` names: the fastest the tuner predicted for these heads on this machine.
-    fn tuned_tree(&self) -> Result<TreeSpec, EngineError> {
-        self.info
-            .medusa_plan
-            .as_ref()
-            .and_then(|plan| plan.tuned_tree.clone())
-            .ok_or_else(|| EngineError::InvalidParameter {
-                name: "tree",
-                message: "there is no tuned tree: these heads record no held-out accuracy to \
-                          size one from, or a tree was given at load"
-                    .into(),
-            })
+        request.draft = draft.policy.clone();
+        Ok(ValidRequest::accepted(request, draft))
     }
 
     /// [`Engine::validate`], then [`Engine::submit`].
@@ -152,7 +147,7 @@ impl Engine {
         let (events, receiver) = mpsc::unbounded_channel();
         let cancel = Arc::new(AtomicBool::new(false));
         let sent = self.commands.send(Command::Generate {
-            request,
+            request: Box::new(request),
             events,
             cancel: cancel.clone(),
             queued_at: Instant::now(),
@@ -193,7 +188,7 @@ impl Engine {
     }
 
     /// Sends a diagnostic to the engine thread and waits for its answer.
-    pub(crate) fn diagnose<T>(
+    fn diagnose<T>(
         &self,
         diagnostic: impl FnOnce(std_mpsc::Sender<Result<T, EngineError>>) -> Diagnostic,
     ) -> Result<T, EngineError> {
@@ -202,6 +197,65 @@ impl Engine {
             .send(Command::Diagnostic(diagnostic(reply)))
             .map_err(|_| EngineError::EngineStopped)?;
         answer.recv().map_err(|_| EngineError::EngineStopped)?
+    }
+
+    /// The `top` most likely next tokens and their logits after `prompt` followed by
+    /// `continuation`, decoded plainly in one pass (blocking). For inspecting near-ties.
+    pub fn next_token_logits(
+        &self,
+        prompt: Prompt,
+        continuation: Vec<TokenId>,
+        top: usize,
+    ) -> Result<Vec<(TokenId, f32)>, EngineError> {
+        self.diagnose(|reply| Diagnostic::NextTokenLogits {
+            prompt,
+            continuation,
+            top,
+            reply,
+        })
+    }
+
+    /// Decode time in milliseconds by number of tokens in a batch, as known to the draft budget
+    /// (from the cache, or measured now if no speculative request has run yet; blocking).
+    pub fn decode_costs(&self) -> Result<DecodeCosts, EngineError> {
+        self.diagnose(|reply| Diagnostic::DecodeCosts {
+            fresh: false,
+            reply,
+        })
+    }
+
+    /// The same, measured now whatever is known, and kept in the cache for later loads.
+    pub fn measure_decode_costs(&self) -> Result<DecodeCosts, EngineError> {
+        self.diagnose(|reply| Diagnostic::DecodeCosts { fresh: true, reply })
+    }
+
+    /// How often the Medusa heads' top-`top_k` guesses are right along `continuation`, text the
+    /// model wrote after `prompt` (blocking; runs when no request is decoding).
+    pub fn measure_heads(
+        &self,
+        prompt: Prompt,
+        continuation: Vec<TokenId>,
+        top_k: usize,
+    ) -> Result<HeadAccuracy, EngineError> {
+        self.diagnose(|reply| Diagnostic::MeasureHeads {
+            prompt,
+            continuation,
+            top_k,
+            reply,
+        })
+    }
+
+    /// Runs the bare llama-cpp-2 greedy loop on this engine's context (blocking).
+    pub fn raw_baseline(
+        &self,
+        prompt: Prompt,
+        max_tokens: usize,
+    ) -> Result<BaselineRun, EngineError> {
+        self.diagnose(|reply| Diagnostic::Baseline {
+            prompt,
+            max_tokens,
+            reply,
+        })
     }
 }
 

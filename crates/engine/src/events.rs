@@ -5,8 +5,8 @@ use ts_rs::TS;
 
 use crate::error::EngineError;
 use crate::request::GenerationMode;
-use crate::sampler::TokenId;
 use crate::speculative::tree::TokenSource;
+use crate::token::TokenId;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "snake_case")]

@@ -21,6 +21,7 @@ mod prompt;
 mod prompt_cache;
 mod quantize;
 mod request;
+mod request_draft;
 mod rng;
 mod sampler;
 mod sampling_defaults;
@@ -29,8 +30,10 @@ mod sequence;
 pub mod speculative;
 mod step_profile;
 mod stop;
+mod token;
 pub mod tuning;
 mod utf8;
+mod valid_request;
 
 pub use compute::{ComputeDevice, ComputeInfo};
 pub use config::{
@@ -49,11 +52,14 @@ pub use prompt::RenderedPrompt;
 pub use quantize::{file_type_name, quantize, quantize_type_names, QuantType, QuantizeReport};
 pub use request::{
     AcceptanceRule, ChatMessage, DraftPolicy, GenerateRequest, GenerationMode, Prompt,
-    SamplingParams, ValidRequest, CHAT_ROLES, MAX_DRAFT_TOKENS, MAX_TOKENS_LIMIT,
+    SamplingParams, CHAT_ROLES, MAX_DRAFT_TOKENS, MAX_TOKENS_LIMIT,
 };
-pub use sampler::{argmax, Sampler, TokenId, TokenProb};
+pub use request_draft::RequestDraft;
+pub use sampler::{argmax, Sampler, TokenProb};
 pub use sampling_defaults::SamplingDefaults;
 pub use scheduler::EngineMetrics;
 pub use speculative::tree::{TokenSource, TreeSpec};
 pub use step_profile::StepProfile;
+pub use token::TokenId;
 pub use utf8::Utf8Stream;
+pub use valid_request::ValidRequest;

@@ -6,9 +6,9 @@ use llama_cpp_2::token::LlamaToken;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::events::{GenerationEvent, StopReason};
-use crate::sampler::TokenId;
 use crate::speculative::tree::TokenSource;
 use crate::stop::{StopMatcher, StopScan};
+use crate::token::TokenId;
 use crate::utf8::Utf8Stream;
 
 pub(crate) struct OutputSink<'a> {

@@ -5,7 +5,7 @@
 //! last. The scheduler copies cells in and out and decides how many entries the KV cache can
 //! spare (every active request may need its whole share of cells).
 
-use crate::sampler::TokenId;
+use crate::token::TokenId;
 
 #[derive(Debug)]
 struct Entry {

@@ -222,25 +222,6 @@ pub struct GenerateRequest {
     pub record_hidden_states: bool,
 }
 
-/// A request [`crate::Engine::validate`] accepted: the only kind the engine queues, so nothing
-/// downstream checks it again.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ValidRequest(GenerateRequest);
-
-impl ValidRequest {
-    pub(crate) fn accepted(request: GenerateRequest) -> Self {
-        Self(request)
-    }
-
-    pub fn get(&self) -> &GenerateRequest {
-        &self.0
-    }
-
-    pub(crate) fn into_inner(self) -> GenerateRequest {
-        self.0
-    }
-}
-
 fn lossless() -> AcceptanceRule {
     AcceptanceRule::Lossless
 }

@@ -5,8 +5,7 @@
 
 use crate::request::SamplingParams;
 use crate::rng::SplitMix64;
-
-pub type TokenId = i32;
+use crate::token::TokenId;
 
 /// One candidate of a filtered distribution.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -22,16 +22,18 @@ use crate::llama_runtime::{random_seed, LlamaRuntime};
 use crate::output::OutputSink;
 use crate::prompt::RenderedPrompt;
 use crate::prompt_cache::PromptCache;
-use crate::request::{Prompt, ValidRequest};
-use crate::sampler::TokenId;
+use crate::request::Prompt;
 use crate::sequence::{NewSequence, Sequence, StepPlan};
 use crate::speculative::budget::BatchLoad;
 use crate::speculative::tree::DraftTree;
 use crate::step_profile::StepProfile;
+use crate::token::TokenId;
+use crate::valid_request::ValidRequest;
 
 pub(crate) enum Command {
     Generate {
-        request: ValidRequest,
+        /// Boxed: a request with its draft is much larger than the other commands.
+        request: Box<ValidRequest>,
         events: UnboundedSender<GenerationEvent>,
         cancel: Arc<AtomicBool>,
         queued_at: Instant,
@@ -232,7 +234,7 @@ impl<'m> Scheduler<'m> {
                 continue;
             }
             let failures = events.clone();
-            match self.start(slot, request, events, cancel, queued_at) {
+            match self.start(slot, *request, events, cancel, queued_at) {
                 Ok(sequence) => self.slots[slot] = Some(sequence),
                 Err(err) => {
                     tracing::warn!(error = %err, "request refused");
@@ -252,8 +254,8 @@ impl<'m> Scheduler<'m> {
         cancel: Arc<AtomicBool>,
         queued_at: Instant,
     ) -> Result<Sequence<'m>, EngineError> {
-        let request = request.into_inner();
-        let draft = self.drafters.for_request(&request);
+        let (request, draft) = request.into_parts();
+        let draft = self.drafters.for_request(&draft);
         let prompt = self
             .runtime
             .prompt_tokens(&request.prompt, request.continue_final_message)?;

@@ -18,12 +18,13 @@ use crate::events::{
 use crate::llama_runtime::LlamaRuntime;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
-use crate::sampler::{Sampler, TokenId};
+use crate::sampler::Sampler;
 use crate::speculative::budget::{AcceptanceStats, BatchLoad};
 use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
 use crate::speculative::verify::{verify, Verdict};
+use crate::token::TokenId;
 
 pub(crate) struct Sequence<'m> {
     /// Main sequence id in the KV cache (the slot).

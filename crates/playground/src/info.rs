@@ -8,7 +8,6 @@ use ts_rs::TS;
 use crate::draft::TreeChoice;
 use crate::error::ErrorBody;
 use crate::model_host::LoadingStatus;
-use crate::playground::Playground;
 use crate::remotes::RemoteInfo;
 
 /// The model (or the load in progress), heads, tree, modes, engine metrics and the database.
@@ -25,6 +24,8 @@ pub struct Info {
     /// The tree Medusa requests drafting `auto` draft in full instead, as set in Settings; null
     /// keeps `auto`.
     pub default_tree: Option<TreeChoice>,
+    /// The trees a request may name for the model served now (its tree picker's choices).
+    pub tree_names: Vec<String>,
     pub modes: Vec<GenerationMode>,
     pub metrics: Option<EngineMetrics>,
     pub database: String,
@@ -34,34 +35,13 @@ pub struct Info {
     pub remotes: Vec<RemoteInfo>,
 }
 
-impl Playground {
-    pub fn info(&self) -> Info {
-        let host = self.model_host();
-        let model = host.current_if_loaded();
-        let info = model.as_ref().map(|m| m.engine.info().clone());
-        let has_heads = model.as_ref().is_some_and(|m| m.has_heads());
-        let modes = match &model {
-            Some(_) => GenerationMode::ALL
-                .into_iter()
-                .filter(|m| *m != GenerationMode::Medusa || has_heads)
-                .collect(),
-            None => Vec::new(),
-        };
-        Info {
-            heads: info.as_ref().and_then(|i| i.heads.clone()),
-            heads_path: model
-                .as_ref()
-                .and_then(|m| m.heads_path.as_ref())
-                .map(|p| p.display().to_string()),
-            tree: info.as_ref().and_then(|i| i.medusa_tree.clone()),
-            default_tree: model.as_ref().and_then(|m| m.default_tree()),
-            modes,
-            metrics: model.as_ref().map(|m| m.engine.metrics()),
-            database: self.store().path().display().to_string(),
-            loading: host.loading_status(),
-            error: host.last_error(),
-            remotes: self.remotes().list(),
-            model: info,
-        }
-    }
+/// Whether the server can serve: `ok` with the model's name; `loading` until a model is ready;
+/// `degraded` with the reason while the history cannot be written (generations are refused
+/// then, since they could not be recorded).
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Health {
+    Ok { model: String },
+    Loading { message: String },
+    Degraded { reason: String },
 }

@@ -9,6 +9,7 @@
 //! -> [`Playground::check`] (the one validation) -> [`runs::start`] (queued on the engine, recorded
 //! in the store) -> [`RunEvent`]s back to the adapter.
 
+pub mod comparing;
 pub mod contract;
 pub mod conversations;
 mod draft;
@@ -23,16 +24,19 @@ mod recording;
 pub mod remotes;
 mod requests;
 mod run_counters;
+pub mod run_order;
 pub mod runs;
+mod targets;
 pub mod tuning;
 
 pub use draft::{DraftFields, TreeChoice};
 pub use error::{AppError, ErrorBody, ErrorKind};
 pub use events::{FinishedEvent, RunEvent};
-pub use info::Info;
+pub use info::{Health, Info};
 pub use model_host::{HostedModel, LoadRequest, ModelHost, ModelSource};
 pub use playground::{CheckedRequest, Playground};
 pub use remotes::{AddRemoteRequest, RemoteInfo, Remotes};
 pub use requests::{LoadModelRequest, PlaygroundRequest, SetTreeRequest, PLAYGROUND_MAX_TOKENS};
 pub use run_counters::{Histogram, RunCounters, RunCountsSnapshot, RunLatencies, SpecDecodeCounts};
-pub use runs::RunHandle;
+pub use runs::{Collected, RunHandle};
+pub use targets::RunTarget;

@@ -73,18 +73,13 @@ impl HostedModel {
         Ok(())
     }
 
-    /// `request` drafting the default tree where it is a Medusa request drafting `auto`.
-    pub(crate) fn with_default_tree(&self, mut request: GenerateRequest) -> GenerateRequest {
-        let setting = self
-            .default_tree
+    /// The tree Medusa requests drafting `auto` draft instead, as the engine takes it.
+    pub(crate) fn default_tree_policy(&self) -> Option<DraftPolicy> {
+        self.default_tree
             .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let (Some((_, policy)), GenerationMode::Medusa, DraftPolicy::Auto) =
-            (setting.as_ref(), request.mode, &request.draft)
-        {
-            request.draft = policy.clone();
-        }
-        request
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|(_, policy)| policy.clone())
     }
 }
 

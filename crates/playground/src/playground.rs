@@ -2,17 +2,23 @@
 //! Cheap to clone; every adapter holds one.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use engine::{Canceller, Engine, EngineConfig, GenerateRequest, ValidRequest};
-use store::Store;
+use engine::medusa::plan::request_tree_names;
+use engine::{
+    Canceller, Engine, EngineConfig, EngineMetrics, GenerateRequest, GenerationMode, ModelInfo,
+    ValidRequest,
+};
+use remote::RemoteSpec;
+use store::{Store, StoreHealth};
 
 use crate::draft::TreeChoice;
 use crate::error::{AppError, ErrorKind};
-use crate::info::Info;
+use crate::info::{Health, Info};
 use crate::model_host::{HostedModel, LoadRequest, ModelHost};
-use crate::remotes::{Remotes, REMOTES_FILE};
+use crate::remotes::{AddRemoteRequest, RemoteInfo, Remotes, REMOTES_FILE};
 use crate::run_counters::RunCounters;
 
 #[derive(Clone)]
@@ -89,6 +95,52 @@ impl Playground {
         self.inner.host.current()
     }
 
+    /// What the model served now is (unavailable while none is loaded).
+    pub fn model_info(&self) -> Result<ModelInfo, AppError> {
+        Ok(self.model()?.engine.info().clone())
+    }
+
+    /// The served model's engine counters; zeros while none is loaded.
+    pub fn engine_metrics(&self) -> EngineMetrics {
+        self.inner
+            .host
+            .current_if_loaded()
+            .map(|model| model.engine.metrics())
+            .unwrap_or_default()
+    }
+
+    /// The model and heads files served now, if any.
+    pub fn loaded_files(&self) -> Vec<PathBuf> {
+        self.inner
+            .host
+            .current_if_loaded()
+            .map(|model| {
+                [
+                    Some(model.engine.info().path.clone()),
+                    model.heads_path.clone(),
+                ]
+                .into_iter()
+                .flatten()
+                .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Whether generations can be served now.
+    pub async fn health(&self) -> Health {
+        if let StoreHealth::Degraded { reason } = self.store().health().await {
+            return Health::Degraded { reason };
+        }
+        match self.model() {
+            Ok(model) => Health::Ok {
+                model: model.engine.info().name.clone(),
+            },
+            Err(err) => Health::Loading {
+                message: err.message,
+            },
+        }
+    }
+
     pub fn model_host(&self) -> &ModelHost {
         &self.inner.host
     }
@@ -102,7 +154,9 @@ impl Playground {
     /// it asks of the model now served (heads for Medusa mode).
     pub fn check(&self, request: GenerateRequest) -> Result<CheckedRequest, AppError> {
         let model = self.model()?;
-        let request = model.engine.validate(model.with_default_tree(request))?;
+        let request = model
+            .engine
+            .validate_with_default_tree(request, model.default_tree_policy().as_ref())?;
         Ok(CheckedRequest { model, request })
     }
 
@@ -113,6 +167,44 @@ impl Playground {
         Ok(self.info())
     }
 
+    pub fn info(&self) -> Info {
+        let host = self.model_host();
+        let model = host.current_if_loaded();
+        let info = model.as_ref().map(|m| m.engine.info().clone());
+        let has_heads = model.as_ref().is_some_and(|m| m.has_heads());
+        let modes = match &model {
+            Some(_) => GenerationMode::ALL
+                .into_iter()
+                .filter(|m| *m != GenerationMode::Medusa || has_heads)
+                .collect(),
+            None => Vec::new(),
+        };
+        Info {
+            heads: info.as_ref().and_then(|i| i.heads.clone()),
+            heads_path: model
+                .as_ref()
+                .and_then(|m| m.heads_path.as_ref())
+                .map(|p| p.display().to_string()),
+            tree: info.as_ref().and_then(|i| i.medusa_tree.clone()),
+            default_tree: model.as_ref().and_then(|m| m.default_tree()),
+            tree_names: info.as_ref().map_or_else(Vec::new, |i| {
+                let head_count = i.heads.as_ref().map_or(0, |h| h.head_count);
+                let tuned = i
+                    .medusa_plan
+                    .as_ref()
+                    .is_some_and(|p| p.tuned_tree.is_some());
+                request_tree_names(head_count, tuned)
+            }),
+            modes,
+            metrics: model.as_ref().map(|m| m.engine.metrics()),
+            database: self.store().path().display().to_string(),
+            loading: host.loading_status(),
+            error: host.last_error(),
+            remotes: self.remotes().list(),
+            model: info,
+        }
+    }
+
     pub fn store(&self) -> &Store {
         &self.inner.store
     }
@@ -120,6 +212,12 @@ impl Playground {
     /// The remote engines runs may name instead of the model served here.
     pub fn remotes(&self) -> &Remotes {
         &self.inner.remotes
+    }
+
+    /// Adds a remote engine from Settings; it is saved for later starts.
+    pub async fn add_remote(&self, request: AddRemoteRequest) -> Result<RemoteInfo, AppError> {
+        let spec = RemoteSpec::new(request.name, request.url, request.api_key)?;
+        self.remotes().add(spec, true).await
     }
 
     pub fn counters(&self) -> &RunCounters {

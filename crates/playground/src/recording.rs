@@ -21,7 +21,6 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::AppError;
 use crate::playground::Playground;
-use crate::runs::RecordedEvent;
 
 /// Steps are written to the history in batches of this many, so that a long run costs few writes.
 const STEP_BATCH: usize = 32;
@@ -30,6 +29,9 @@ const PARTIAL_OUTPUT_EVERY: Duration = Duration::from_secs(2);
 /// Waits between attempts to record an ending the history refused, doubling up to the last.
 const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// An event of the run, or the news that its end could not be recorded in the history.
+pub type RecordedEvent = Result<GenerationEvent, AppError>;
 
 /// How a run ended, as the history records it.
 #[derive(Debug, Clone)]

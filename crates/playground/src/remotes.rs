@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use crate::error::{AppError, ErrorBody, ErrorKind};
-use crate::playground::Playground;
 
 /// The file of saved remote engines, beside the history database.
 pub const REMOTES_FILE: &str = "remotes.json";
@@ -354,14 +353,6 @@ impl Drop for Asking<'_> {
                 entry.asking = false;
             }
         }
-    }
-}
-
-impl Playground {
-    /// Adds a remote engine from Settings; it is saved for later starts.
-    pub async fn add_remote(&self, request: AddRemoteRequest) -> Result<RemoteInfo, AppError> {
-        let spec = RemoteSpec::new(request.name, request.url, request.api_key)?;
-        self.remotes().add(spec, true).await
     }
 }
 

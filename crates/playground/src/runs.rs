@@ -4,7 +4,7 @@
 
 use engine::{
     DraftPolicy, GenerateRequest, GenerationEvent, GenerationMode, GenerationStream, Prompt,
-    RunSummary,
+    RunSummary, ValidRequest,
 };
 use futures_util::stream::{self, Stream};
 use store::{ConversationTurn, HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord};
@@ -16,16 +16,15 @@ use crate::events::RunEvent;
 use crate::model_host::HostedModel;
 use crate::playground::{CheckedRequest, Playground};
 use crate::recording;
+pub use crate::recording::RecordedEvent;
 use crate::requests::PlaygroundRequest;
+use crate::targets::RunTarget;
 
 /// A run in progress, seen from the adapter.
 pub struct RunHandle {
     pub run_id: i64,
     events: UnboundedReceiver<RecordedEvent>,
 }
-
-/// An event of the run, or the news that its end could not be recorded in the history.
-pub type RecordedEvent = Result<GenerationEvent, AppError>;
 
 /// A run that ended normally, with what the adapters report about it.
 pub struct Collected {
@@ -109,32 +108,54 @@ impl Playground {
             conversation_id,
             continues: request.continue_final_message,
         });
-        let mut handle = match engine.filter(|name| !name.is_empty()) {
-            Some(name) => start_remote(self, &name, model, request, conversation).await?,
-            None => {
-                if model.is_some() {
-                    return Err(AppError::invalid_parameter(
-                        "model names a remote engine's model; the model served here is chosen in Settings",
-                    ));
-                }
-                start(self, self.check(request)?, conversation).await?
-            }
+        let target = match engine.filter(|name| !name.is_empty()) {
+            Some(engine) => RunTarget::Remote { engine, model },
+            None if model.is_some() => return Err(AppError::invalid_parameter(
+                "model names a remote engine's model; the model served here is chosen in Settings",
+            )),
+            None => RunTarget::Local,
         };
+        let mut handle = self.start(request, target, conversation).await?;
         let first = handle.first().await?;
         Ok((handle.run_id, handle.into_events(first)))
+    }
+
+    /// The one way a generation starts, whichever adapter asks: checked against the model that
+    /// will run it, queued where `target` says and recorded (in `conversation`, when it answers
+    /// one) by its own task.
+    pub async fn start(
+        &self,
+        request: GenerateRequest,
+        target: RunTarget,
+        conversation: Option<ConversationTurn>,
+    ) -> Result<RunHandle, AppError> {
+        match target {
+            RunTarget::Local => start(self, self.check(request)?, conversation).await,
+            RunTarget::Remote { engine, model } => {
+                start_remote(self, &engine, model, request, conversation).await
+            }
+        }
+    }
+
+    /// A run of the model served here, waited for to its end.
+    pub async fn run_to_end(&self, request: GenerateRequest) -> Result<Collected, AppError> {
+        self.start(request, RunTarget::Local, None)
+            .await?
+            .collect()
+            .await
     }
 }
 
 /// Queues a checked request on its engine, records the run (in `conversation`, when it answers
 /// one) and starts its recording task. Requests the engine refuses at once (queue full) are
 /// answered with an error and not recorded.
-pub async fn start(
+async fn start(
     playground: &Playground,
     checked: CheckedRequest,
     conversation: Option<ConversationTurn>,
 ) -> Result<RunHandle, AppError> {
     let CheckedRequest { model, request } = checked;
-    let mut new_run = new_run(&model, request.get());
+    let mut new_run = new_run(&model, &request);
     new_run.conversation = conversation;
     let mode = request.get().mode;
     let stream = model.engine.submit(request)?;
@@ -144,7 +165,7 @@ pub async fn start(
 /// Starts a run on the remote engine named `engine` (its `model`, else the first it lists) and
 /// records it like a local one, the engine named. Fields only the model served here can honour
 /// (a tree, a draft length, hidden states) are refused.
-pub async fn start_remote(
+async fn start_remote(
     playground: &Playground,
     engine: &str,
     model: Option<String>,
@@ -200,7 +221,8 @@ async fn record(
     Ok(RunHandle { run_id, events: rx })
 }
 
-fn new_run(hosted: &HostedModel, request: &engine::GenerateRequest) -> NewRun {
+fn new_run(hosted: &HostedModel, valid: &ValidRequest) -> NewRun {
+    let request = valid.get();
     let info = hosted.engine.info();
     let model = ModelRef {
         name: info.name.clone(),
@@ -222,12 +244,11 @@ fn new_run(hosted: &HostedModel, request: &engine::GenerateRequest) -> NewRun {
             path: p.display().to_string(),
             identity: String::new(),
         });
-        // The tree this run was asked to draft in full, else the one sized at load.
-        let tree = match &request.draft {
-            engine::DraftPolicy::Tree(tree) => Some(tree),
-            _ => info.medusa_tree.as_ref(),
-        };
-        run.tree = tree.and_then(|t| serde_json::to_value(t).ok());
+        run.tree = valid
+            .draft()
+            .tree
+            .as_ref()
+            .and_then(|t| serde_json::to_value(t).ok());
     }
     run
 }

@@ -4,65 +4,7 @@
 use std::time::Instant;
 
 use engine::{tokens_per_second as per_second, GenerateRequest, RunSummary, StopReason};
-use serde::Deserialize;
-use serde_json::Value;
-
-#[derive(Deserialize)]
-struct Chunk {
-    #[serde(default)]
-    choices: Vec<Choice>,
-    #[serde(default)]
-    usage: Option<Usage>,
-    #[serde(default)]
-    timings: Option<Timings>,
-    #[serde(default)]
-    error: Option<Value>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    /// Chat completions.
-    #[serde(default)]
-    delta: Option<Delta>,
-    /// Text completions.
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    finish_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Delta {
-    #[serde(default)]
-    content: Option<String>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-struct Usage {
-    #[serde(default)]
-    prompt_tokens: Option<usize>,
-    #[serde(default)]
-    completion_tokens: Option<usize>,
-    #[serde(default)]
-    prompt_tokens_details: Option<PromptDetails>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-struct PromptDetails {
-    #[serde(default)]
-    cached_tokens: Option<usize>,
-}
-
-/// llama-server's `timings`, which `medusa serve` sends too.
-#[derive(Deserialize, Clone, Copy)]
-struct Timings {
-    #[serde(default)]
-    cache_n: Option<usize>,
-    #[serde(default)]
-    draft_n: Option<usize>,
-    #[serde(default)]
-    draft_n_accepted: Option<usize>,
-}
+use openai_wire::{StreamChunk, Timings, Usage};
 
 /// What went wrong with a chunk, in our words (the chunk's own text is never passed on).
 #[derive(Debug, PartialEq)]
@@ -100,21 +42,17 @@ impl Answer {
 
     /// Reads one chunk's data; its new text, if any.
     pub(crate) fn read(&mut self, data: &str) -> Result<Option<String>, ChunkError> {
-        let chunk: Chunk = serde_json::from_str(data)
+        let chunk: StreamChunk = serde_json::from_str(data)
             .map_err(|err| ChunkError::Malformed(format!("a chunk {}", json_fault(&err))))?;
-        if let Some(error) = chunk.error {
-            return Err(ChunkError::Reported(error_code(&error)));
+        if chunk.error.is_some() {
+            return Err(ChunkError::Reported(error_code(&chunk)));
         }
         self.usage = chunk.usage.or(self.usage);
         self.timings = chunk.timings.or(self.timings);
-        let mut new_text = String::new();
-        for choice in chunk.choices {
-            let text = choice.delta.and_then(|d| d.content).or(choice.text);
-            new_text.push_str(text.as_deref().unwrap_or_default());
-            if choice.finish_reason.is_some() {
-                self.finish_reason = choice.finish_reason;
-            }
+        if let Some(reason) = chunk.finish_reason() {
+            self.finish_reason = Some(reason.to_owned());
         }
+        let new_text = chunk.text();
         if new_text.is_empty() {
             return Ok(None);
         }
@@ -178,13 +116,12 @@ impl Answer {
     }
 }
 
-/// The numeric code of an `error` member (`{"code": 503, ...}`), as " (code 503)", when it is an
-/// HTTP-like status; else nothing. Its message is the remote's text, which is not passed on.
-pub(crate) fn error_code(error: &Value) -> String {
-    error
-        .get("code")
-        .and_then(Value::as_u64)
-        .filter(|code| (100..=599).contains(code))
+/// The numeric code of a chunk's `error` member (`{"code": 503, ...}`), as " (code 503)", when
+/// it is an HTTP-like status; else nothing. Its message is the remote's text, which is not passed
+/// on.
+fn error_code(chunk: &StreamChunk) -> String {
+    chunk
+        .error_status()
         .map_or_else(String::new, |code| format!(" (code {code})"))
 }
 

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::{
-    GenerateRequest, GenerationEvent, GenerationMode, GenerationSender, GenerationStream, Prompt,
+    DraftPolicy, GenerateRequest, GenerationEvent, GenerationMode, GenerationSender,
+    GenerationStream, Prompt,
 };
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use openai_wire::{CompletionRequest, ModelList, RequestMessage, StreamOptions, TreeField};
 use tracing::Instrument;
 
 use crate::chunks::{json_fault, Answer, ChunkError};
@@ -63,16 +63,6 @@ pub struct RemoteEngine {
 pub struct RemoteRequest {
     pub model: String,
     pub request: GenerateRequest,
-}
-
-#[derive(Deserialize)]
-struct ModelList {
-    data: Vec<ModelEntry>,
-}
-
-#[derive(Deserialize)]
-struct ModelEntry {
-    id: String,
 }
 
 impl RemoteEngine {
@@ -524,47 +514,61 @@ fn content_kind(response: &reqwest::Response) -> &'static str {
 
 /// The endpoint and the body that ask the remote engine for what `request` asks of the local
 /// one: chat messages through chat completions, a raw prompt through completions.
-fn request_body(request: &RemoteRequest) -> (&'static str, Value) {
+fn request_body(request: &RemoteRequest) -> (&'static str, CompletionRequest) {
     let r = &request.request;
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
+    let s = &r.sampling;
+    let mut body = CompletionRequest {
+        model: request.model.clone(),
+        max_tokens: Some(r.max_tokens),
+        temperature: Some(s.temperature),
+        top_p: Some(s.top_p),
+        // vLLM, SGLang and llama-server all take these beside OpenAI's own.
+        top_k: (s.top_k > 0).then_some(s.top_k),
+        min_p: Some(s.min_p),
+        seed: s.seed,
+        stop: r.stop.clone(),
+        stream: true,
+        stream_options: Some(StreamOptions {
+            include_usage: true,
+        }),
+        // llama-server's field: only a request that must not reuse cached cells says so.
+        cache_prompt: (!r.cache_prompt).then_some(false),
+        ..CompletionRequest::default()
+    };
+    // `medusa serve`'s own fields; other engines ignore what they do not know.
+    if r.mode != GenerationMode::Normal {
+        body.mode = Some(r.mode.as_str().to_owned());
+    }
+    match &r.draft {
+        DraftPolicy::Auto => {}
+        DraftPolicy::Tuned => body.tree = Some(TreeField::Name("tuned".into())),
+        DraftPolicy::Tree(tree) => body.tree = Some(TreeField::Paths(tree.paths().to_vec())),
+        DraftPolicy::Length(n) => body.draft_length = Some(*n),
+    }
     let path = match &r.prompt {
         Prompt::Chat(messages) => {
-            body.insert("messages".into(), json!(messages));
+            body.messages = Some(
+                messages
+                    .iter()
+                    .map(|m| RequestMessage {
+                        role: m.role.clone(),
+                        content: m.content.clone(),
+                    })
+                    .collect(),
+            );
             if r.continue_final_message {
                 // vLLM's names; `medusa serve` takes them too.
-                body.insert("continue_final_message".into(), json!(true));
-                body.insert("add_generation_prompt".into(), json!(false));
+                body.continue_final_message = Some(true);
+                body.add_generation_prompt = Some(false);
             }
             "/v1/chat/completions"
         }
         Prompt::Text(text) => {
-            body.insert("prompt".into(), json!(text));
+            body.prompt = Some(text.clone());
             "/v1/completions"
         }
     };
-    let s = &r.sampling;
-    body.insert("max_tokens".into(), json!(r.max_tokens));
-    body.insert("temperature".into(), json!(s.temperature));
-    body.insert("top_p".into(), json!(s.top_p));
-    // vLLM, SGLang and llama-server all take these beside OpenAI's own.
-    if s.top_k > 0 {
-        body.insert("top_k".into(), json!(s.top_k));
-    }
-    body.insert("min_p".into(), json!(s.min_p));
-    if let Some(seed) = s.seed {
-        body.insert("seed".into(), json!(seed));
-    }
-    if !r.stop.is_empty() {
-        body.insert("stop".into(), json!(r.stop));
-    }
-    // `medusa serve`'s own field; other engines ignore what they do not know.
-    if r.mode != GenerationMode::Normal {
-        body.insert("mode".into(), json!(r.mode.as_str()));
-    }
-    body.insert("stream".into(), json!(true));
-    body.insert("stream_options".into(), json!({ "include_usage": true }));
-    (path, Value::Object(body))
+    (path, body)
 }
 
 #[cfg(test)]
@@ -621,6 +625,7 @@ mod tests {
             model: "m".into(),
             request,
         });
+        let body = serde_json::to_value(body).unwrap();
         assert_eq!(path, "/v1/chat/completions");
         assert_eq!(body["messages"][0]["content"], "Hi");
         assert_eq!(body["max_tokens"], 12);
@@ -637,10 +642,41 @@ mod tests {
             model: "m".into(),
             request,
         });
+        let body = serde_json::to_value(body).unwrap();
         assert_eq!(path, "/v1/completions");
         assert_eq!(body["prompt"], "Once");
         assert_eq!(body["stop"][0], "\n");
         assert!(body.get("mode").is_none());
         assert!(body.get("seed").is_none());
+        assert!(body.get("cache_prompt").is_none());
+        assert!(body.get("tree").is_none());
+    }
+
+    #[test]
+    fn drafts_and_prompt_reuse_are_asked_for_in_medusa_serve_s_fields() {
+        let tree = engine::TreeSpec::chain(2);
+        let mut request = GenerateRequest::new(Prompt::Text("Once".into()), 4)
+            .with_mode(GenerationMode::Medusa)
+            .with_draft(DraftPolicy::Tree(tree.clone()));
+        request.cache_prompt = false;
+        let body = |request: GenerateRequest| {
+            let (_, body) = request_body(&RemoteRequest {
+                model: "m".into(),
+                request,
+            });
+            body
+        };
+        let medusa = body(request.clone());
+        assert_eq!(medusa.tree, Some(TreeField::Paths(tree.paths().to_vec())));
+        assert_eq!(medusa.cache_prompt, Some(false));
+        let lookup = body(
+            request
+                .clone()
+                .with_mode(GenerationMode::Lookup)
+                .with_draft(DraftPolicy::Length(5)),
+        );
+        assert_eq!((lookup.tree, lookup.draft_length), (None, Some(5)));
+        let tuned = body(request.with_draft(DraftPolicy::Tuned));
+        assert_eq!(tuned.tree, Some(TreeField::Name("tuned".into())));
     }
 }

@@ -12,9 +12,8 @@ use axum::Json;
 use futures_util::StreamExt;
 use playground::history::{ComparisonList, RunList, RunsQuery};
 use playground::tuning::TuneRequest;
-use playground::{Info, LoadModelRequest, Playground, PlaygroundRequest, SetTreeRequest};
+use playground::{Health, Info, LoadModelRequest, Playground, PlaygroundRequest, SetTreeRequest};
 use serde::Deserialize;
-use serde_json::{json, Value};
 use store::{ExportDocument, ImportReport};
 
 use crate::error::ApiError;
@@ -142,17 +141,7 @@ pub async fn load_model(
     let playground = &state.playground;
     // The files the server runs now were the operator's choice: they may load again (with
     // another context size, say).
-    let loaded: Vec<_> = playground
-        .model_host()
-        .current_if_loaded()
-        .map(|m| {
-            let model = m.engine.info().path.clone();
-            [Some(model), m.heads_path.clone()]
-                .into_iter()
-                .flatten()
-                .collect()
-        })
-        .unwrap_or_default();
+    let loaded = playground.loaded_files();
     // A context size out of range is said before where the files are (which are never opened
     // before that check).
     body.check_ctx_size()?;
@@ -193,29 +182,19 @@ pub async fn tune(
 
 /// `ok`; `loading` until a model is ready; `degraded` with the reason while the history cannot
 /// be written (generations are refused then, since they could not be recorded).
-pub async fn health(State(playground): State<Playground>) -> Json<Value> {
-    if let store::StoreHealth::Degraded { reason } = playground.store().health().await {
-        return Json(json!({"status": "degraded", "reason": reason}));
-    }
-    match playground.model() {
-        Ok(model) => Json(json!({"status": "ok", "model": model.engine.info().name})),
-        Err(err) => Json(json!({"status": "loading", "message": err.message})),
-    }
+pub async fn health(State(playground): State<Playground>) -> Json<Health> {
+    Json(playground.health().await)
 }
 
 pub async fn metrics(State(state): State<ServerState>) -> Response {
-    let engine_metrics = state
-        .playground
-        .model_host()
-        .current_if_loaded()
-        .map(|m| m.engine.metrics())
-        .unwrap_or_default();
     let runs = state.playground.counters().snapshot();
-    let text = state.requests.render(&runs, &engine_metrics);
+    let text = state
+        .requests
+        .render(runs, state.playground.engine_metrics());
     (
         [(
             header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
         text,
     )

@@ -3,8 +3,8 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use engine::EngineError;
-use playground::{AppError, ErrorKind};
-use serde_json::json;
+use playground::{AppError, ErrorBody, ErrorKind};
+use serde::Serialize;
 use store::StoreError;
 
 /// Why the server could not start or stopped with an error.
@@ -55,9 +55,17 @@ impl ApiError {
     }
 
     /// The JSON body alone, for errors that arrive inside an already started stream.
-    pub fn body(&self) -> serde_json::Value {
-        json!({ "error": self.0.body() })
+    pub fn body(&self) -> ErrorEnvelope {
+        ErrorEnvelope {
+            error: self.0.body(),
+        }
     }
+}
+
+/// `{"error": {...}}`, as every error answer is shaped.
+#[derive(Debug, Serialize)]
+pub struct ErrorEnvelope {
+    pub error: ErrorBody,
 }
 
 impl From<AppError> for ApiError {

@@ -14,11 +14,13 @@ use engine::{
     SamplingParams, StopReason,
 };
 use futures_util::stream::{self, Stream, StreamExt};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use openai_wire::{
+    ChatChoice, ChatChunkChoice, Completion, Delta, Message, ModelCard, ModelList, TextChoice,
+    Timings, Usage, CHAT_COMPLETION, CHAT_COMPLETION_CHUNK, TEXT_COMPLETION,
+};
+use serde::{Deserialize, Serialize};
 
-use playground::runs::{self, RunHandle};
-use playground::{AppError, DraftFields, ErrorKind, Playground};
+use playground::{AppError, Collected, DraftFields, Playground, RunHandle, RunTarget};
 
 use crate::error::ApiError;
 use crate::extract::JsonBody;
@@ -74,60 +76,7 @@ pub struct StreamOptions {
 /// not known here.
 const REMOTE_MAX_TOKENS: u32 = 4096;
 
-/// Where a request runs.
-enum Target {
-    Local,
-    /// A remote engine (by name) and its model.
-    Remote {
-        engine: String,
-        model: String,
-    },
-}
-
 impl Common {
-    /// Where `model` says to run: the model served here when it names it (or nothing), a
-    /// remote engine when it names one; any other name is 404 `model_not_found`, as with
-    /// OpenAI, rather than an answer from another model than asked.
-    async fn target(&self, playground: &Playground) -> Result<Target, ApiError> {
-        let Some(name) = self
-            .model
-            .as_deref()
-            .map(str::trim)
-            .filter(|m| !m.is_empty())
-        else {
-            return Ok(Target::Local);
-        };
-        let local = playground.model();
-        if local
-            .as_ref()
-            .is_ok_and(|model| model.engine.info().name == name)
-        {
-            return Ok(Target::Local);
-        }
-        let remotes = playground.remotes().list();
-        if remotes.iter().any(|remote| remote.name == name) {
-            let (_, model) = playground.remotes().target(name, None).await?;
-            return Ok(Target::Remote {
-                engine: name.to_owned(),
-                model,
-            });
-        }
-        // While no model is loaded, say so rather than that the name is unknown.
-        let served = local?.engine.info().name.clone();
-        let mut message = format!(
-            "the model {name:?} does not exist here: this server serves {served:?} (see /v1/models)"
-        );
-        if !remotes.is_empty() {
-            let names: Vec<_> = remotes.iter().map(|r| format!("{:?}", r.name)).collect();
-            message.push_str(&format!(", and the remote engines {}", names.join(", ")));
-        }
-        Err(ApiError(AppError::new(
-            ErrorKind::NotFound,
-            "model_not_found",
-            message,
-        )))
-    }
-
     /// The request, with no token limit but `default_max_tokens` unless one is given.
     fn request(
         &self,
@@ -169,24 +118,20 @@ impl Common {
         flavor: Flavor,
         prompt: Prompt,
     ) -> Result<(RunHandle, Envelope), ApiError> {
-        let include_usage = self.include_usage();
-        match self.target(playground).await? {
-            Target::Local => {
-                let local = playground.model()?;
-                let (model, n_ctx) = (local.engine.info().name.clone(), local.engine.info().n_ctx);
-                // Without a limit the run may fill its context, as with OpenAI.
-                let request = playground.check(self.request(prompt, n_ctx)?)?;
-                let handle = runs::start(playground, request, None).await?;
-                Ok((handle, Envelope::new(flavor, model, include_usage)))
+        let target = playground.target_named(self.model.as_deref()).await?;
+        let (model, max_tokens) = match &target {
+            // Without a limit the run may fill its context, as with OpenAI.
+            RunTarget::Local => {
+                let info = playground.model_info()?;
+                (info.name, info.n_ctx)
             }
-            Target::Remote { engine, model } => {
-                let request = self.request(prompt, REMOTE_MAX_TOKENS)?;
-                let handle =
-                    runs::start_remote(playground, &engine, Some(model.clone()), request, None)
-                        .await?;
-                Ok((handle, Envelope::new(flavor, model, include_usage)))
+            RunTarget::Remote { model, .. } => {
+                (model.clone().unwrap_or_default(), REMOTE_MAX_TOKENS)
             }
-        }
+        };
+        let request = self.request(prompt, max_tokens)?;
+        let handle = playground.start(request, target, None).await?;
+        Ok((handle, Envelope::new(flavor, model, self.include_usage())))
     }
 
     fn streamed(&self) -> bool {
@@ -302,70 +247,130 @@ impl Envelope {
         }
     }
 
-    fn chunk(&self, text: Option<&str>, first: bool, finish: Option<&str>) -> Value {
-        let choice = match self.flavor {
-            Flavor::Chat => {
-                let mut delta = serde_json::Map::new();
-                if first {
-                    delta.insert("role".into(), "assistant".into());
-                }
-                if let Some(text) = text {
-                    delta.insert("content".into(), text.into());
-                }
-                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
-            }
-            Flavor::Completion => json!({
-                "index": 0, "text": text.unwrap_or(""), "logprobs": null, "finish_reason": finish
-            }),
-        };
-        let object = match self.flavor {
-            Flavor::Chat => "chat.completion.chunk",
-            Flavor::Completion => "text_completion",
-        };
-        let mut chunk = json!({
-            "id": self.id, "object": object, "created": self.created, "model": self.model,
-            "system_fingerprint": null, "choices": [choice],
-        });
-        if self.include_usage {
-            chunk["usage"] = Value::Null;
+    /// The envelope around `choices`; `usage` as a chunk carries it (absent unless asked for).
+    fn completion<C>(&self, object: &str, choices: Vec<C>, usage: Option<Usage>) -> Completion<C> {
+        Completion {
+            id: self.id.clone(),
+            object: object.to_owned(),
+            created: self.created,
+            model: self.model.clone(),
+            system_fingerprint: None,
+            choices,
+            usage: self.include_usage.then_some(usage),
+            timings: None,
+            run_id: None,
         }
-        chunk
+    }
+
+    /// A stream chunk: its text, the assistant's role on the first, the finish reason on the
+    /// last.
+    fn chunk(&self, text: Option<&str>, first: bool, finish: Option<&str>) -> Event {
+        let finish_reason = finish.map(str::to_owned);
+        match self.flavor {
+            Flavor::Chat => {
+                let delta = Delta {
+                    role: first.then(|| "assistant".to_owned()),
+                    content: text.map(str::to_owned),
+                };
+                let choice = ChatChunkChoice {
+                    index: 0,
+                    delta,
+                    logprobs: None,
+                    finish_reason,
+                };
+                data(&self.completion(CHAT_COMPLETION_CHUNK, vec![choice], None))
+            }
+            Flavor::Completion => {
+                let choice = TextChoice {
+                    index: 0,
+                    text: text.unwrap_or_default().to_owned(),
+                    logprobs: None,
+                    finish_reason,
+                };
+                data(&self.completion(TEXT_COMPLETION, vec![choice], None))
+            }
+        }
+    }
+
+    /// The last chunk: no text, the finish reason and llama-server's timings.
+    fn last_chunk(&self, summary: &RunSummary) -> Event {
+        let finish_reason = Some(finish_reason(summary.stop_reason).to_owned());
+        let timings = Some(timings(summary));
+        match self.flavor {
+            Flavor::Chat => {
+                let choice = ChatChunkChoice {
+                    index: 0,
+                    delta: Delta::default(),
+                    logprobs: None,
+                    finish_reason,
+                };
+                let mut chunk = self.completion(CHAT_COMPLETION_CHUNK, vec![choice], None);
+                chunk.timings = timings;
+                data(&chunk)
+            }
+            Flavor::Completion => {
+                let choice = TextChoice {
+                    index: 0,
+                    text: String::new(),
+                    logprobs: None,
+                    finish_reason,
+                };
+                let mut chunk = self.completion(TEXT_COMPLETION, vec![choice], None);
+                chunk.timings = timings;
+                data(&chunk)
+            }
+        }
     }
 
     /// OpenAI sends usage as one more chunk, with no choices, after the last one.
-    fn usage_chunk(&self, usage: Value) -> Value {
-        let mut chunk = self.chunk(None, false, None);
-        chunk["choices"] = json!([]);
-        chunk["usage"] = usage;
-        chunk
+    fn usage_chunk(&self, summary: &RunSummary) -> Event {
+        let object = match self.flavor {
+            Flavor::Chat => CHAT_COMPLETION_CHUNK,
+            Flavor::Completion => TEXT_COMPLETION,
+        };
+        let mut chunk: Completion<TextChoice> =
+            self.completion(object, Vec::new(), Some(usage(summary)));
+        chunk.timings = Some(timings(summary));
+        data(&chunk)
     }
 
-    fn answer(&self, run: &runs::Collected) -> Value {
+    /// The whole answer.
+    fn answer(&self, run: &Collected) -> Response {
         let summary = &run.summary;
-        let text = summary.text.as_str();
-        let finish = finish_reason(summary.stop_reason);
-        let (object, choice) = match self.flavor {
-            Flavor::Chat => (
-                "chat.completion",
-                json!({
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "logprobs": null,
-                    "finish_reason": finish,
-                }),
-            ),
-            Flavor::Completion => (
-                "text_completion",
-                json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
-            ),
-        };
-        json!({
-            "id": self.id, "object": object, "created": self.created, "model": self.model,
-            "system_fingerprint": null, "choices": [choice],
-            "usage": usage(summary.prompt_tokens, summary.tokens_generated),
-            "timings": timings(summary), "run_id": run.run_id,
-        })
+        let text = summary.text.clone();
+        let finish_reason = Some(finish_reason(summary.stop_reason).to_owned());
+        match self.flavor {
+            Flavor::Chat => {
+                let choice = ChatChoice {
+                    index: 0,
+                    message: Message {
+                        role: "assistant".into(),
+                        content: text,
+                    },
+                    logprobs: None,
+                    finish_reason,
+                };
+                whole(self.completion(CHAT_COMPLETION, vec![choice], None), run)
+            }
+            Flavor::Completion => {
+                let choice = TextChoice {
+                    index: 0,
+                    text,
+                    logprobs: None,
+                    finish_reason,
+                };
+                whole(self.completion(TEXT_COMPLETION, vec![choice], None), run)
+            }
+        }
     }
+}
+
+/// A whole answer with the run's usage, timings and id.
+fn whole<C: Serialize>(mut answer: Completion<C>, run: &Collected) -> Response {
+    answer.usage = Some(Some(usage(&run.summary)));
+    answer.timings = Some(timings(&run.summary));
+    answer.run_id = Some(run.run_id);
+    Json(answer).into_response()
 }
 
 fn finish_reason(reason: StopReason) -> &'static str {
@@ -375,34 +380,32 @@ fn finish_reason(reason: StopReason) -> &'static str {
     }
 }
 
-/// llama-server's `timings` object, so that clients written for it show these figures unchanged:
-/// prompt tokens decoded (cached ones apart, in `cache_n`) and the time to the first token after
-/// the queue; tokens generated, the time from the first to the last and the decode speed; drafted
-/// tokens on the verified paths and how many were accepted (as `acceptance_rate` counts them).
-fn timings(summary: &RunSummary) -> Value {
+/// llama-server's `timings`, so that clients written for it show these figures unchanged.
+fn timings(summary: &RunSummary) -> Timings {
     let prompt_n = summary
         .prompt_tokens
         .saturating_sub(summary.cached_prompt_tokens);
     let prompt_ms = (summary.ttft_ms - summary.queue_ms).max(0.0);
-    json!({
-        "cache_n": summary.cached_prompt_tokens,
-        "prompt_n": prompt_n,
-        "prompt_ms": prompt_ms,
-        "prompt_per_second": engine::tokens_per_second(prompt_n, prompt_ms),
-        "predicted_n": summary.tokens_generated,
-        "predicted_ms": (summary.total_ms - summary.ttft_ms).max(0.0),
-        "predicted_per_second": summary.decode_tokens_per_second,
-        "draft_n": summary.draft_tokens.unwrap_or(0),
-        "draft_n_accepted": summary.accepted_draft_tokens.unwrap_or(0),
-    })
+    Timings {
+        cache_n: Some(summary.cached_prompt_tokens),
+        prompt_n: Some(prompt_n),
+        prompt_ms: Some(prompt_ms),
+        prompt_per_second: Some(engine::tokens_per_second(prompt_n, prompt_ms)),
+        predicted_n: Some(summary.tokens_generated),
+        predicted_ms: Some((summary.total_ms - summary.ttft_ms).max(0.0)),
+        predicted_per_second: Some(summary.decode_tokens_per_second),
+        draft_n: Some(summary.draft_tokens.unwrap_or(0)),
+        draft_n_accepted: Some(summary.accepted_draft_tokens.unwrap_or(0)),
+    }
 }
 
-fn usage(prompt_tokens: usize, completion_tokens: usize) -> Value {
-    json!({
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    })
+/// OpenAI's `usage`, with the prompt tokens reused from the prompt cache.
+fn usage(summary: &RunSummary) -> Usage {
+    Usage::counted(
+        summary.prompt_tokens,
+        summary.tokens_generated,
+        summary.cached_prompt_tokens,
+    )
 }
 
 #[tracing::instrument(skip_all)]
@@ -448,7 +451,7 @@ async fn complete(
 ) -> Result<Response, ApiError> {
     if !streamed {
         let run = handle.collect().await?;
-        return Ok(Json(envelope.answer(&run)).into_response());
+        return Ok(envelope.answer(&run));
     }
     // The first event decides the status: a prompt too long for the context is still a 400.
     let first = handle.first().await?;
@@ -466,8 +469,14 @@ struct StreamState {
     done: bool,
 }
 
-fn data(value: &Value) -> Event {
-    Event::default().data(value.to_string())
+/// One server-sent event of JSON.
+fn data(value: &impl Serialize) -> Event {
+    match serde_json::to_string(value) {
+        Ok(json) => Event::default().data(json),
+        // Plain structs of strings and numbers always serialize; should one not, the client
+        // still gets an error event rather than a silent gap.
+        Err(err) => data(&ApiError(AppError::internal("serialization", err.to_string())).body()),
+    }
 }
 
 fn sse_events(
@@ -495,7 +504,7 @@ fn sse_events(
                 // Chat streams open with the assistant's role, as OpenAI's do.
                 if st.envelope.flavor == Flavor::Chat {
                     st.sent_role = true;
-                    vec![data(&st.envelope.chunk(Some(""), true, None))]
+                    vec![st.envelope.chunk(Some(""), true, None)]
                 } else {
                     Vec::new()
                 }
@@ -503,21 +512,14 @@ fn sse_events(
             Some(Ok(GenerationEvent::Text { text, .. })) => {
                 let first = !st.sent_role && st.envelope.flavor == Flavor::Chat;
                 st.sent_role = true;
-                vec![data(&st.envelope.chunk(Some(&text), first, None))]
+                vec![st.envelope.chunk(Some(&text), first, None)]
             }
             Some(Ok(GenerationEvent::Step(_))) => Vec::new(),
             Some(Ok(GenerationEvent::Finished(summary))) => {
                 st.done = true;
-                let reason = finish_reason(summary.stop_reason);
-                let timings = timings(&summary);
-                let mut last = st.envelope.chunk(None, false, Some(reason));
-                last["timings"] = timings.clone();
-                let mut events = vec![data(&last)];
+                let mut events = vec![st.envelope.last_chunk(&summary)];
                 if st.envelope.include_usage {
-                    let usage = usage(summary.prompt_tokens, summary.tokens_generated);
-                    let mut chunk = st.envelope.usage_chunk(usage);
-                    chunk["timings"] = timings;
-                    events.push(data(&chunk));
+                    events.push(st.envelope.usage_chunk(&summary));
                 }
                 events.push(Event::default().data("[DONE]"));
                 events
@@ -542,21 +544,16 @@ fn sse_events(
     .flat_map(|events| stream::iter(events.into_iter().map(Ok)))
 }
 
-pub async fn models(State(playground): State<Playground>) -> Result<Json<Value>, ApiError> {
-    let model = playground.model()?;
-    let info = model.engine.info();
+pub async fn models(State(playground): State<Playground>) -> Result<Json<ModelList>, ApiError> {
+    let info = playground.model_info()?;
     let created = std::fs::metadata(&info.path)
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
-    Ok(Json(json!({
-        "object": "list",
-        "data": [{
-            "id": info.name,
-            "object": "model",
-            "created": created,
-            "owned_by": "medusa-playground",
-        }],
-    })))
+    Ok(Json(ModelList::new(vec![ModelCard::new(
+        info.name,
+        created,
+        "medusa-playground",
+    )])))
 }

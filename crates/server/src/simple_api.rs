@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::Json;
 use engine::{GenerateRequest, GenerationMode, Prompt, SamplingParams};
-use playground::runs::{self, prompt_record, Collected};
-use playground::{CheckedRequest, DraftFields, Playground};
+use playground::runs::prompt_record;
+use playground::{AppError, Collected, DraftFields, Playground};
 use serde::{Deserialize, Serialize};
-use store::{ModeFigures, PromptRecord, RunFilter, RunStatus};
+use store::{ModeFigures, PromptRecord};
 
 use crate::error::ApiError;
 use crate::extract::JsonBody;
@@ -38,7 +38,7 @@ pub struct SimpleRequest {
 }
 
 impl SimpleRequest {
-    fn to_request(&self, mode: GenerationMode) -> Result<GenerateRequest, ApiError> {
+    fn to_request(&self, mode: GenerationMode) -> Result<GenerateRequest, AppError> {
         let sampling = self.sampling.over(SamplingParams::greedy());
         let mut request = GenerateRequest::new(
             Prompt::Text(self.prompt.clone().unwrap_or_default()),
@@ -86,17 +86,10 @@ async fn generate(
     body: &SimpleRequest,
     mode: GenerationMode,
 ) -> Result<Json<SimpleResponse>, ApiError> {
-    let checked = playground.check(body.to_request(mode)?)?;
-    let prompt = prompt_record(&checked.request().prompt);
-    let collected = run_one(playground, checked).await?;
+    let request = body.to_request(mode)?;
+    let prompt = prompt_record(&request.prompt);
+    let collected = playground.run_to_end(request).await?;
     Ok(Json(response(playground, &collected, &prompt).await?))
-}
-
-async fn run_one(playground: &Playground, checked: CheckedRequest) -> Result<Collected, ApiError> {
-    Ok(runs::start(playground, checked, None)
-        .await?
-        .collect()
-        .await?)
 }
 
 async fn response(
@@ -109,7 +102,8 @@ async fn response(
     let speedup_factor = if normal {
         Some(1.0)
     } else {
-        latest_normal_speed(playground, prompt)
+        playground
+            .latest_normal_speed(prompt)
             .await?
             .filter(|&baseline| baseline > 0.0)
             .map(|baseline| summary.tokens_per_second / baseline)
@@ -129,34 +123,6 @@ async fn response(
     })
 }
 
-/// Tokens per second of the most recent finished normal run of `prompt`, if any.
-async fn latest_normal_speed(
-    playground: &Playground,
-    prompt: &PromptRecord,
-) -> Result<Option<f64>, ApiError> {
-    const PAGE: i64 = 200;
-    let mut filter = RunFilter {
-        mode: Some("normal".into()),
-        status: Some(RunStatus::Finished),
-        limit: Some(PAGE),
-        offset: Some(0),
-        ..RunFilter::default()
-    };
-    loop {
-        let runs = playground.store().list_runs(&filter).await?;
-        if let Some(run) = runs.iter().find(|r| &r.prompt == prompt) {
-            return Ok(run.tokens_per_second);
-        }
-        if (runs.len() as i64) < PAGE {
-            return Ok(None);
-        }
-        filter.offset = Some(filter.offset.unwrap_or(0) + PAGE);
-    }
-}
-
-/// Most rounds one `/compare` may run.
-pub const MAX_REPEATS: u32 = 20;
-
 /// `/compare`'s answer: each mode's result under its name, and the comparison's figures.
 #[derive(Debug, Serialize)]
 pub struct CompareResponse {
@@ -172,52 +138,34 @@ pub struct CompareResponse {
     comparison_id: i64,
 }
 
-/// Runs the prompt in each mode, one after another so that their timings do not interfere,
-/// `repeats` rounds with the order rotated each round (so that no mode always runs first, on a
-/// cold cache, or last), and links the runs as a comparison.
+/// Runs the prompt in each mode, `repeats` rounds (see [`Playground::compare`]), and answers
+/// with the first round's runs and the comparison's figures.
 #[tracing::instrument(skip_all)]
 pub async fn compare(
     State(playground): State<Playground>,
     JsonBody(body): JsonBody<SimpleRequest>,
 ) -> Result<Json<CompareResponse>, ApiError> {
     let modes = match &body.modes {
-        Some(names) => parse_modes(names)?,
-        None if playground.model()?.has_heads() => {
-            vec![GenerationMode::Normal, GenerationMode::Medusa]
-        }
-        None => vec![GenerationMode::Normal, GenerationMode::Lookup],
+        Some(names) => names
+            .iter()
+            .map(|name| name.parse())
+            .collect::<Result<Vec<GenerationMode>, _>>()?,
+        None => playground.default_compared_modes()?,
     };
-    let repeats = body.repeats.unwrap_or(1);
-    if !(1..=MAX_REPEATS).contains(&repeats) {
-        return Err(ApiError::invalid_parameter(format!(
-            "repeats must be between 1 and {MAX_REPEATS}"
-        )));
-    }
-    // Refuse bad input before anything runs.
-    for &mode in &modes {
-        playground.check(body.to_request(mode)?)?;
-    }
+    let run = playground
+        .compare(&modes, body.repeats.unwrap_or(1), |mode| {
+            body.to_request(mode)
+        })
+        .await?;
     let prompt = prompt_record(&body.to_request(modes[0])?.prompt);
     let mut results = BTreeMap::new();
-    let mut run_ids = Vec::new();
-    for round in 0..repeats as usize {
-        for i in 0..modes.len() {
-            let mode = modes[(i + round) % modes.len()];
-            let checked = playground.check(body.to_request(mode)?)?;
-            let collected = run_one(&playground, checked).await?;
-            run_ids.push(collected.run_id);
-            if round == 0 {
-                results.insert(
-                    mode.as_str(),
-                    response(&playground, &collected, &prompt).await?,
-                );
-            }
-        }
+    for (mode, collected) in &run.first_round {
+        results.insert(
+            mode.as_str(),
+            response(&playground, collected, &prompt).await?,
+        );
     }
-    let comparison = playground
-        .store()
-        .create_comparison(&prompt, &run_ids)
-        .await?;
+    let comparison = run.comparison;
     Ok(Json(CompareResponse {
         modes: results,
         repeats: comparison.repeats,
@@ -227,21 +175,4 @@ pub async fn compare(
         first_difference: comparison.first_difference,
         comparison_id: comparison.id,
     }))
-}
-
-fn parse_modes(names: &[String]) -> Result<Vec<GenerationMode>, ApiError> {
-    if names.is_empty() {
-        return Err(ApiError::invalid_parameter("modes must not be empty"));
-    }
-    let mut modes = Vec::new();
-    for name in names {
-        let mode: GenerationMode = name.parse()?;
-        if modes.contains(&mode) {
-            return Err(ApiError::invalid_parameter(format!(
-                "mode '{mode}' is listed twice"
-            )));
-        }
-        modes.push(mode);
-    }
-    Ok(modes)
 }

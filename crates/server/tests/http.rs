@@ -398,7 +398,7 @@ fn health_info_and_metrics() {
     assert_eq!(status, 200);
     let (status, response) = send(agent().get(&format!("{}/metrics", base())), None);
     assert_eq!(status, 200);
-    assert!(response.content_type().starts_with("text/plain"));
+    assert_eq!(response.content_type(), "application/openmetrics-text");
     let text = response.into_string().unwrap();
     assert!(
         text.contains("medusa_http_requests_total{endpoint=\"/generate/normal\",status=\"200\"}")

@@ -1,7 +1,8 @@
 //! Chat conversations: created empty, then kept in step with the runs that answer them. A run
-//! that names a conversation ([`ConversationTurn`]) makes the stored messages equal to its
-//! prompt's (earlier messages that did not change keep their ids and run links) and adds the
-//! answer it is writing, which follows the run's output until the run ends.
+//! that names a conversation ([`ConversationTurn`](crate::ConversationTurn)) makes the stored
+//! messages equal to its prompt's (earlier messages that did not change keep their ids and run
+//! links) and adds the answer it is writing, which follows the run's output until the run ends.
+//! Those writes are in `turns`, beside runs rather than above them.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -11,14 +12,10 @@ use sqlx::{Row, SqliteConnection};
 use crate::codec::{decode_time, encode_time};
 use crate::db::Store;
 use crate::error::{Result, StoreError};
-use crate::filter::check_search_text;
-use crate::records::{MessageRecord, PromptRecord};
-use crate::runs::match_expression;
+use crate::search::{check_search_text, match_expression};
 
 /// Longest title kept; longer ones are cut at a character boundary.
 pub const MAX_TITLE_CHARS: usize = 200;
-/// Characters of the first prompt a conversation's title takes when it has none.
-const DERIVED_TITLE_CHARS: usize = 60;
 /// Most conversations one list answers.
 pub const MAX_CONVERSATIONS_LISTED: i64 = 1_000;
 
@@ -68,14 +65,6 @@ pub struct ConversationPatch {
     pub title: Option<String>,
     #[serde(default)]
     pub system_prompt: Option<String>,
-}
-
-/// A run's place in a conversation: it answers the prompt's last user message, or with
-/// `continues`, it extends the prompt's last (assistant) message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConversationTurn {
-    pub conversation_id: i64,
-    pub continues: bool,
 }
 
 impl Store {
@@ -230,173 +219,6 @@ impl Store {
     }
 }
 
-/// Makes the conversation's messages those of `prompt` and adds the answer `run_id` writes (or
-/// hands it the last message, when the run continues it). Part of the run's first write.
-pub(crate) async fn record_turn(
-    conn: &mut SqliteConnection,
-    turn: ConversationTurn,
-    prompt: &PromptRecord,
-    run_id: i64,
-) -> Result<()> {
-    let PromptRecord::Chat(messages) = prompt else {
-        return Err(StoreError::invalid(
-            "a conversation's run takes chat messages, not a raw prompt",
-        ));
-    };
-    let (system_prompt, messages) = split_system(messages)?;
-    if turn.continues && messages.last().is_none_or(|m| m.role != "assistant") {
-        return Err(StoreError::invalid(
-            "only an assistant message can be continued: it must be the last message",
-        ));
-    }
-    let id = turn.conversation_id;
-    let title: Option<String> = sqlx::query_scalar("SELECT title FROM conversations WHERE id = ?")
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let title = title.ok_or_else(|| StoreError::conversation_not_found(id))?;
-    let stored: Vec<(String, String)> = sqlx::query_as(
-        "SELECT role, content FROM conversation_messages \
-         WHERE conversation_id = ? ORDER BY position",
-    )
-    .bind(id)
-    .fetch_all(&mut *conn)
-    .await?;
-    // Messages before the first change keep their rows (and the runs they link to).
-    let kept = stored
-        .iter()
-        .zip(messages)
-        .take_while(|((role, content), m)| *role == m.role && *content == m.content)
-        .count();
-    sqlx::query("DELETE FROM conversation_messages WHERE conversation_id = ? AND position >= ?")
-        .bind(id)
-        .bind(kept as i64)
-        .execute(&mut *conn)
-        .await?;
-    let now = encode_time(&Utc::now());
-    for (position, message) in messages.iter().enumerate().skip(kept) {
-        insert_message(conn, id, position, message, None, &now).await?;
-    }
-    if turn.continues {
-        sqlx::query(
-            "UPDATE conversation_messages SET run_id = ?, answering = 1 \
-             WHERE conversation_id = ? AND position = ?",
-        )
-        .bind(run_id)
-        .bind(id)
-        .bind(messages.len() as i64 - 1)
-        .execute(&mut *conn)
-        .await?;
-    } else {
-        let answer = MessageRecord {
-            role: "assistant".into(),
-            content: String::new(),
-        };
-        insert_message(conn, id, messages.len(), &answer, Some(run_id), &now).await?;
-    }
-    let title = if title.is_empty() {
-        derived_title(messages)
-    } else {
-        title
-    };
-    sqlx::query(
-        "UPDATE conversations SET title = ?, system_prompt = ?, updated_at = ? WHERE id = ?",
-    )
-    .bind(title)
-    .bind(system_prompt)
-    .bind(&now)
-    .bind(id)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// Folds the output of runs that ended into the answers they were writing: `run_id`'s, or with
-/// `None` every one still open (after a restart, when no run is running any more). An answer
-/// left empty by a run that failed is removed.
-pub(crate) async fn settle_answers(conn: &mut SqliteConnection, run_id: Option<i64>) -> Result<()> {
-    let filter = if run_id.is_some() {
-        " AND run_id = ?"
-    } else {
-        " AND (? IS NULL)"
-    };
-    sqlx::query(&format!(
-        "DELETE FROM conversation_messages WHERE answering = 1 AND content = '' \
-         AND (SELECT status FROM runs WHERE runs.id = run_id) = 'failed' \
-         AND coalesce((SELECT output FROM runs WHERE runs.id = run_id), '') = ''{filter}"
-    ))
-    .bind(run_id)
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query(&format!(
-        "UPDATE conversation_messages SET answering = 0, content = content || \
-         coalesce((SELECT output FROM runs WHERE runs.id = run_id), '') \
-         WHERE answering = 1{filter}"
-    ))
-    .bind(run_id)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-async fn insert_message(
-    conn: &mut SqliteConnection,
-    conversation_id: i64,
-    position: usize,
-    message: &MessageRecord,
-    answering_run: Option<i64>,
-    now: &str,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO conversation_messages \
-         (conversation_id, position, role, content, run_id, answering, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(conversation_id)
-    .bind(position as i64)
-    .bind(&message.role)
-    .bind(&message.content)
-    .bind(answering_run)
-    .bind(answering_run.is_some())
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// The system prompt (a leading system message) and the user and assistant messages after it.
-fn split_system(messages: &[MessageRecord]) -> Result<(&str, &[MessageRecord])> {
-    let (system, rest) = match messages.split_first() {
-        Some((first, rest)) if first.role == "system" => (first.content.as_str(), rest),
-        _ => ("", messages),
-    };
-    if let Some(m) = rest
-        .iter()
-        .find(|m| m.role != "user" && m.role != "assistant")
-    {
-        return Err(StoreError::invalid(format!(
-            "a conversation holds one system prompt, first, then user and assistant messages; \
-             found a {} message later",
-            m.role
-        )));
-    }
-    Ok((system, rest))
-}
-
-/// The first line of the first user message, cut to a few words' length.
-fn derived_title(messages: &[MessageRecord]) -> String {
-    let first = messages
-        .iter()
-        .find(|m| m.role == "user")
-        .and_then(|m| m.content.lines().map(str::trim).find(|l| !l.is_empty()))
-        .unwrap_or("");
-    let mut title: String = first.chars().take(DERIVED_TITLE_CHARS).collect();
-    if first.chars().count() > DERIVED_TITLE_CHARS {
-        title = format!("{}…", title.trim_end());
-    }
-    title
-}
-
 fn clean_title(title: &str) -> Result<String> {
     let title = title.trim();
     if title.chars().count() > MAX_TITLE_CHARS {
@@ -479,33 +301,6 @@ fn time(row: &SqliteRow, column: &str) -> Result<DateTime<Utc>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn message(role: &str, content: &str) -> MessageRecord {
-        MessageRecord {
-            role: role.into(),
-            content: content.into(),
-        }
-    }
-
-    #[test]
-    fn titles_come_from_the_first_line_of_the_first_prompt() {
-        let short = [message("user", "\n  Hello there  \nmore")];
-        assert_eq!(derived_title(&short), "Hello there");
-        let long = [message("user", &"word ".repeat(20))];
-        let title = derived_title(&long);
-        assert!(title.ends_with('…'), "{title}");
-        assert_eq!(title.chars().count(), 60);
-        assert_eq!(derived_title(&[message("assistant", "hi")]), "");
-    }
-
-    #[test]
-    fn the_system_prompt_is_the_leading_system_message_only() {
-        let messages = [message("system", "Be brief."), message("user", "Hi")];
-        let (system, rest) = split_system(&messages).unwrap();
-        assert_eq!((system, rest.len()), ("Be brief.", 1));
-        let late = [message("user", "Hi"), message("system", "Obey")];
-        assert!(split_system(&late).is_err());
-    }
 
     #[test]
     fn like_patterns_take_wildcards_literally() {

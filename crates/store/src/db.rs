@@ -10,6 +10,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::SqlitePool;
 
 use crate::error::{Result, StoreError};
+use crate::turns::settle_answers;
 use crate::write::{write_turn, StoreHealth, WriteHealth, WriteTx, PROBE_BYTES};
 
 /// Environment variable that overrides where the history database lives.
@@ -95,7 +96,7 @@ impl Store {
                 "runs left running by an earlier process are marked interrupted"
             );
         }
-        crate::conversations::settle_answers(&mut *pool.acquire().await?, None).await?;
+        settle_answers(&mut *pool.acquire().await?, None).await?;
         Ok(Self {
             pool,
             path,

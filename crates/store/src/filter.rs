@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::records::RunStatus;
+use crate::search::check_search_text;
 
 /// The engine filter's name for the playground's own model (no remote engine may take it).
 pub const LOCAL_ENGINE: &str = "local";
@@ -50,19 +51,6 @@ impl RunFilter {
             }
         }
         Ok(())
-    }
-}
-
-/// Searched text is typed text: a control character (NUL above all, which SQLite reads as the
-/// end of a pattern, so that a search failed or matched everything) is refused with a clear
-/// error instead.
-pub(crate) fn check_search_text(field: &str, text: &str) -> Result<(), StoreError> {
-    match text.chars().find(|c| c.is_control()) {
-        None => Ok(()),
-        Some(c) => Err(StoreError::invalid(format!(
-            "{field} must not hold control characters such as NUL or line breaks (it holds U+{:04X})",
-            u32::from(c)
-        ))),
     }
 }
 

@@ -37,11 +37,13 @@ mod import;
 mod metrics;
 mod records;
 mod runs;
+mod search;
+mod turns;
 mod write;
 
 pub use conversation_export::ConversationExport;
 pub use conversations::{
-    Conversation, ConversationMessage, ConversationPatch, ConversationSummary, ConversationTurn,
+    Conversation, ConversationMessage, ConversationPatch, ConversationSummary,
     MAX_CONVERSATIONS_LISTED, MAX_TITLE_CHARS,
 };
 pub use db::{Store, DB_ENV};
@@ -52,9 +54,9 @@ pub use filter::{RunFilter, SortKey, SortOrder, LOCAL_ENGINE};
 pub use import::{ImportRejection, ImportReport};
 pub use metrics::first_difference;
 pub use records::{
-    Comparison, ComparisonRun, DraftDecisionRecord, DraftNodeRecord, DraftSkipRecord,
-    DrafterEvidenceRecord, HeadsRef, MessageRecord, ModeFigures, ModelRef, NewRun, PromptRecord,
-    Run, RunOutcome, RunStatus, RunWithSteps, SpeedVerdict, Spread, StepRecord, StepTokenRecord,
-    StepTreeRecord,
+    Comparison, ComparisonRun, ConversationTurn, DraftDecisionRecord, DraftNodeRecord,
+    DraftSkipRecord, DrafterEvidenceRecord, HeadsRef, MessageRecord, ModeFigures, ModelRef, NewRun,
+    PromptRecord, Run, RunOutcome, RunStatus, RunWithSteps, SpeedVerdict, Spread, StepRecord,
+    StepTokenRecord, StepTreeRecord,
 };
 pub use write::StoreHealth;

@@ -1,5 +1,6 @@
-//! Plain record types: what goes into the store and what comes out. They mirror the engine's
-//! results without depending on the engine, so the server maps one onto the other.
+//! Plain record types, free of SQL: runs, their steps and comparisons as they go into the store
+//! and come out, and a run's place in a conversation. They mirror the engine's results without
+//! depending on the engine, so the caller maps one onto the other.
 
 use std::fmt;
 use std::str::FromStr;
@@ -8,7 +9,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::conversations::ConversationTurn;
 use crate::error::StoreError;
 
 /// The model a run used.
@@ -64,6 +64,14 @@ impl PromptRecord {
                 .map_or("", |m| m.content.as_str()),
         }
     }
+}
+
+/// A run's place in a conversation: it answers the prompt's last user message, or with
+/// `continues`, it extends the prompt's last (assistant) message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConversationTurn {
+    pub conversation_id: i64,
+    pub continues: bool,
 }
 
 /// Everything known about a run when it starts.

@@ -8,13 +8,14 @@ use crate::codec::{
     check_finite, decode_error, decode_time, decode_uuid, encode_time, from_json, to_json,
 };
 use crate::comparisons::refresh_comparison;
-use crate::conversations::{record_turn, settle_answers};
 use crate::db::Store;
 use crate::error::{Result, StoreError};
 use crate::filter::{RunFilter, LOCAL_ENGINE};
 use crate::records::{
     HeadsRef, ModelRef, NewRun, Run, RunOutcome, RunStatus, RunWithSteps, StepRecord,
 };
+use crate::search::match_expression;
+use crate::turns::{record_turn, settle_answers};
 
 /// Every column of `runs`, in the order `insert_run` binds them.
 const RUN_COLUMNS: &str = "id, uid, created_at, status, mode, model_name, model_path, \
@@ -412,16 +413,6 @@ pub(crate) async fn list_runs(conn: &mut SqliteConnection, filter: &RunFilter) -
     query.push(" OFFSET ").push_bind(filter.offset.unwrap_or(0));
     let rows = query.build().fetch_all(&mut *conn).await?;
     rows.iter().map(run_from_row).collect()
-}
-
-/// The words of `text` as an FTS5 query: each a quoted prefix (never FTS5 syntax, whatever
-/// the user typed), all required. `None` without words.
-pub(crate) fn match_expression(text: &str) -> Option<String> {
-    let terms: Vec<String> = text
-        .split_whitespace()
-        .map(|word| format!("\"{}\"*", word.replace('"', "\"\"")))
-        .collect();
-    (!terms.is_empty()).then(|| terms.join(" "))
 }
 
 pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {

@@ -1,14 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { Info } from './api/types';
-import { decodeCostsText, draftFields, forecastText, headCount, treeApplies, treeHint, treeLabel, treeNames } from './trees';
+import { decodeCostsText, draftFields, forecastText, headCount, loadedTreeNames, treeApplies, treeHint, treeLabel } from './trees';
 
 describe('trees', () => {
-  it('offers the trees the heads can fill', () => {
-    expect(treeNames(0)).toEqual(['auto']);
-    expect(treeNames(2)).toEqual(['auto', 'chain-1', 'chain-2']);
-    expect(treeNames(4)).toEqual(['auto', 'mc_sim_7b_63', 'chain-1', 'chain-2', 'chain-3', 'chain-4']);
-    expect(treeNames(1, true)).toEqual(['auto', 'tuned', 'chain-1']);
-    expect(treeNames(0, true)).toEqual(['auto']);
+  it('offers the trees the backend lists for the model served now', () => {
+    expect(loadedTreeNames(null)).toEqual(['auto']);
+    const names = ['auto', 'tuned', 'chain-1'];
+    expect(loadedTreeNames({ tree_names: names } as unknown as Info)).toEqual(names);
   });
 
   it('labels a tree by its name or its paths', () => {

@@ -1,17 +1,5 @@
 import type { DecodeCosts, Info, TreeChoice, TreeForecast } from './api/types';
 
-/**
- * The trees a user can pick for heads of `headCount` heads: auto, the tuner's fastest tree when
- * there is one, then the fixed ones.
- */
-export function treeNames(headCount: number, tuned = false): string[] {
-  const names = ['auto'];
-  if (headCount > 0 && tuned) names.push('tuned');
-  if (headCount >= 4) names.push('mc_sim_7b_63');
-  for (let depth = 1; depth <= Math.min(headCount, 8); depth++) names.push(`chain-${depth}`);
-  return names;
-}
-
 /** The lookup draft lengths a user can pick. */
 export const LOOKUP_LENGTHS = ['auto', '2', '4', '8', '16'];
 
@@ -44,9 +32,9 @@ export function draftFields(
   return {};
 }
 
-/** The tree picker's names for what `info` loaded. */
+/** The tree picker's names for what `info` loaded, as the backend lists them. */
 export function loadedTreeNames(info: Info | null): string[] {
-  return treeNames(headCount(info), !!info?.model?.medusa_plan?.tuned_tree);
+  return info?.tree_names?.length ? info.tree_names : ['auto'];
 }
 
 /** What the tree picker's hint knows of the loaded heads. */

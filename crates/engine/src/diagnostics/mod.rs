@@ -10,14 +10,13 @@ use std::sync::mpsc as std_mpsc;
 
 pub use baseline::BaselineRun;
 
-use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::llama_runtime::LlamaRuntime;
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::request::Prompt;
-use crate::sampler::TokenId;
 use crate::speculative::costs::{CostModel, DecodeCosts};
+use crate::token::TokenId;
 
 type Reply<T> = std_mpsc::Sender<Result<T, EngineError>>;
 
@@ -100,66 +99,5 @@ impl Diagnostic {
                 let _ = reply.send(costs);
             }
         }
-    }
-}
-
-impl Engine {
-    /// The `top` most likely next tokens and their logits after `prompt` followed by
-    /// `continuation`, decoded plainly in one pass (blocking). For inspecting near-ties.
-    pub fn next_token_logits(
-        &self,
-        prompt: Prompt,
-        continuation: Vec<TokenId>,
-        top: usize,
-    ) -> Result<Vec<(TokenId, f32)>, EngineError> {
-        self.diagnose(|reply| Diagnostic::NextTokenLogits {
-            prompt,
-            continuation,
-            top,
-            reply,
-        })
-    }
-
-    /// Decode time in milliseconds by number of tokens in a batch, as known to the draft budget
-    /// (from the cache, or measured now if no speculative request has run yet; blocking).
-    pub fn decode_costs(&self) -> Result<DecodeCosts, EngineError> {
-        self.diagnose(|reply| Diagnostic::DecodeCosts {
-            fresh: false,
-            reply,
-        })
-    }
-
-    /// The same, measured now whatever is known, and kept in the cache for later loads.
-    pub fn measure_decode_costs(&self) -> Result<DecodeCosts, EngineError> {
-        self.diagnose(|reply| Diagnostic::DecodeCosts { fresh: true, reply })
-    }
-
-    /// How often the Medusa heads' top-`top_k` guesses are right along `continuation`, text the
-    /// model wrote after `prompt` (blocking; runs when no request is decoding).
-    pub fn measure_heads(
-        &self,
-        prompt: Prompt,
-        continuation: Vec<TokenId>,
-        top_k: usize,
-    ) -> Result<HeadAccuracy, EngineError> {
-        self.diagnose(|reply| Diagnostic::MeasureHeads {
-            prompt,
-            continuation,
-            top_k,
-            reply,
-        })
-    }
-
-    /// Runs the bare llama-cpp-2 greedy loop on this engine's context (blocking).
-    pub fn raw_baseline(
-        &self,
-        prompt: Prompt,
-        max_tokens: usize,
-    ) -> Result<BaselineRun, EngineError> {
-        self.diagnose(|reply| Diagnostic::Baseline {
-            prompt,
-            max_tokens,
-            reply,
-        })
     }
 }

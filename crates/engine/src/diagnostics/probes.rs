@@ -12,7 +12,7 @@ use crate::llama_runtime::LlamaRuntime;
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::request::Prompt;
-use crate::sampler::TokenId;
+use crate::token::TokenId;
 
 /// The `top` most likely next tokens after `prompt` + `continuation`.
 pub(super) fn next_token_logits(

@@ -8,7 +8,7 @@ use std::ptr;
 
 use llama_cpp_sys_2 as sys;
 
-use super::heads::Head;
+use super::head::Head;
 use super::matrix::{QuantMatrix, GGML_TYPE_F32};
 use crate::error::EngineError;
 

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::heads::{write_heads, BaseIdentity, HeadsEncoding, HeadsWeights};
 use crate::error::EngineError;
-use crate::sampler::TokenId;
 use crate::speculative::tree::TreeSpec;
+use crate::token::TokenId;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ConvertReport {

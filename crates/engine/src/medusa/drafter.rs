@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use super::heads::MedusaHeads;
-use crate::sampler::TokenId;
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TreeSpec};
+use crate::token::TokenId;
 
 pub struct MedusaDrafter {
     heads: Arc<MedusaHeads>,

@@ -23,15 +23,17 @@ use sha2::{Digest, Sha256};
 
 use super::backend_heads::{BackendDevice, BackendHeads};
 use super::gguf_file::{write_gguf, GgufFile, MetaValue, TensorOut};
+use super::head::Head;
 use super::matrix::{type_name, QuantMatrix, GGML_TYPE_F32, GGML_TYPE_I32};
 use crate::error::EngineError;
-use crate::sampler::TokenId;
 use crate::speculative::tree::TreeSpec;
 use crate::speculative::tree_builder::HeadCost;
+use crate::token::TokenId;
 
+mod compute;
 mod placement;
 
-pub use placement::{HeadsCompute, HeadsPlacement};
+pub use compute::{HeadsCompute, HeadsPlacement};
 
 /// Who the heads were made for: enough to refuse heads of another model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
@@ -106,16 +108,6 @@ pub struct TrainingRecord {
     pub heldout_loss: f64,
     /// The command line that trained them, to reproduce them.
     pub command: String,
-}
-
-pub(super) struct Head {
-    pub(super) blocks: Vec<(QuantMatrix, Vec<f32>)>,
-    /// `R`, applied to the root token's embedding in the first block.
-    pub(super) root: Option<QuantMatrix>,
-    /// `P_j`, applied to the embedding of the token drafted at depth j + 1, for heads that read
-    /// the drafted path (head k has k of them).
-    pub(super) path: Vec<QuantMatrix>,
-    pub(super) projection: Option<QuantMatrix>,
 }
 
 impl HeadsInfo {

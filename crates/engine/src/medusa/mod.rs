@@ -7,6 +7,7 @@ mod backend_heads;
 pub mod convert;
 pub mod drafter;
 mod gguf_file;
+mod head;
 pub mod heads;
 pub mod matrix;
 pub mod plan;

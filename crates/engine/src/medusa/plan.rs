@@ -136,6 +136,17 @@ pub fn plan_tree<E>(
     })
 }
 
+/// What a request may name as its tree for heads of `head_count` heads: `auto`, `tuned` where
+/// the tuner found a tree, then the named trees the heads can draft.
+pub fn request_tree_names(head_count: usize, tuned: bool) -> Vec<String> {
+    let mut names = vec!["auto".to_owned()];
+    if head_count > 0 && tuned {
+        names.push("tuned".to_owned());
+    }
+    names.extend(named_trees(head_count).into_iter().map(|(name, _)| name));
+    names
+}
+
 /// The trees a user can name for heads of `head_count` heads.
 pub fn named_trees(head_count: usize) -> Vec<(String, TreeSpec)> {
     let reference = TreeSpec::mc_sim_7b_63();
@@ -154,6 +165,25 @@ mod tests {
     use super::*;
     use crate::medusa::heads::{BaseIdentity, HeadsCompute, TrainingRecord};
     use std::convert::Infallible;
+
+    #[test]
+    fn requests_may_name_the_trees_the_heads_can_fill() {
+        assert_eq!(request_tree_names(0, false), ["auto"]);
+        assert_eq!(request_tree_names(2, false), ["auto", "chain-1", "chain-2"]);
+        assert_eq!(
+            request_tree_names(4, false),
+            [
+                "auto",
+                "mc_sim_7b_63",
+                "chain-1",
+                "chain-2",
+                "chain-3",
+                "chain-4"
+            ]
+        );
+        assert_eq!(request_tree_names(1, true), ["auto", "tuned", "chain-1"]);
+        assert_eq!(request_tree_names(0, true), ["auto"]);
+    }
 
     fn plan_with(
         heads: &HeadsInfo,

@@ -1,7 +1,7 @@
 //! What a drafter sees and what it must do. The verifier does not care who drafted.
 
 use super::tree::DraftTree;
-use crate::sampler::TokenId;
+use crate::token::TokenId;
 
 pub struct DraftInput<'a> {
     /// Prompt and output so far, ending with the root token the tree will hang from.

@@ -3,7 +3,7 @@
 
 use super::drafter::{DraftInput, Drafter};
 use super::tree::{DraftTree, TokenSource};
-use crate::sampler::TokenId;
+use crate::token::TokenId;
 
 #[derive(Debug, Clone)]
 pub struct LookupDrafter {

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sampler::TokenId;
+use crate::token::TokenId;
 
 /// Who proposed a token. On the wire (events, the run history) it is one name: `model`,
 /// `medusa_head_K` or `lookup`.

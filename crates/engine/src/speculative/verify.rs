@@ -10,7 +10,8 @@
 
 use super::tree::{DraftTree, TreeLayout};
 use crate::request::AcceptanceRule;
-use crate::sampler::{Sampler, TokenId, TokenProb};
+use crate::sampler::{Sampler, TokenProb};
+use crate::token::TokenId;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {

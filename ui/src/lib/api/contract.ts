@@ -386,7 +386,11 @@ tree: TreeSpec | null,
  * The tree Medusa requests drafting `auto` draft in full instead, as set in Settings; null
  * keeps `auto`.
  */
-default_tree: TreeChoice | null, modes: Array<Mode>, metrics: EngineMetrics | null, database: string, loading: LoadingStatus | null, error: ApiErrorBody | null, 
+default_tree: TreeChoice | null, 
+/**
+ * The trees a request may name for the model served now (its tree picker's choices).
+ */
+tree_names: Array<string>, modes: Array<Mode>, metrics: EngineMetrics | null, database: string, loading: LoadingStatus | null, error: ApiErrorBody | null, 
 /**
  * The remote engines runs may name (`engine`), as last seen.
  */

@@ -1,8 +1,8 @@
-//! The order in which the benches' runners take their turns on one prompt. A plain rotation keeps
-//! each runner behind the same neighbour every time, so whatever one run leaves behind for the
-//! next (warm caches, a cleared KV cache) favours the same runner all along. A Williams design
-//! fixes that: over a full cycle of turns every runner holds every place equally often and
-//! follows every other runner equally often.
+//! The order in which the runners of a comparison or a bench take their turns on one prompt. A
+//! plain rotation keeps each runner behind the same neighbour every time, so whatever one run
+//! leaves behind for the next (warm caches, a cleared KV cache) favours the same runner all
+//! along. A Williams design fixes that: over a full cycle of turns every runner holds every place
+//! equally often and follows every other runner equally often.
 
 /// The runners `0..runners` in the order of turn `turn`. A full cycle is `runners` turns for an
 /// even count of runners and twice that for an odd one.
