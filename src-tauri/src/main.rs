@@ -1,3 +1,5 @@
+//! The desktop app's entry point: gives the web view a usable language tag, then runs the app.
+
 // No console window on Windows release builds.
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 

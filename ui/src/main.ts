@@ -1,3 +1,5 @@
+// The UI's entry point: mounts the app on the page.
+
 import { invoke } from '@tauri-apps/api/core';
 import { mount } from 'svelte';
 import './theme.css';

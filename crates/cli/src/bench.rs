@@ -1,91 +1,21 @@
 //! `medusa bench`: generation speed of the engine against the bare llama-cpp-2 loop, measured
 //! in the same process on the same context, interleaved so that machine noise hits both alike.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use engine::medusa::plan::MedusaPlan;
-use engine::speculative::costs::DecodeCosts;
 use engine::{
     ChatMessage, Engine, GenerateRequest, GenerationMode, Prompt, RunSummary, SamplingParams,
     StepProfile,
 };
-use serde::Serialize;
-use store::Spread;
-
-use crate::bench_args::{load_prompts, modes_with_normal_first, BenchArgs};
-use crate::bench_totals::{round_speedup, Totals};
 use playground::run_order::balanced_order;
 
-#[derive(Serialize)]
-struct ModeResult {
-    mode: GenerationMode,
-    concurrency: usize,
-    tokens_per_second: f64,
-    ttft_ms: f64,
-    tokens_generated: usize,
-    total_ms: f64,
-    runs: usize,
-    /// Tokens per decode step, the base model's own included (normal = 1.0).
-    mean_accepted: f64,
-    /// Per drafted depth, the share of steps whose token there was accepted.
-    acceptance_by_depth: Vec<f64>,
-    /// This mode's tokens/s over normal mode's, measured in the same run.
-    speedup_vs_normal: f64,
-    /// Tokens/s of each round (all prompts once).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    round_tokens_per_second: Vec<f64>,
-    /// The median and range over rounds of this mode's tokens/s over normal's in the same round.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    round_speedup: Option<Spread>,
-    /// Runs whose tokens equal normal mode's exactly (greedy; near-ties may differ).
-    outputs_identical_to_normal: usize,
-    /// For concurrency above 1: aggregate tokens/s of the same requests run one after another.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sequential_tokens_per_second: Option<f64>,
-    /// For concurrency above 1: aggregate tokens/s together over one after another.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    throughput_vs_sequential: Option<f64>,
-    /// One stream: where this mode's decoding steps spent their time, summed over its runs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    step_profile: Option<StepProfile>,
-}
-
-#[derive(Serialize)]
-struct BaselineResult {
-    name: &'static str,
-    tokens_per_second: f64,
-    ttft_ms: f64,
-    tokens_generated: usize,
-    total_ms: f64,
-}
-
-#[derive(Serialize)]
-struct BenchReport {
-    model: String,
-    model_path: PathBuf,
-    model_file_type: String,
-    threads: usize,
-    cpu: String,
-    prompts: usize,
-    rounds: u32,
-    max_tokens: u32,
-    results: Vec<ModeResult>,
-    baseline: BaselineResult,
-    /// Normal-mode tokens/s over the baseline's: 1.0 means no engine overhead.
-    normal_vs_baseline: f64,
-    /// Runs whose greedy tokens equal the baseline's exactly.
-    outputs_identical: usize,
-    /// Decode time (ms) by tokens per batch on this machine, behind the draft budget; measured
-    /// when a speculative mode runs.
-    decode_costs: Option<DecodeCosts>,
-    /// How Medusa mode's tree was settled, with its predicted speed-up, when Medusa ran.
-    medusa_plan: Option<MedusaPlan>,
-    /// A follow-up turn of each conversation, its prompt read whole and with the prompt cache.
-    prompt_cache: PromptCacheResult,
-    hint: Option<String>,
-}
+use crate::bench_args::{load_prompts, modes_with_normal_first, BenchArgs};
+use crate::bench_report::{
+    cpu_model, print_table, quantization_hint, BaselineResult, BenchReport, ModeResult,
+    PromptCacheResult,
+};
+use crate::bench_totals::{round_speedup, Totals};
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let prompts = load_prompts(args.prompts.as_ref())?;
@@ -240,21 +170,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         print_table(&report);
     }
     Ok(())
-}
-
-/// A second turn of every bench conversation, normal mode, greedy: once with its prompt read
-/// whole (`cache_prompt: false`) and once reusing the first turn's cells, in alternating order.
-#[derive(Serialize)]
-struct PromptCacheResult {
-    follow_ups: usize,
-    /// Mean prompt tokens of a follow-up, and how many of them the cache held.
-    prompt_tokens: f64,
-    cached_prompt_tokens: f64,
-    ttft_ms_cold: f64,
-    ttft_ms_cached: f64,
-    cached_over_cold: f64,
-    /// Follow-ups whose greedy tokens were the same both ways.
-    outputs_identical: usize,
 }
 
 /// Tokens a follow-up answer may have: its time to first token is what is measured.
@@ -465,115 +380,4 @@ fn bench_concurrency(
             step_profile: None,
         })
         .collect())
-}
-
-/// Formats that llama.cpp repacks for fast CPU kernels decode much faster than their neighbours.
-fn quantization_hint(file_type: &str) -> Option<String> {
-    matches!(file_type, "Q4_1" | "Q5_0" | "Q5_1" | "F16" | "BF16" | "F32").then(|| {
-        format!(
-            "{file_type} weights are not repacked for this CPU's fast kernels; try \
-             `medusa quantize --type q4_0 --out model-q4_0.gguf` and bench that file"
-        )
-    })
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_owned())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_owned())
-}
-
-fn print_table(r: &BenchReport) {
-    println!(
-        "model    {} ({}), {} threads, {}",
-        r.model, r.model_file_type, r.threads, r.cpu
-    );
-    println!(
-        "prompts  {} x {} rounds, {} max tokens, greedy",
-        r.prompts, r.rounds, r.max_tokens
-    );
-    println!(
-        "{:<28} {:>9} {:>9} {:>8} {:>10} {:>9} {:>10}",
-        "", "tok/s", "TTFT ms", "tokens", "tok/step", "speed-up", "identical"
-    );
-    for m in &r.results {
-        let vs_sequential = m.throughput_vs_sequential.map_or_else(String::new, |x| {
-            format!("  {x:.2}x the same requests one after another")
-        });
-        // With several rounds, how far the speed-up moved between them: what one run is worth.
-        let spread = m
-            .round_speedup
-            .filter(|s| s.count > 1)
-            .map_or_else(String::new, |s| {
-                format!(
-                    "  rounds {:.2}x-{:.2}x, median {:.2}x",
-                    s.min, s.max, s.median
-                )
-            });
-        println!(
-            "{:<28} {:>9.1} {:>9.1} {:>8} {:>10.2} {:>8.2}x {:>7}/{}{vs_sequential}{spread}",
-            format!("{} (concurrency {})", m.mode, m.concurrency),
-            m.tokens_per_second,
-            m.ttft_ms,
-            m.tokens_generated,
-            m.mean_accepted,
-            m.speedup_vs_normal,
-            m.outputs_identical_to_normal,
-            m.runs
-        );
-    }
-    println!(
-        "{:<28} {:>9.1} {:>9.1} {:>8}",
-        r.baseline.name,
-        r.baseline.tokens_per_second,
-        r.baseline.ttft_ms,
-        r.baseline.tokens_generated
-    );
-    println!(
-        "normal / baseline = {:.3}; identical outputs {}/{}",
-        r.normal_vs_baseline, r.outputs_identical, r.results[0].runs
-    );
-    for m in r.results.iter() {
-        if let Some(profile) = m.step_profile.filter(|p| p.steps > 0) {
-            println!("{} steps: {}", m.mode, profile.summary());
-        }
-    }
-    if let Some(costs) = &r.decode_costs {
-        println!("decode costs: {}", costs.summary());
-    }
-    if let Some(plan) = &r.medusa_plan {
-        println!("medusa plan: {}", plan.decision);
-        let measured = r
-            .results
-            .iter()
-            .find(|m| m.mode == GenerationMode::Medusa && m.concurrency == 1);
-        if let (Some(predicted), Some(measured)) = (plan.predicted_speedup, measured) {
-            println!(
-                "medusa speed-up: predicted {predicted:.2}x, measured {:.2}x ({:+.1}%)",
-                measured.speedup_vs_normal,
-                (measured.speedup_vs_normal / predicted - 1.0) * 100.0
-            );
-        }
-    }
-    let cache = &r.prompt_cache;
-    println!(
-        "prompt cache: {} follow-ups of {:.0} prompt tokens ({:.0} cached): first token after {:.1} ms read whole, {:.1} ms cached ({:.2}x); identical {}/{}",
-        cache.follow_ups,
-        cache.prompt_tokens,
-        cache.cached_prompt_tokens,
-        cache.ttft_ms_cold,
-        cache.ttft_ms_cached,
-        cache.cached_over_cold,
-        cache.outputs_identical,
-        cache.follow_ups
-    );
-    if let Some(hint) = &r.hint {
-        println!("hint: {hint}");
-    }
 }

@@ -1,3 +1,6 @@
+//! `medusa convert-heads`: imports a FasterDecoding/Medusa heads checkpoint (safetensors) as a
+//! heads file for a GGUF model, optionally restricted to a corpus's most frequent tokens.
+
 use std::path::PathBuf;
 
 use anyhow::Context;

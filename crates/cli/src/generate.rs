@@ -1,3 +1,6 @@
+//! `medusa generate`: one prompt, streamed to the terminal or reported as one JSON object; also
+//! the speculative-decoding options and the streaming that `medusa chat` shares.
+
 use std::io::Write;
 
 use clap::Args;

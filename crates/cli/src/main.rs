@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_args;
+mod bench_report;
 mod bench_totals;
 mod chat;
 mod convert_heads;

@@ -1,3 +1,6 @@
+//! The options that pick and load a model (context, threads, GPU layers, Medusa heads and tree),
+//! shared by the commands that load one, and `medusa info`, which prints what was loaded.
+
 use std::path::PathBuf;
 
 use anyhow::Context;

@@ -1,3 +1,6 @@
+//! `medusa quantize`: requantizes a GGUF model with llama.cpp's quantizer, showing progress per
+//! tensor.
+
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 

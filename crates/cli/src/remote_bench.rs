@@ -8,13 +8,13 @@ use engine::{
     ChatMessage, DraftPolicy, GenerateRequest, GenerationMode, Prompt, RunSummary, SamplingParams,
     TreeSpec,
 };
+use playground::run_order::balanced_order;
 use remote::{RemoteAccess, RemoteEngine, RemoteError, RemoteRequest, RemoteSpec};
 use serde::Serialize;
 use store::Spread;
 
 use crate::bench_args::{load_prompts, modes_with_normal_first, BenchArgs};
 use crate::bench_totals::{round_speedup, Totals};
-use playground::run_order::balanced_order;
 
 /// One streamed answer, as measured here.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -1,3 +1,6 @@
+//! The sampling flags (temperature, top-k, top-p, min-p, repeat penalty, seed) that the
+//! commands which generate share.
+
 use clap::Args;
 use engine::SamplingParams;
 

@@ -1,3 +1,6 @@
+//! How the engine loads a model and sizes its context: paths, threads, parallel requests, GPU
+//! layers, Medusa heads and tree, with the defaults and the limits it checks.
+
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;

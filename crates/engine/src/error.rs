@@ -1,3 +1,5 @@
+//! Everything the engine can refuse or fail at, each with a stable code for the server and the UI.
+
 use std::path::PathBuf;
 
 /// Everything the engine can refuse or fail at. Each variant has a stable `code()` so that

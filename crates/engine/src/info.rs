@@ -1,3 +1,6 @@
+//! What a loaded model is ([`ModelInfo`]): its file, shape, context, compute, heads and Medusa
+//! tree, shown to the user and recorded with every run.
+
 use std::path::PathBuf;
 
 use serde::Serialize;

@@ -1,5 +1,9 @@
-//! The llama.cpp runtime of Medusa Playground: model loading, prompt handling, sampling and
-//! streamed generation on a dedicated thread. Knows nothing of HTTP, SQL or UI.
+//! The llama.cpp runtime of Medusa Playground: a dedicated thread owns the model and decodes every
+//! running request in one batch per step, streaming each one's events. Requests may draft
+//! speculatively (Medusa heads, prompt lookup or both): each step's token tree, sized by default
+//! to what pays under the decode costs measured on this machine, is verified in that same batch.
+//! Also Medusa heads files (loading, importing, tuning their tree), quantization and
+//! diagnostics. Knows nothing of HTTP, SQL or UI.
 
 mod backend;
 mod clock;
@@ -7,11 +11,13 @@ mod compute;
 mod config;
 pub mod cost_cache;
 mod diagnostics;
-mod drafters;
-mod drafting;
+mod drafter_pool;
 mod engine;
+mod engine_loading;
+mod engine_metrics;
 mod error;
 mod events;
+mod generation_stream;
 mod info;
 mod llama_runtime;
 pub mod medusa;
@@ -22,12 +28,14 @@ mod prompt_cache;
 mod quantize;
 mod request;
 mod request_draft;
+mod request_drafting;
 mod rng;
 mod sampler;
 mod sampling_defaults;
 mod scheduler;
 mod sequence;
 pub mod speculative;
+mod step_batch;
 mod step_profile;
 mod stop;
 mod token;
@@ -41,12 +49,14 @@ pub use config::{
     DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL,
 };
 pub use diagnostics::BaselineRun;
-pub use engine::{Canceller, Engine, GenerationSender, GenerationStream};
+pub use engine::Engine;
+pub use engine_metrics::EngineMetrics;
 pub use error::EngineError;
 pub use events::{
     tokens_per_second, DraftDecision, DraftNode, DraftSkip, DraftSkipReason, DrafterEvidence,
     GenerationEvent, RunSummary, StepEvent, StepToken, StepTree, StopReason,
 };
+pub use generation_stream::{Canceller, GenerationSender, GenerationStream};
 pub use info::ModelInfo;
 pub use prompt::RenderedPrompt;
 pub use quantize::{file_type_name, quantize, quantize_type_names, QuantType, QuantizeReport};
@@ -57,7 +67,6 @@ pub use request::{
 pub use request_draft::RequestDraft;
 pub use sampler::{argmax, Sampler, TokenProb};
 pub use sampling_defaults::SamplingDefaults;
-pub use scheduler::EngineMetrics;
 pub use speculative::tree::{TokenSource, TreeSpec};
 pub use step_profile::StepProfile;
 pub use token::TokenId;

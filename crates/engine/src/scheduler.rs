@@ -3,19 +3,17 @@
 //! leave as soon as they end, freeing their KV cells and their slot.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc};
 use std::time::Instant;
 
-use llama_cpp_2::token::LlamaToken;
-use serde::Serialize;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::clock::ms_since;
 use crate::diagnostics::Diagnostic;
-use crate::drafters::Drafters;
-use crate::drafting::no_room;
+use crate::drafter_pool::DrafterPool;
+use crate::engine_metrics::{Shared, StepCount};
 use crate::error::EngineError;
 use crate::events::GenerationEvent;
 use crate::llama_runtime::{random_seed, LlamaRuntime};
@@ -23,10 +21,10 @@ use crate::output::OutputSink;
 use crate::prompt::RenderedPrompt;
 use crate::prompt_cache::PromptCache;
 use crate::request::Prompt;
+use crate::request_drafting::no_room;
 use crate::sequence::{NewSequence, Sequence, StepPlan};
 use crate::speculative::budget::BatchLoad;
-use crate::speculative::tree::DraftTree;
-use crate::step_profile::StepProfile;
+use crate::step_batch::{add_tree, fit_leaves, StepBatch};
 use crate::token::TokenId;
 use crate::valid_request::ValidRequest;
 
@@ -47,44 +45,6 @@ pub(crate) enum Command {
     Shutdown,
 }
 
-/// Engine-wide counters, for the UI and the server's metrics.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, ts_rs::TS)]
-pub struct EngineMetrics {
-    /// Most requests decoding at once.
-    pub slots: usize,
-    /// Requests decoding now.
-    pub active: usize,
-    /// Requests waiting for a slot.
-    pub queued: usize,
-    pub steps: u64,
-    /// Tokens in all decodes so far (prompt chunks, roots and draft trees).
-    pub batch_tokens: u64,
-    /// Tokens emitted to requests so far.
-    pub tokens_emitted: u64,
-    /// Tokens in the last decode.
-    pub last_batch_tokens: usize,
-    /// Requests in the last decode over the slots.
-    pub last_occupancy: f64,
-    pub requests_finished: u64,
-    pub requests_failed: u64,
-    /// Sequences holding KV cells, counted when the engine last went idle (0 when nothing leaked);
-    /// the prompt cache's are not counted.
-    pub idle_sequences_in_kv: usize,
-    /// Finished requests whose cells the prompt cache keeps.
-    pub cached_sequences: usize,
-    /// KV cells held by requests and the prompt cache, after the last step.
-    pub kv_cells_used: usize,
-    /// KV cells in all (every slot's share).
-    pub kv_cells: usize,
-}
-
-/// Shared between the engine handle and its thread.
-pub(crate) struct Shared {
-    pub(crate) queued: AtomicUsize,
-    pub(crate) metrics: Mutex<EngineMetrics>,
-    pub(crate) step_profile: Mutex<StepProfile>,
-}
-
 /// Prompt tokens per step while other requests are decoding, so that a long prompt does not
 /// stall them for a whole batch.
 const PREFILL_CHUNK_WHEN_BUSY: usize = 64;
@@ -100,7 +60,7 @@ pub(crate) struct Scheduler<'m> {
     n_seq_max: usize,
     /// Finished requests' cells, for later requests that start with the same tokens.
     cache: PromptCache,
-    drafters: Drafters,
+    drafters: DrafterPool,
     shared: Arc<Shared>,
 }
 
@@ -109,17 +69,14 @@ impl<'m> Scheduler<'m> {
     /// rest up to `n_seq_max` for tree leaves.
     pub(crate) fn new(
         runtime: LlamaRuntime<'m>,
-        drafters: Drafters,
+        drafters: DrafterPool,
         slots: usize,
         cache_seqs: usize,
         n_seq_max: usize,
         shared: Arc<Shared>,
     ) -> Self {
         let leaves_from = slots + cache_seqs;
-        if let Ok(mut m) = shared.metrics.lock() {
-            m.slots = slots;
-            m.kv_cells = slots * runtime.n_ctx_seq();
-        }
+        shared.set_capacity(slots, slots * runtime.n_ctx_seq());
         Self {
             runtime,
             slots: (0..slots).map(|_| None).collect(),
@@ -239,7 +196,7 @@ impl<'m> Scheduler<'m> {
                 Err(err) => {
                     tracing::warn!(error = %err, "request refused");
                     let _ = failures.send(GenerationEvent::Failed(err));
-                    self.count_failed();
+                    self.shared.count_failed();
                 }
             }
         }
@@ -301,16 +258,48 @@ impl<'m> Scheduler<'m> {
         Ok(sequence)
     }
 
-    /// One decode for every active request.
+    /// One decode for every active request, in phases: each running request drafts its tree
+    /// into the batch, prompt chunks fill what is left, one decode, then each request verifies
+    /// and commits its tree (or samples its first token).
     fn step(&mut self) {
         let _span = tracing::debug_span!("step", active = self.active()).entered();
         for sequence in self.slots.iter_mut().flatten() {
             sequence.check_cancelled();
         }
         self.runtime.clear_batch();
-        let mut plans: Vec<(usize, StepPlan)> = Vec::new();
-        let mut prefills: Vec<(usize, Option<i32>)> = Vec::new();
-        let mut batch_tokens = 0usize;
+        let mut batch = StepBatch::default();
+        self.draft_into(&mut batch);
+        self.add_prompt_chunks(&mut batch);
+        if let Err(err) = self.decode(&mut batch) {
+            // The decode failed as a whole: every request in it fails, the others go on.
+            for (slot, plan) in batch.trees {
+                self.leaf_pool.extend(&plan.leaf_seqs);
+                self.fail_slot(slot, err.clone());
+            }
+            for (slot, _) in batch.prefills {
+                self.fail_slot(slot, err.clone());
+            }
+            self.retire();
+            return;
+        }
+        let profiled = batch.decodes_drafts_only();
+        let emitted = self.commit(&mut batch);
+        self.shared.record_step(StepCount {
+            batch_tokens: batch.tokens,
+            emitted,
+            active: self.active(),
+            kv_cells_used: self.kv_cells_used(),
+        });
+        if profiled {
+            batch.profile.steps = 1;
+            batch.profile.batch_tokens = batch.tokens as u64;
+            self.shared.profile_step(&batch.profile);
+        }
+        self.retire();
+    }
+
+    /// Running requests first: each gets its root, and a tree where it pays.
+    fn draft_into(&mut self, batch: &mut StepBatch) {
         let n_batch = self.runtime.n_batch();
         let n_ctx_seq = self.runtime.n_ctx_seq();
         let decoding: Vec<usize> = (0..self.slots.len())
@@ -320,10 +309,7 @@ impl<'m> Scheduler<'m> {
                     .is_some_and(|q| q.prefill_done() && q.ending.is_none())
             })
             .collect();
-
-        // Running requests first: each gets its root, and a tree where it pays.
         let cost = self.runtime.cost_model().cloned();
-        let mut profile = StepProfile::default();
         for (k, &slot) in decoding.iter().enumerate() {
             let reserved_for_others = decoding.len() - k - 1;
             let Some(sequence) = self.slots[slot].as_mut() else {
@@ -335,15 +321,15 @@ impl<'m> Scheduler<'m> {
             }
             let room = (n_ctx_seq - sequence.pos - 2)
                 .min(sequence.out.remaining().saturating_sub(1))
-                .min(n_batch.saturating_sub(batch_tokens + 1 + reserved_for_others));
+                .min(n_batch.saturating_sub(batch.tokens + 1 + reserved_for_others));
             // Whatever this request drafts, the step decodes the trees of the requests before
             // it and the roots of those after it, and yields each of them at least a token.
-            let batch = BatchLoad {
-                tokens: batch_tokens + reserved_for_others,
+            let load = BatchLoad {
+                tokens: batch.tokens + reserved_for_others,
                 requests: decoding.len() - 1,
             };
-            let draft = sequence.draft(cost.as_ref(), batch, room);
-            profile.draft_ms += draft.draft_ms;
+            let draft = sequence.draft(cost.as_ref(), load, room);
+            batch.profile.draft_ms += draft.draft_ms;
             let drafted = !draft.tree.is_empty();
             let tree = fit_leaves(draft.tree, self.leaf_pool.len());
             // Every leaf sequence id is taken by other requests' trees.
@@ -355,9 +341,8 @@ impl<'m> Scheduler<'m> {
             let leaf_seqs: Vec<i32> = (0..layout.leaves.len())
                 .filter_map(|_| self.leaf_pool.pop())
                 .collect();
-            let root_index = batch_tokens as i32;
             let plan = StepPlan {
-                root_index,
+                root_index: batch.tokens as i32,
                 tree,
                 layout,
                 leaf_seqs,
@@ -368,92 +353,78 @@ impl<'m> Scheduler<'m> {
             };
             let adding = Instant::now();
             let added = add_tree(&mut self.runtime, sequence, &plan);
-            profile.batch_ms += ms_since(adding);
+            batch.profile.batch_ms += ms_since(adding);
             if let Err(err) = added {
                 self.leaf_pool.extend(&plan.leaf_seqs);
                 self.fail_slot(slot, err);
                 continue;
             }
-            batch_tokens += 1 + plan.tree.len();
-            plans.push((slot, plan));
+            batch.tokens += 1 + plan.tree.len();
+            batch.trees.push((slot, plan));
         }
+    }
 
-        // Then prompt chunks, oldest request first, in what is left of the batch.
-        let prefill_limit = if decoding.is_empty() {
+    /// Then prompt chunks, oldest request first, in what is left of the batch.
+    fn add_prompt_chunks(&mut self, batch: &mut StepBatch) {
+        let n_batch = self.runtime.n_batch();
+        let prefill_limit = if batch.trees.is_empty() {
             n_batch
         } else {
             PREFILL_CHUNK_WHEN_BUSY
         };
-        let mut prefill_tokens = 0;
         for slot in 0..self.slots.len() {
-            let space = (n_batch - batch_tokens).min(prefill_limit - prefill_tokens);
+            let space = (n_batch - batch.tokens).min(prefill_limit - batch.prompt_tokens);
             let Some(sequence) = self.slots[slot].as_mut() else {
                 continue;
             };
             if sequence.prefill_done() || sequence.ending.is_some() || space == 0 {
                 continue;
             }
-            let from = sequence.prefilled;
-            let to = (from + space).min(sequence.prompt.len());
-            let completes = to == sequence.prompt.len();
-            let mut added = Ok(());
-            for pos in from..to {
-                let last = completes && pos + 1 == to;
-                added = added.and_then(|()| {
-                    self.runtime
-                        .add(sequence.prompt[pos], pos, &[sequence.id], last)
-                });
+            match sequence.add_prompt_chunk(&mut self.runtime, space) {
+                Ok((added, completes)) => {
+                    let last_index = (batch.tokens + added - 1) as i32;
+                    batch.prefills.push((slot, completes.then_some(last_index)));
+                    batch.tokens += added;
+                    batch.prompt_tokens += added;
+                }
+                Err(err) => self.fail_slot(slot, err),
             }
-            if let Err(err) = added {
-                self.fail_slot(slot, err);
-                continue;
-            }
-            let Some(sequence) = self.slots[slot].as_mut() else {
-                continue;
+        }
+    }
+
+    /// The step's one decode; decodes without prompt tokens teach the cost model what draft
+    /// tokens cost.
+    fn decode(&mut self, batch: &mut StepBatch) -> Result<(), EngineError> {
+        if batch.tokens == 0 {
+            return Ok(());
+        }
+        let times = self.runtime.decode()?;
+        if batch.prompt_tokens == 0 {
+            self.runtime.observe_decode(batch.tokens, times.total_ms());
+            batch.profile.decode_ms = times.submit_ms;
+            batch.profile.wait_ms = times.wait_ms;
+        }
+        Ok(())
+    }
+
+    /// Each running request verifies and commits its tree, each completed prompt gets its
+    /// first token; the tokens emitted.
+    fn commit(&mut self, batch: &mut StepBatch) -> u64 {
+        let mut emitted = 0;
+        for (slot, plan) in std::mem::take(&mut batch.trees) {
+            let outcome = match self.slots[slot].as_mut() {
+                Some(sequence) => {
+                    sequence.commit_step(&mut self.runtime, &plan, &mut batch.profile)
+                }
+                None => Ok(0),
             };
-            sequence.prefilled = to;
-            prefills.push((
-                slot,
-                completes.then_some((batch_tokens + to - from - 1) as i32),
-            ));
-            batch_tokens += to - from;
-            prefill_tokens += to - from;
-        }
-
-        if batch_tokens > 0 {
-            let decoded = self.runtime.decode();
-            // Prompt tokens skip the output layer, so only decodes without them teach the
-            // model what draft tokens cost.
-            if let (0, Ok(times)) = (prefill_tokens, &decoded) {
-                self.runtime.observe_decode(batch_tokens, times.total_ms());
-                profile.decode_ms = times.submit_ms;
-                profile.wait_ms = times.wait_ms;
-            }
-            if let Err(err) = decoded {
-                // The decode failed as a whole: every request in it fails, the others go on.
-                for (slot, plan) in plans {
-                    self.leaf_pool.extend(&plan.leaf_seqs);
-                    self.fail_slot(slot, err.clone());
-                }
-                for (slot, _) in prefills {
-                    self.fail_slot(slot, err.clone());
-                }
-                self.retire();
-                return;
-            }
-        }
-
-        let mut emitted = 0u64;
-        let profiled = prefill_tokens == 0 && !plans.is_empty();
-        for (slot, plan) in plans {
-            let outcome = self.route_step(slot, &plan, &mut profile);
             self.leaf_pool.extend(&plan.leaf_seqs);
             match outcome {
                 Ok(n) => emitted += n,
                 Err(err) => self.fail_slot(slot, err),
             }
         }
-        for (slot, last_index) in prefills {
+        for (slot, last_index) in std::mem::take(&mut batch.prefills) {
             let Some(index) = last_index else { continue };
             let Some(sequence) = self.slots[slot].as_mut() else {
                 continue;
@@ -463,56 +434,14 @@ impl<'m> Scheduler<'m> {
                 Err(err) => self.fail_slot(slot, err),
             }
         }
-        self.record_step(batch_tokens, emitted);
-        if profiled {
-            profile.steps = 1;
-            profile.batch_tokens = batch_tokens as u64;
-            if let Ok(mut total) = self.shared.step_profile.lock() {
-                total.add(&profile);
-            }
-        }
-        self.retire();
-    }
-
-    /// Verifies one request's tree, keeps its accepted path in the KV cache and emits tokens.
-    fn route_step(
-        &mut self,
-        slot: usize,
-        plan: &StepPlan,
-        profile: &mut StepProfile,
-    ) -> Result<u64, EngineError> {
-        let Some(sequence) = self.slots[slot].as_mut() else {
-            return Ok(0);
-        };
-        let verifying = Instant::now();
-        let verdict = sequence.verify(&self.runtime, plan);
-        profile.verify_ms += ms_since(verifying);
-        let keeping = Instant::now();
-        if let Some(&last) = verdict.accepted.last() {
-            let first = sequence.pos as u32 + 1;
-            let leaf = plan.leaf_seqs[plan.layout.leaf_below(last)];
-            self.runtime.share_cells(
-                leaf,
-                sequence.id,
-                Some(first),
-                Some(first + verdict.accepted.len() as u32),
-            )?;
-        }
-        for &leaf in &plan.leaf_seqs {
-            self.runtime.forget(leaf)?;
-        }
-        profile.kv_ms += ms_since(keeping);
-        let emitting = Instant::now();
-        sequence.finish_step(&self.runtime, plan, &verdict)?;
-        profile.emit_ms += ms_since(emitting);
-        Ok(1 + verdict.accepted.len() as u64)
+        emitted
     }
 
     fn fail_slot(&mut self, slot: usize, err: EngineError) {
         if let Some(sequence) = self.slots[slot].take() {
             let _ = self.runtime.forget(sequence.id);
             sequence.fail(err);
-            self.count_failed();
+            self.shared.count_failed();
         }
     }
 
@@ -530,9 +459,7 @@ impl<'m> Scheduler<'m> {
                         self.drafters.absorb(drafter, &learnt);
                     }
                     sequence.finish();
-                    if let Ok(mut m) = self.shared.metrics.lock() {
-                        m.requests_finished += 1;
-                    }
+                    self.shared.count_finished();
                 }
             }
         }
@@ -573,23 +500,12 @@ impl<'m> Scheduler<'m> {
         let in_use = (0..self.n_seq_max as i32)
             .filter(|&seq| !self.cache.holds(seq) && self.runtime.holds_cells(seq))
             .count();
-        if let Ok(mut m) = self.shared.metrics.lock() {
-            m.idle_sequences_in_kv = in_use;
-        }
-    }
-
-    fn count_failed(&self) {
-        if let Ok(mut m) = self.shared.metrics.lock() {
-            m.requests_failed += 1;
-        }
+        self.shared.set_idle_sequences(in_use);
     }
 
     fn update_cache_metrics(&self) {
-        let used = self.kv_cells_used();
-        if let Ok(mut m) = self.shared.metrics.lock() {
-            m.cached_sequences = self.cache.len();
-            m.kv_cells_used = used;
-        }
+        self.shared
+            .set_cache(self.cache.len(), self.kv_cells_used());
     }
 
     /// Cells held by the requests decoding and by the prompt cache. A request's cells copied
@@ -605,54 +521,6 @@ impl<'m> Scheduler<'m> {
     }
 
     fn update_queue_metrics(&self) {
-        if let Ok(mut m) = self.shared.metrics.lock() {
-            m.active = self.active();
-            m.queued = self.shared.queued.load(Ordering::Relaxed);
-        }
+        self.shared.set_load(self.active());
     }
-
-    fn record_step(&self, batch_tokens: usize, emitted: u64) {
-        let used = self.kv_cells_used();
-        if let Ok(mut m) = self.shared.metrics.lock() {
-            m.kv_cells_used = used;
-            m.steps += 1;
-            m.batch_tokens += batch_tokens as u64;
-            m.tokens_emitted += emitted;
-            m.last_batch_tokens = batch_tokens;
-            m.last_occupancy = self.active() as f64 / self.slots.len().max(1) as f64;
-        }
-    }
-}
-
-/// Puts a request's root and draft tree into the batch. Every leaf's sequence first shares the
-/// request's cells, so each node sees the prompt, the output so far and its own ancestors.
-fn add_tree(
-    runtime: &mut LlamaRuntime<'_>,
-    sequence: &Sequence<'_>,
-    plan: &StepPlan,
-) -> Result<(), EngineError> {
-    let p = sequence.pos;
-    for &leaf in &plan.leaf_seqs {
-        runtime.share_cells(sequence.id, leaf, None, Some(p as u32))?;
-    }
-    let root_seqs: Vec<i32> = std::iter::once(sequence.id)
-        .chain(plan.leaf_seqs.iter().copied())
-        .collect();
-    runtime.add(LlamaToken(sequence.root()), p, &root_seqs, true)?;
-    for (node, &token) in plan.tree.tokens.iter().enumerate() {
-        let seqs: Vec<i32> = plan.layout.node_leaves[node]
-            .iter()
-            .map(|&l| plan.leaf_seqs[l])
-            .collect();
-        runtime.add(LlamaToken(token), p + plan.layout.depths[node], &seqs, true)?;
-    }
-    Ok(())
-}
-
-/// Drops trailing nodes until the tree's leaves fit the free sequence ids.
-fn fit_leaves(mut tree: DraftTree, free_ids: usize) -> DraftTree {
-    while !tree.is_empty() && tree.layout().leaves.len() > free_ids {
-        tree.truncate(tree.len() - 1);
-    }
-    tree
 }

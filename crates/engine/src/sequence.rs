@@ -8,8 +8,7 @@ use std::time::Instant;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::clock::ms_since;
-use crate::drafters::DraftSetup;
-use crate::drafting::{Draft, Drafting};
+use crate::drafter_pool::DraftSetup;
 use crate::error::EngineError;
 use crate::events::{
     tokens_per_second, DraftDecision, DraftNode, DraftSkip, GenerationEvent, RunSummary, StepEvent,
@@ -18,12 +17,14 @@ use crate::events::{
 use crate::llama_runtime::LlamaRuntime;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
+use crate::request_drafting::{Draft, Drafting};
 use crate::sampler::Sampler;
 use crate::speculative::budget::{AcceptanceStats, BatchLoad};
 use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
 use crate::speculative::verify::{verify, Verdict};
+use crate::step_profile::StepProfile;
 use crate::token::TokenId;
 
 pub(crate) struct Sequence<'m> {
@@ -187,8 +188,59 @@ impl<'m> Sequence<'m> {
         *self.out.history.last().unwrap_or(&0)
     }
 
-    /// Verifies the decoded tree, returns the verdict; the scheduler then commits the KV.
-    pub(crate) fn verify(&mut self, runtime: &LlamaRuntime, plan: &StepPlan) -> Verdict {
+    /// Puts the next prompt tokens, at most `space`, into the batch: how many, and whether they
+    /// end the prompt (the last one's logits then give the first token).
+    pub(crate) fn add_prompt_chunk(
+        &mut self,
+        runtime: &mut LlamaRuntime,
+        space: usize,
+    ) -> Result<(usize, bool), EngineError> {
+        let from = self.prefilled;
+        let to = (from + space).min(self.prompt.len());
+        let completes = to == self.prompt.len();
+        for pos in from..to {
+            let last = completes && pos + 1 == to;
+            runtime.add(self.prompt[pos], pos, &[self.id], last)?;
+        }
+        self.prefilled = to;
+        Ok((to - from, completes))
+    }
+
+    /// Verifies the decoded tree and commits what it accepted: the accepted path's cells move
+    /// from its leaf into this sequence, the step's leaves are emptied and the tokens emitted.
+    /// Returns how many were emitted.
+    pub(crate) fn commit_step(
+        &mut self,
+        runtime: &mut LlamaRuntime,
+        plan: &StepPlan,
+        profile: &mut StepProfile,
+    ) -> Result<u64, EngineError> {
+        let verifying = Instant::now();
+        let verdict = self.verify(runtime, plan);
+        profile.verify_ms += ms_since(verifying);
+        let keeping = Instant::now();
+        if let Some(&last) = verdict.accepted.last() {
+            let first = self.pos as u32 + 1;
+            let leaf = plan.leaf_seqs[plan.layout.leaf_below(last)];
+            runtime.share_cells(
+                leaf,
+                self.id,
+                Some(first),
+                Some(first + verdict.accepted.len() as u32),
+            )?;
+        }
+        for &leaf in &plan.leaf_seqs {
+            runtime.forget(leaf)?;
+        }
+        profile.kv_ms += ms_since(keeping);
+        let emitting = Instant::now();
+        self.finish_step(runtime, plan, &verdict)?;
+        profile.emit_ms += ms_since(emitting);
+        Ok(1 + verdict.accepted.len() as u64)
+    }
+
+    /// Verifies the decoded tree.
+    fn verify(&mut self, runtime: &LlamaRuntime, plan: &StepPlan) -> Verdict {
         let root = plan.root_index;
         verify(
             &plan.tree,
@@ -201,7 +253,7 @@ impl<'m> Sequence<'m> {
     }
 
     /// Emits the step's tokens and reports it.
-    pub(crate) fn finish_step(
+    fn finish_step(
         &mut self,
         runtime: &LlamaRuntime,
         plan: &StepPlan,

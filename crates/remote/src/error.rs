@@ -1,3 +1,6 @@
+//! What can go wrong with a remote engine, each kind with its own code, and how it becomes an
+//! [`EngineError`].
+
 use engine::EngineError;
 
 /// Why a remote engine could not be used. Each kind has its own code, so the UI can say what to

@@ -6,9 +6,9 @@ use chrono::{DateTime, Utc};
 use sqlx::{Row, SqliteConnection};
 
 use crate::codec::{decode_error, decode_time, encode_time, from_json, to_json};
+use crate::comparison_figures::{compute, Member};
 use crate::db::Store;
 use crate::error::{Result, StoreError};
-use crate::metrics::{compute, Member};
 use crate::records::{Comparison, PromptRecord};
 
 impl Store {

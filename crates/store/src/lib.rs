@@ -25,6 +25,7 @@
 //! ```
 
 mod codec;
+mod comparison_figures;
 mod comparisons;
 mod conversation_export;
 mod conversations;
@@ -34,13 +35,13 @@ mod error;
 mod export;
 mod filter;
 mod import;
-mod metrics;
 mod records;
 mod runs;
 mod search;
 mod turns;
 mod write;
 
+pub use comparison_figures::first_difference;
 pub use conversation_export::ConversationExport;
 pub use conversations::{
     Conversation, ConversationMessage, ConversationPatch, ConversationSummary,
@@ -52,7 +53,6 @@ pub use error::{Result, StoreError};
 pub use export::{ExportDocument, ExportFormat, EXPORT_VERSION};
 pub use filter::{RunFilter, SortKey, SortOrder, LOCAL_ENGINE};
 pub use import::{ImportRejection, ImportReport};
-pub use metrics::first_difference;
 pub use records::{
     Comparison, ComparisonRun, ConversationTurn, DraftDecisionRecord, DraftNodeRecord,
     DraftSkipRecord, DrafterEvidenceRecord, HeadsRef, MessageRecord, ModeFigures, ModelRef, NewRun,

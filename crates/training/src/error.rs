@@ -1,3 +1,6 @@
+//! Why training Medusa heads failed: the engine, the tensor maths, an invalid option, too little
+//! data, unreadable training data or prompts.
+
 use engine::EngineError;
 
 #[derive(Debug, thiserror::Error)]

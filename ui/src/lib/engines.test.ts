@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { GenerateRequest, RemoteEngineInfo } from './api/types';
+import type { PlaygroundRequest, RemoteEngineInfo } from './api/types';
 import {
   draftedText,
   keptTarget,
@@ -121,7 +121,7 @@ describe('targetProblem', () => {
 });
 
 describe('onTarget', () => {
-  const request: GenerateRequest = {
+  const request: PlaygroundRequest = {
     messages: [{ role: 'user', content: 'Hi' }],
     mode: 'medusa',
     tree: 'chain-2',

@@ -2,7 +2,7 @@
 // another `medusa serve`). The pickers' options, the request fields each choice sends, and how runs
 // say where they ran. Pure, so it is unit-tested directly.
 
-import type { ApiErrorBody, GenerateRequest, RemoteEngineInfo, RunRecord } from './api/types';
+import type { ApiErrorBody, PlaygroundRequest, RemoteEngineInfo, RunRecord } from './api/types';
 
 /** A remote engine's model; `model` null: the first the engine lists (it was not asked yet). */
 export interface RemoteTarget {
@@ -123,9 +123,9 @@ export function targetProblem(target: RunTarget, remotes: readonly RemoteEngineI
  * only the model served here honours (tree, draft length, max draft tokens) are left out, as the
  * backend refuses them for a remote run. The mode stays: another `medusa serve` decodes in it.
  */
-export function onTarget(request: GenerateRequest, target: RunTarget): GenerateRequest {
+export function onTarget(request: PlaygroundRequest, target: RunTarget): PlaygroundRequest {
   if (!target) return request;
-  const remote: GenerateRequest = { ...request, engine: target.engine };
+  const remote: PlaygroundRequest = { ...request, engine: target.engine };
   delete remote.tree;
   delete remote.draft_length;
   delete remote.max_draft_tokens;

@@ -1,6 +1,6 @@
 // Generation settings as the UI edits them, checked before they are sent.
 
-import type { GenerateRequest, Info, SamplingParams } from './api/types';
+import type { PlaygroundRequest, Info, SamplingParams } from './api/types';
 
 export interface GenerationSettings {
   temperature: number;
@@ -70,7 +70,7 @@ export function settingsProblem(s: GenerationSettings): string | null {
 }
 
 /** The request fields the settings stand for. */
-export function requestFields(s: GenerationSettings): Pick<GenerateRequest, 'sampling' | 'max_tokens' | 'max_draft_tokens'> {
+export function requestFields(s: GenerationSettings): Pick<PlaygroundRequest, 'sampling' | 'max_tokens' | 'max_draft_tokens'> {
   const sampling: Partial<SamplingParams> = {
     temperature: s.temperature,
     top_k: s.top_k,

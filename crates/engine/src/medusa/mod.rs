@@ -5,9 +5,9 @@
 pub mod accuracy;
 mod backend_heads;
 pub mod convert;
-pub mod drafter;
 mod gguf_file;
 mod head;
 pub mod heads;
+pub mod heads_drafter;
 pub mod matrix;
 pub mod plan;

@@ -46,7 +46,7 @@ seed: number | null, };
  * `prompt` to continue or chat `messages` for the model's template, not both. Defaults: 256
  * tokens, normal mode, the engine's sampling defaults (llama.cpp's), no stop strings.
  */
-export type GenerateRequest = { prompt?: string, messages?: Array<ChatMessage>, 
+export type PlaygroundRequest = { prompt?: string, messages?: Array<ChatMessage>, 
 /**
  * `normal`, `medusa` or `lookup` (any case).
  */
@@ -364,7 +364,7 @@ export type ApiErrorBody = { code: string, message: string, };
 /**
  * What the page sends.
  */
-export type StreamRequest = { "type": "generate", id: number, request: GenerateRequest, } | { "type": "cancel", id: number, } | { "type": "status", every_ms: number, };
+export type StreamRequest = { "type": "generate", id: number, request: PlaygroundRequest, } | { "type": "cancel", id: number, } | { "type": "status", every_ms: number, };
 
 /**
  * What the backend sends.

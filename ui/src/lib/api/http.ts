@@ -17,7 +17,7 @@ import type {
   DeleteReport,
   ExportFormat,
   ImportReport,
-  GenerateRequest,
+  PlaygroundRequest,
   Info,
   LoadModelRequest,
   SetTreeRequest,
@@ -105,7 +105,7 @@ export class HttpTransport implements Transport {
     return this.events.watch(everyMs, onInfo, onEnd);
   }
 
-  generate(request: GenerateRequest, onEvent: (event: RunEvent) => void): RunHandle {
+  generate(request: PlaygroundRequest, onEvent: (event: RunEvent) => void): RunHandle {
     return this.events.generate(request, onEvent);
   }
 

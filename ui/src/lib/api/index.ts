@@ -1,3 +1,6 @@
+// What the UI imports to talk to the backend: the transport that fits where the page runs, and
+// the names that go with it.
+
 import { HttpTransport } from './http';
 import { TauriTransport } from './tauri';
 import type { Transport } from './transport';

@@ -2,7 +2,7 @@
 // told apart by an id the page picks, and status updates come over it instead of polling.
 
 import { ApiError, Run, type RunHandle } from './transport';
-import type { GenerateRequest, Info, RunEvent, StreamMessage, StreamRequest } from './types';
+import type { PlaygroundRequest, Info, RunEvent, StreamMessage, StreamRequest } from './types';
 
 /** Generations the backend takes at once on one socket; more wait here until one ends. */
 export const MAX_SOCKET_RUNS = 64;
@@ -19,7 +19,7 @@ const CLOSED = 'the connection to the server closed';
 
 /** A generation the page started and whose last message has not come yet. */
 interface Generation {
-  request: GenerateRequest;
+  request: PlaygroundRequest;
   onEvent: (event: RunEvent) => void;
   resolve: () => void;
   reject: (error: ApiError) => void;
@@ -60,7 +60,7 @@ export class EventSocket {
   ) {}
 
   /** Starts a generation; `done` follows the `RunHandle` contract of `Transport.generate`. */
-  generate(request: GenerateRequest, onEvent: (event: RunEvent) => void): RunHandle {
+  generate(request: PlaygroundRequest, onEvent: (event: RunEvent) => void): RunHandle {
     // Ids are never reused: the backend may still hold an ended one for a moment.
     const id = this.nextId;
     this.nextId = this.nextId >= 0xffff_ffff ? 1 : this.nextId + 1;

@@ -15,7 +15,7 @@ import type {
   DeleteReport,
   ExportFormat,
   ImportReport,
-  GenerateRequest,
+  PlaygroundRequest,
   Info,
   LoadModelRequest,
   SetTreeRequest,
@@ -81,7 +81,7 @@ export class TauriTransport implements Transport {
     return stop;
   }
 
-  generate(request: GenerateRequest, onEvent: (event: RunEvent) => void): RunHandle {
+  generate(request: PlaygroundRequest, onEvent: (event: RunEvent) => void): RunHandle {
     let runId: number | null = null;
     let cancelled = false;
     let finish: () => void = () => {};

@@ -12,7 +12,7 @@ import type {
   DeleteReport,
   ExportFormat,
   ImportReport,
-  GenerateRequest,
+  PlaygroundRequest,
   Info,
   LoadModelRequest,
   SetTreeRequest,
@@ -59,7 +59,7 @@ export interface Transport {
    * in order. A request the backend refuses before starting (empty prompt, queue full, ...)
    * rejects `done` with an `ApiError`.
    */
-  generate(request: GenerateRequest, onEvent: (event: RunEvent) => void): RunHandle;
+  generate(request: PlaygroundRequest, onEvent: (event: RunEvent) => void): RunHandle;
   listRuns(query?: RunQuery): Promise<RunRecord[]>;
   getRun(id: number): Promise<RunWithSteps>;
   listComparisons(limit?: number): Promise<Comparison[]>;

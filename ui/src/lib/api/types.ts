@@ -23,7 +23,7 @@ export type {
   EngineMetrics,
   ExportFormat,
   FinishedEvent,
-  GenerateRequest,
+  PlaygroundRequest,
   HeadsInfo,
   ImportRejection,
   ImportReport,

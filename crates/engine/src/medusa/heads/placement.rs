@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::compute::{HeadsCompute, HeadsPlacement, THREAD_POOL};
-use super::{lock, MedusaHeads};
+use super::evaluate::{lock, MedusaHeads};
 use crate::clock::ms_since;
 use crate::error::EngineError;
 use crate::medusa::backend_heads::{BackendDevice, BackendHeads};

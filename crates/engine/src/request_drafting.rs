@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use crate::clock::ms_since;
-use crate::drafters::DraftSetup;
+use crate::drafter_pool::DraftSetup;
 use crate::events::{DraftDecision, DraftSkip, DraftSkipReason, DrafterEvidence};
 use crate::speculative::budget::{
     choose_draft_lens, shortest_draft, AcceptanceStats, BatchLoad, DraftChoice, DraftOption,

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::medusa::drafter::MedusaDrafter;
 use crate::medusa::heads::MedusaHeads;
+use crate::medusa::heads_drafter::MedusaDrafter;
 use crate::medusa::plan::MedusaPlan;
 use crate::request_draft::RequestDraft;
 use crate::speculative::budget::AcceptanceStats;
@@ -58,14 +58,14 @@ pub(crate) struct DraftSetup {
     pub(crate) fixed: bool,
 }
 
-pub(crate) struct Drafters {
+pub(crate) struct DrafterPool {
     medusa: Option<MedusaSetup>,
     /// What finished requests learnt, by drafter name and evidence class, for drafters whose
     /// acceptance carries over from one request to the next.
     learnt: HashMap<&'static str, Vec<AcceptanceStats>>,
 }
 
-impl Drafters {
+impl DrafterPool {
     pub(crate) fn new(medusa: Option<MedusaSetup>) -> Self {
         Self {
             medusa,
@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn what_requests_learnt_carries_over_by_class_and_weighs_as_a_few_tries() {
-        let mut drafters = Drafters::new(None);
+        let mut drafters = DrafterPool::new(None);
         let lookup = LookupDrafter::default();
         assert!(drafters.prior(&lookup).is_empty(), "nothing learnt yet");
         let mut copying = AcceptanceStats::default();
