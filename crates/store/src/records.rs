@@ -39,6 +39,15 @@ pub struct MessageRecord {
     pub content: String,
 }
 
+impl MessageRecord {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
 /// The prompt of a run: raw text to continue, or chat messages for the model's template.
 ///
 /// Serialised as `{"kind":"text","content":"..."}` or
@@ -557,24 +566,17 @@ pub struct ModeFigures {
 mod tests {
     use super::*;
 
-    fn message(role: &str, content: &str) -> MessageRecord {
-        MessageRecord {
-            role: role.into(),
-            content: content.into(),
-        }
-    }
-
     #[test]
     fn display_text_is_the_last_user_message() {
         let chat = PromptRecord::Chat(vec![
-            message("system", "be brief"),
-            message("user", "first"),
-            message("assistant", "ok"),
-            message("user", "second"),
-            message("assistant", "fine"),
+            MessageRecord::new("system", "be brief"),
+            MessageRecord::new("user", "first"),
+            MessageRecord::new("assistant", "ok"),
+            MessageRecord::new("user", "second"),
+            MessageRecord::new("assistant", "fine"),
         ]);
         assert_eq!(chat.display_text(), "second");
-        let no_user = PromptRecord::Chat(vec![message("system", "only")]);
+        let no_user = PromptRecord::Chat(vec![MessageRecord::new("system", "only")]);
         assert_eq!(no_user.display_text(), "only");
         assert_eq!(PromptRecord::Chat(Vec::new()).display_text(), "");
         assert_eq!(PromptRecord::Text("plain".into()).display_text(), "plain");
@@ -584,7 +586,8 @@ mod tests {
     fn prompt_serialises_with_kind_and_content() {
         let text = serde_json::to_value(PromptRecord::Text("hi".into())).unwrap();
         assert_eq!(text, serde_json::json!({"kind": "text", "content": "hi"}));
-        let chat = serde_json::to_value(PromptRecord::Chat(vec![message("user", "hi")])).unwrap();
+        let chat = serde_json::to_value(PromptRecord::Chat(vec![MessageRecord::new("user", "hi")]))
+            .unwrap();
         assert_eq!(
             chat,
             serde_json::json!({"kind": "chat", "content": [{"role": "user", "content": "hi"}]})

@@ -182,30 +182,29 @@ fn derived_title(messages: &[MessageRecord]) -> String {
 mod tests {
     use super::*;
 
-    fn message(role: &str, content: &str) -> MessageRecord {
-        MessageRecord {
-            role: role.into(),
-            content: content.into(),
-        }
-    }
-
     #[test]
     fn titles_come_from_the_first_line_of_the_first_prompt() {
-        let short = [message("user", "\n  Hello there  \nmore")];
+        let short = [MessageRecord::new("user", "\n  Hello there  \nmore")];
         assert_eq!(derived_title(&short), "Hello there");
-        let long = [message("user", &"word ".repeat(20))];
+        let long = [MessageRecord::new("user", &"word ".repeat(20))];
         let title = derived_title(&long);
         assert!(title.ends_with('…'), "{title}");
         assert_eq!(title.chars().count(), 60);
-        assert_eq!(derived_title(&[message("assistant", "hi")]), "");
+        assert_eq!(derived_title(&[MessageRecord::new("assistant", "hi")]), "");
     }
 
     #[test]
     fn the_system_prompt_is_the_leading_system_message_only() {
-        let messages = [message("system", "Be brief."), message("user", "Hi")];
+        let messages = [
+            MessageRecord::new("system", "Be brief."),
+            MessageRecord::new("user", "Hi"),
+        ];
         let (system, rest) = split_system(&messages).unwrap();
         assert_eq!((system, rest.len()), ("Be brief.", 1));
-        let late = [message("user", "Hi"), message("system", "Obey")];
+        let late = [
+            MessageRecord::new("user", "Hi"),
+            MessageRecord::new("system", "Obey"),
+        ];
         assert!(split_system(&late).is_err());
     }
 }
