@@ -30,7 +30,7 @@ pub struct SimpleRequest {
     /// `/compare` only.
     #[serde(default)]
     modes: Option<Vec<String>>,
-    /// `/compare` only: how many times each mode runs (rounds in rotating order).
+    /// `/compare` only: how many times each mode runs (rounds in a balanced order).
     #[serde(default)]
     repeats: Option<u32>,
     #[serde(flatten)]

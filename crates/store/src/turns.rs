@@ -186,7 +186,7 @@ mod tests {
     fn titles_come_from_the_first_line_of_the_first_prompt() {
         let short = [MessageRecord::new("user", "\n  Hello there  \nmore")];
         assert_eq!(derived_title(&short), "Hello there");
-        let long = [MessageRecord::new("user", &"word ".repeat(20))];
+        let long = [MessageRecord::new("user", "word ".repeat(20))];
         let title = derived_title(&long);
         assert!(title.ends_with('…'), "{title}");
         assert_eq!(title.chars().count(), 60);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ModeFigures } from './api/types';
 import {
+  balancedOrder,
   baselineDifference,
   comparedModes,
   differences,
@@ -94,14 +95,31 @@ describe('compare', () => {
     expect(comparedModes({ auto: true }, ['normal', 'medusa', 'lookup'])).toEqual(['normal']);
   });
 
-  it('rotates the order of the modes round by round', () => {
-    expect(runOrder(['normal', 'medusa', 'lookup'], 3)).toEqual([
+  it('orders the modes so that each holds every place and follows every other equally often', () => {
+    expect(runOrder(['normal', 'medusa', 'lookup'], 6)).toEqual([
       'normal', 'medusa', 'lookup',
       'medusa', 'lookup', 'normal',
       'lookup', 'normal', 'medusa',
+      'lookup', 'medusa', 'normal',
+      'normal', 'lookup', 'medusa',
+      'medusa', 'normal', 'lookup',
     ]);
-    expect(runOrder(['normal', 'lookup'], 1)).toEqual(['normal', 'lookup']);
+    expect(runOrder(['normal', 'lookup'], 2)).toEqual(['normal', 'lookup', 'lookup', 'normal']);
     expect(runOrder(['normal', 'lookup'], 0)).toEqual([]);
+    for (let count = 1; count <= 5; count++) {
+      const cycle = count % 2 === 0 ? count : 2 * count;
+      const places = Array.from({ length: count }, () => new Array(count).fill(0));
+      const follows = Array.from({ length: count }, () => new Array(count).fill(0));
+      for (let round = 0; round < cycle; round++) {
+        const order = balancedOrder(count, round);
+        order.forEach((mode, place) => places[mode][place]++);
+        for (let k = 1; k < count; k++) follows[order[k - 1]][order[k]]++;
+      }
+      const perPlace = cycle / count;
+      expect(places.flat().every((n) => n === perPlace)).toBe(true);
+      const offDiagonal = follows.flatMap((row, a) => row.filter((_, b) => a !== b));
+      expect(new Set(offDiagonal).size).toBeLessThanOrEqual(1);
+    }
   });
 
   it('shows only a real speed-up loudly', () => {

@@ -55,13 +55,27 @@ export function comparedModes(wanted: Partial<Record<Mode, boolean>>, available:
 }
 
 /**
- * Every run of a comparison in order: `repeats` rounds, each round starting one mode later, so
- * that no mode always runs first (on a cold cache) or last (on a warm machine).
+ * The places of `count` modes in round `round`, in the balanced order the server's comparisons
+ * and `medusa bench` use (a Williams design): over a full cycle (`count` rounds for an even
+ * count, twice that for an odd one) every mode holds every place and follows every other mode
+ * equally often, so that whatever one run leaves behind for the next favours no mode.
  */
+export function balancedOrder(count: number, round: number): number[] {
+  if (count === 0) return [];
+  const first = Array.from({ length: count }, (_, j) =>
+    j === 0 ? 0 : j % 2 === 1 ? (j + 1) / 2 : count - j / 2,
+  );
+  const cycle = count % 2 === 0 ? count : 2 * count;
+  const row = round % cycle;
+  const order = first.map((w) => (w + row) % count);
+  return row >= count ? order.reverse() : order;
+}
+
+/** Every run of a comparison in order: `repeats` rounds, each in the balanced order. */
 export function runOrder(modes: readonly Mode[], repeats: number): Mode[] {
   const order: Mode[] = [];
   for (let round = 0; round < repeats; round++) {
-    for (let i = 0; i < modes.length; i++) order.push(modes[(i + round) % modes.length]);
+    for (const i of balancedOrder(modes.length, round)) order.push(modes[i]);
   }
   return order;
 }
