@@ -222,7 +222,8 @@ test('run details say why a run drafted nothing', async () => {
 
   await openTab('history');
   await page.locator(`[data-testid="history-row"][data-run-id="${run.id}"]`).click();
-  const detail = page.getByTestId('history-detail');
+  // The clicked run's detail, not the one open before it.
+  const detail = page.locator(`[data-testid="history-detail"][data-run-id="${run.id}"]`);
   await detail.waitFor();
   // Auto drafting here usually finds that no draft pays; when it drafted at every step, there is
   // nothing to explain.
