@@ -1,10 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { acceptanceKind, autoModeLabel, MODE_LABELS, MODES } from './modes';
+import { acceptanceKind, autoModeLabel, availableMode, MODE_LABELS, MODES } from './modes';
 
 describe('modes', () => {
   it('lists every mode in menu order with its name', () => {
     expect(MODES).toEqual(['normal', 'medusa', 'lookup', 'auto']);
     expect(MODES.map((m) => MODE_LABELS[m])).toEqual(['Normal', 'Medusa', 'Prompt lookup', 'Auto']);
+  });
+
+  it('keeps the chosen mode while the model loads and falls back only when it lacks it', () => {
+    // Loading: nothing is offered yet, and auto stays the choice.
+    expect(availableMode('auto', [], false)).toBe('auto');
+    expect(availableMode('auto', ['normal', 'lookup', 'auto'], true)).toBe('auto');
+    // A model without heads: Medusa mode is not offered.
+    expect(availableMode('medusa', ['normal', 'lookup', 'auto'], true)).toBe('normal');
   });
 
   it('names auto mode by what it drafts with', () => {

@@ -22,6 +22,15 @@ export function autoModeLabel(headCount: number | null): string {
 }
 
 /**
+ * The mode a menu keeps once it knows what the loaded model offers (`modes`; `loaded`: whether
+ * a model is loaded): the chosen one where offered, else normal. While no model is loaded yet
+ * nothing is offered, and the choice stays as it is.
+ */
+export function availableMode(mode: Mode, modes: readonly Mode[], loaded: boolean): Mode {
+  return !loaded || modes.includes(mode) ? mode : 'normal';
+}
+
+/**
  * How a run's acceptance per depth is labelled: Medusa head k drafts depth k, so its bars are
  * heads; lookup and auto (which merges drafters at each depth) have depths, not heads.
  */
