@@ -302,6 +302,17 @@ async function waitFor(check, what = 'the condition') {
   }
 }
 
+test('a tree picked in one mode does not carry over into another', async () => {
+  await newChat();
+  await page.getByTestId('chat-mode').selectOption('medusa');
+  await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
+  await page.getByTestId('chat-mode').selectOption('auto');
+  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'auto');
+  await page.getByTestId('chat-mode').selectOption('medusa');
+  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'auto');
+  await page.getByTestId('chat-mode').selectOption('normal');
+});
+
 test('a chat is reopened after a reload, its answer as markdown and linked to its run', async () => {
   await newChat();
   // Medusa with a tree drafted in full: the reopened answer's run shows who drafted each token.
