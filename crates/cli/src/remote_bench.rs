@@ -169,10 +169,6 @@ fn bench_request(
     mode: GenerationMode,
     max_tokens: u32,
 ) -> anyhow::Result<GenerateRequest> {
-    let sampling = SamplingParams {
-        temperature: 0.0,
-        ..SamplingParams::default()
-    };
     let draft = match mode {
         mode if mode.drafts_trees() => match args.model.tree.trim() {
             "auto" => DraftPolicy::Auto,
@@ -190,7 +186,7 @@ fn bench_request(
         Prompt::Chat(vec![ChatMessage::new("user", prompt)]),
         max_tokens,
     )
-    .with_sampling(sampling)
+    .with_sampling(SamplingParams::greedy())
     .with_mode(mode)
     .with_draft(draft);
     request.cache_prompt = false;

@@ -74,11 +74,9 @@ impl RequestDraft {
         // Auto mode drafts with lookup alone without heads, unless it names a tree.
         let needs_heads = mode == GenerationMode::Medusa
             || (mode == GenerationMode::Auto && policy != DraftPolicy::Auto);
-        let heads = match heads {
-            Some(heads) => Some(heads),
-            None if needs_heads => return Err(EngineError::NoMedusaHeads),
-            None => None,
-        };
+        if needs_heads && heads.is_none() {
+            return Err(EngineError::NoMedusaHeads);
+        }
         if let Some(heads) = heads.filter(|_| needs_heads) {
             if policy == DraftPolicy::Tuned {
                 policy = DraftPolicy::Tree(tuned_tree(heads.plan)?);

@@ -77,7 +77,8 @@ impl Playground {
             first_round: modes
                 .iter()
                 .copied()
-                .zip(first_round.into_iter().flatten())
+                .zip(first_round)
+                .filter_map(|(mode, run)| Some((mode, run?)))
                 .collect(),
             comparison,
         })

@@ -262,9 +262,15 @@ impl Envelope {
         }
     }
 
-    /// A stream chunk: its text, the assistant's role on the first, the finish reason on the
-    /// last.
-    fn chunk(&self, text: Option<&str>, first: bool, finish: Option<&str>) -> Event {
+    /// A stream chunk: its text, the assistant's role on the first, the finish reason and
+    /// llama-server's timings on the last.
+    fn chunk(
+        &self,
+        text: Option<&str>,
+        first: bool,
+        finish: Option<&str>,
+        timings: Option<Timings>,
+    ) -> Event {
         let finish_reason = finish.map(str::to_owned);
         match self.flavor {
             Flavor::Chat => {
@@ -278,7 +284,9 @@ impl Envelope {
                     logprobs: None,
                     finish_reason,
                 };
-                data(&self.completion(CHAT_COMPLETION_CHUNK, vec![choice], None))
+                let mut chunk = self.completion(CHAT_COMPLETION_CHUNK, vec![choice], None);
+                chunk.timings = timings;
+                data(&chunk)
             }
             Flavor::Completion => {
                 let choice = TextChoice {
@@ -287,39 +295,17 @@ impl Envelope {
                     logprobs: None,
                     finish_reason,
                 };
-                data(&self.completion(TEXT_COMPLETION, vec![choice], None))
+                let mut chunk = self.completion(TEXT_COMPLETION, vec![choice], None);
+                chunk.timings = timings;
+                data(&chunk)
             }
         }
     }
 
     /// The last chunk: no text, the finish reason and llama-server's timings.
     fn last_chunk(&self, summary: &RunSummary) -> Event {
-        let finish_reason = Some(finish_reason(summary.stop_reason).to_owned());
-        let timings = Some(timings(summary));
-        match self.flavor {
-            Flavor::Chat => {
-                let choice = ChatChunkChoice {
-                    index: 0,
-                    delta: Delta::default(),
-                    logprobs: None,
-                    finish_reason,
-                };
-                let mut chunk = self.completion(CHAT_COMPLETION_CHUNK, vec![choice], None);
-                chunk.timings = timings;
-                data(&chunk)
-            }
-            Flavor::Completion => {
-                let choice = TextChoice {
-                    index: 0,
-                    text: String::new(),
-                    logprobs: None,
-                    finish_reason,
-                };
-                let mut chunk = self.completion(TEXT_COMPLETION, vec![choice], None);
-                chunk.timings = timings;
-                data(&chunk)
-            }
-        }
+        let reason = finish_reason(summary.stop_reason);
+        self.chunk(None, false, Some(reason), Some(timings(summary)))
     }
 
     /// OpenAI sends usage as one more chunk, with no choices, after the last one.
@@ -504,7 +490,7 @@ fn sse_events(
                 // Chat streams open with the assistant's role, as OpenAI's do.
                 if st.envelope.flavor == Flavor::Chat {
                     st.sent_role = true;
-                    vec![st.envelope.chunk(Some(""), true, None)]
+                    vec![st.envelope.chunk(Some(""), true, None, None)]
                 } else {
                     Vec::new()
                 }
@@ -512,7 +498,7 @@ fn sse_events(
             Some(Ok(GenerationEvent::Text { text, .. })) => {
                 let first = !st.sent_role && st.envelope.flavor == Flavor::Chat;
                 st.sent_role = true;
-                vec![st.envelope.chunk(Some(&text), first, None)]
+                vec![st.envelope.chunk(Some(&text), first, None, None)]
             }
             Some(Ok(GenerationEvent::Step(_))) => Vec::new(),
             Some(Ok(GenerationEvent::Finished(summary))) => {
