@@ -54,6 +54,11 @@ pub struct ModelArgs {
     /// mode a named tree is drafted in full beside lookup's continuation.
     #[arg(long, value_name = "TREE", default_value = "auto")]
     pub tree: String,
+    /// Let llama.cpp pick its kernels by batch shape (faster prompts; greedy speculative and
+    /// batched output may then part from plain decoding at near-ties). By default every
+    /// decode sums in the same order, so that they are identical bit for bit.
+    #[arg(long)]
+    pub no_exact: bool,
 }
 
 impl ModelArgs {
@@ -77,6 +82,7 @@ impl ModelArgs {
         config.max_queued = self.max_queued;
         config.batch_size = self.batch_size;
         config.heads_placement = self.heads_on;
+        config.exact = !self.no_exact;
         if let Some(layers) = self.gpu_layers {
             config.gpu_layers = layers;
         }

@@ -45,6 +45,9 @@ pub struct EngineConfig {
     pub load_progress: Option<LoadProgress>,
     /// Makes the context return final hidden states even without heads (to train heads).
     pub hidden_states: bool,
+    /// Decodes with batch-invariant kernels and keeps each sequence's cells in position order,
+    /// so that greedy speculative and batched output is identical to plain decoding, bit for bit.
+    pub exact: bool,
 }
 
 /// A callback receiving the share of the model's weights loaded so far, in `0.0..=1.0`.
@@ -85,6 +88,7 @@ impl EngineConfig {
             decode_costs: None,
             load_progress: None,
             hidden_states: false,
+            exact: true,
         }
     }
 

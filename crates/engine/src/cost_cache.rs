@@ -25,6 +25,9 @@ pub struct CostKey {
     pub gpu_layers: u32,
     pub n_batch: u32,
     pub n_ctx: u32,
+    /// Batch-invariant kernels (exact mode), which cost differently.
+    #[serde(default)]
+    pub exact: bool,
 }
 
 impl CostKey {
@@ -35,6 +38,7 @@ impl CostKey {
         gpu_layers: u32,
         n_batch: u32,
         n_ctx: u32,
+        exact: bool,
     ) -> Self {
         let metadata = std::fs::metadata(model_path).ok();
         let model_path = std::fs::canonicalize(model_path).unwrap_or_else(|_| model_path.into());
@@ -54,6 +58,7 @@ impl CostKey {
             gpu_layers,
             n_batch,
             n_ctx,
+            exact,
         }
     }
 
@@ -139,6 +144,7 @@ mod tests {
             gpu_layers: 0,
             n_batch: 512,
             n_ctx: 4096,
+            exact: true,
         }
     }
 
@@ -160,6 +166,11 @@ mod tests {
         cache.store(&key(2), &points).unwrap();
         assert_eq!(cache.load(&key(2)), Some(points.clone()));
         assert_eq!(cache.load(&key(4)), None, "other threads, other costs");
+        let inexact = CostKey {
+            exact: false,
+            ..key(2)
+        };
+        assert_eq!(cache.load(&inexact), None, "other kernels, other costs");
         // Measuring again replaces the entry.
         cache.store(&key(2), &[CostPoint::exact(1, 7.0)]).unwrap();
         assert_eq!(cache.load(&key(2)), Some(vec![CostPoint::exact(1, 7.0)]));

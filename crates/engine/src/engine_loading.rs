@@ -60,10 +60,11 @@ pub(crate) fn engine_thread(
         .ctx_size
         .unwrap_or_else(|| DEFAULT_CTX_SIZE.min(model.n_ctx_train().max(16)));
     let parallel = config.parallel;
-    // Sequence ids: one per request, one per request for the prompt cache where they fit, the
-    // rest for draft-tree leaves (llama.cpp allows 256).
-    let n_seq_max = (2 * parallel + MAX_DRAFT_TOKENS).min(256);
-    let cache_seqs = parallel.min(n_seq_max.saturating_sub(parallel + MAX_DRAFT_TOKENS));
+    // Sequence ids: one per request, one per request for the prompt cache where they fit, one
+    // for retired cells in exact mode, the rest for draft-tree leaves (llama.cpp allows 256).
+    let retired = usize::from(config.exact);
+    let n_seq_max = (2 * parallel + MAX_DRAFT_TOKENS + retired).min(256);
+    let cache_seqs = parallel.min(n_seq_max.saturating_sub(parallel + MAX_DRAFT_TOKENS + retired));
     let n_batch = batch_capacity(config.batch_size, parallel, n_seq_max);
     // Every request gets its own share of one unified KV cache. llama.cpp cuts the batch down
     // to the context (and rounds the context up to 256 cells anyway), so it holds one batch.
@@ -87,6 +88,17 @@ pub(crate) fn engine_thread(
         .with_kv_unified(true)
         .with_n_threads(threads as i32)
         .with_n_threads_batch(threads as i32);
+    // Exact mode's attention walks each query's cells in order only in the flash-attention
+    // kernel; the other one sums over cell slots, where a token's place would change its sums.
+    let params = if config.exact {
+        params.with_flash_attention_policy(llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED)
+    } else {
+        params
+    };
+    if let Err(err) = crate::exact_kernels::set_exact(config.exact) {
+        let _ = ready.send(Err(err));
+        return;
+    }
     let ctx = match model.new_context(backend, params) {
         Ok(ctx) => ctx,
         Err(e) => {
@@ -105,6 +117,7 @@ pub(crate) fn engine_thread(
             config.gpu_layers,
             n_batch,
             n_ctx_total,
+            config.exact,
         );
         (CostCache::new(dir), key)
     });
@@ -114,6 +127,7 @@ pub(crate) fn engine_thread(
         RuntimeSettings {
             n_ctx_seq: n_ctx_seq as usize,
             max_seqs_per_token: n_seq_max,
+            retired_seq: config.exact.then_some(n_seq_max as i32 - 1),
             returns_hidden_states: heads.is_some() || config.hidden_states,
             cost_cache,
             given_costs: config.decode_costs.clone(),
@@ -154,7 +168,7 @@ pub(crate) fn engine_thread(
         DrafterPool::new(medusa),
         parallel,
         cache_seqs,
-        n_seq_max,
+        n_seq_max - retired,
         shared,
     )
     .run(&mut commands);

@@ -6,6 +6,7 @@
 //! diagnostics. Knows nothing of HTTP, SQL or UI.
 
 mod backend;
+mod cell_order;
 mod clock;
 mod compute;
 mod config;
@@ -17,6 +18,7 @@ mod engine_loading;
 mod engine_metrics;
 mod error;
 mod events;
+mod exact_kernels;
 mod generation_stream;
 mod info;
 mod llama_runtime;

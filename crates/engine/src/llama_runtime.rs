@@ -9,6 +9,9 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
+use llama_cpp_2::context::session::LlamaStateSeqFlags;
+
+use crate::cell_order::CellOrder;
 use crate::clock::{ms_since, process_cpu_ms};
 use crate::cost_cache::{CostCache, CostKey};
 use crate::error::EngineError;
@@ -50,6 +53,10 @@ pub(crate) struct LlamaRuntime<'m> {
     /// Threads decoding on the CPU, whose share of the cores tells a busy machine; `None` when
     /// the model's layers are on a GPU.
     cpu_threads: Option<usize>,
+    /// Exact mode: each sequence's cells kept in position order (see `cell_order`).
+    cell_order: Option<CellOrder>,
+    /// Sequence ids that may hold cells.
+    n_seq_max: usize,
 }
 
 /// How the engine thread set up the context a runtime wraps.
@@ -58,6 +65,8 @@ pub(crate) struct RuntimeSettings {
     pub(crate) n_ctx_seq: usize,
     /// Most sequences one token of a batch may belong to (a tree's root and shared nodes).
     pub(crate) max_seqs_per_token: usize,
+    /// Exact mode's sequence id for retired cells; `None` frees cells at once.
+    pub(crate) retired_seq: Option<i32>,
     pub(crate) returns_hidden_states: bool,
     pub(crate) cost_cache: Option<(CostCache, CostKey)>,
     /// Decode costs given instead of measured.
@@ -73,6 +82,7 @@ impl<'m> LlamaRuntime<'m> {
         settings: RuntimeSettings,
     ) -> Self {
         let n_batch = ctx.n_batch() as usize;
+        let n_cells = ctx.n_ctx() as usize;
         Self {
             model,
             ctx,
@@ -87,6 +97,8 @@ impl<'m> LlamaRuntime<'m> {
             cost_cache: settings.cost_cache,
             steps_since_drift_check: 0,
             cpu_threads: settings.cpu_threads,
+            cell_order: settings.retired_seq.map(|seq| CellOrder::new(seq, n_cells)),
+            n_seq_max: settings.max_seqs_per_token,
         }
     }
 
@@ -163,6 +175,9 @@ impl<'m> LlamaRuntime<'m> {
     }
 
     pub(crate) fn decode(&mut self) -> Result<DecodeTimes, EngineError> {
+        if let Some(order) = self.cell_order.as_mut() {
+            order.took(self.batch.n_tokens() as usize);
+        }
         let started = Instant::now();
         self.ctx
             .decode(&mut self.batch)
@@ -193,6 +208,9 @@ impl<'m> LlamaRuntime<'m> {
 
     pub(crate) fn clear_kv(&mut self) {
         self.ctx.clear_kv_cache();
+        if let Some(order) = self.cell_order.as_mut() {
+            order.reset(0);
+        }
     }
 
     /// Makes sequence `to` share `from`'s cells at positions `first..end` (all when `None`).
@@ -208,8 +226,11 @@ impl<'m> LlamaRuntime<'m> {
             .map_err(|e| EngineError::Decode(e.to_string()))
     }
 
-    /// Frees every cell of sequence `seq`.
+    /// Frees every cell of sequence `seq` (in exact mode: retires them).
     pub(crate) fn forget(&mut self, seq: i32) -> Result<(), EngineError> {
+        if let Some(retired) = self.cell_order.as_ref().map(|order| order.retired_seq) {
+            self.share_cells(seq, retired, None, None)?;
+        }
         self.ctx
             .kv_cache_seq_rm(seq, None, None)
             .map(|_| ())
@@ -218,6 +239,55 @@ impl<'m> LlamaRuntime<'m> {
 
     pub(crate) fn holds_cells(&self, seq: i32) -> bool {
         self.ctx.kv_cache_seq_pos_max(seq) >= 0
+    }
+
+    /// Cells sequence `seq` holds (its positions run without gaps).
+    fn cells_of(&self, seq: i32) -> usize {
+        let last = self.ctx.kv_cache_seq_pos_max(seq);
+        if last < 0 {
+            return 0;
+        }
+        (last - self.ctx.kv_cache_seq_pos_min(seq) + 1) as usize
+    }
+
+    /// In exact mode, makes room for a decode of up to `incoming` tokens after every taken
+    /// cell, compacting the cache when retired cells crowd it. Sequences are put back in id
+    /// order (requests first); those that no longer fit are dropped and returned.
+    pub(crate) fn keep_cell_order(&mut self, incoming: usize) -> Result<Vec<i32>, EngineError> {
+        let Some(order) = self.cell_order.clone() else {
+            return Ok(Vec::new());
+        };
+        let live: Vec<i32> = (0..self.n_seq_max as i32)
+            .filter(|&seq| seq != order.retired_seq && self.holds_cells(seq))
+            .collect();
+        let live_cells = live.iter().map(|&seq| self.cells_of(seq)).sum();
+        if !order.needs_compaction(live_cells, incoming) {
+            return Ok(Vec::new());
+        }
+        let _span = tracing::debug_span!("compact_cells", live_cells).entered();
+        let mut saved = Vec::with_capacity(live.len());
+        for seq in live {
+            let cells = self.cells_of(seq);
+            let state = self
+                .ctx
+                .state_seq_get(seq, LlamaStateSeqFlags::empty())
+                .map_err(|e| EngineError::Decode(format!("saving sequence {seq}: {e}")))?;
+            saved.push((seq, cells, state));
+        }
+        self.clear_kv();
+        let mut dropped = Vec::new();
+        for (seq, cells, state) in saved {
+            let order = self.cell_order.as_mut().expect("exact mode");
+            if !order.fits(cells, incoming) {
+                dropped.push(seq);
+                continue;
+            }
+            order.took(cells);
+            self.ctx
+                .state_seq_set(&state, seq)
+                .map_err(|e| EngineError::Decode(format!("restoring sequence {seq}: {e}")))?;
+        }
+        Ok(dropped)
     }
 
     /// The model and its context, for the bare yardstick loop that bypasses the runtime.
@@ -306,7 +376,7 @@ impl<'m> LlamaRuntime<'m> {
         for round in 0..=CALIBRATION_ROUNDS {
             let mut times = Vec::with_capacity(CALIBRATION_SIZES.len());
             for &n in CALIBRATION_SIZES {
-                self.ctx.clear_kv_cache();
+                self.clear_kv();
                 self.batch.clear();
                 for pos in 0..n {
                     self.add(token, pos, &[0], true)?;
@@ -326,7 +396,7 @@ impl<'m> LlamaRuntime<'m> {
                 rounds.push(times);
             }
         }
-        self.ctx.clear_kv_cache();
+        self.clear_kv();
         let cpu_share = self
             .cpu_threads
             .zip(cpu_ms)

@@ -266,6 +266,7 @@ impl<'m> Scheduler<'m> {
         for sequence in self.slots.iter_mut().flatten() {
             sequence.check_cancelled();
         }
+        self.keep_cell_order();
         self.runtime.clear_batch();
         let mut batch = StepBatch::default();
         self.draft_into(&mut batch);
@@ -492,6 +493,35 @@ impl<'m> Scheduler<'m> {
         while let Some(command) = self.waiting.pop_front() {
             if let Command::Generate { events, .. } = command {
                 let _ = events.send(GenerationEvent::Failed(EngineError::EngineStopped));
+            }
+        }
+    }
+
+    /// In exact mode, leaves room for this step's batch after every taken cell. Cached prompts
+    /// that no longer fit after a compaction are forgotten; a request that failed to is ended.
+    fn keep_cell_order(&mut self) {
+        match self.runtime.keep_cell_order(self.runtime.n_batch()) {
+            Ok(dropped) => {
+                for seq in dropped {
+                    match self.slots.get(seq as usize) {
+                        Some(_) => self.fail_slot(
+                            seq as usize,
+                            EngineError::Decode(
+                                "no room left in the KV cache for this request".into(),
+                            ),
+                        ),
+                        None => self.cache.remove(seq),
+                    }
+                }
+                self.update_cache_metrics();
+            }
+            Err(err) => {
+                for slot in 0..self.slots.len() {
+                    self.fail_slot(slot, err.clone());
+                }
+                for seq in self.cache.clear() {
+                    let _ = self.runtime.forget(seq);
+                }
             }
         }
     }

@@ -1,0 +1,90 @@
+//! Keeps every sequence's KV cells in position order, so that attention sums a token's past in
+//! the order plain decoding does.
+//!
+//! With batch-invariant kernels (see `exact_kernels`), attention walks a query's cells in their
+//! physical order. llama.cpp puts new tokens into the first free cells, so a cell freed below a
+//! sequence's last one (a rejected tree node, a finished request) would later take one of its
+//! newer tokens, and that token would be summed out of turn. Here freed cells are retired
+//! instead: they stay taken, held by one sequence id no request attends to, so new tokens always
+//! land after every older one. When retired cells crowd the cache, it is compacted: each live
+//! sequence is saved and put back, in order, at the front.
+
+/// When to compact: the bookkeeping, apart from the cache it keeps.
+#[derive(Debug, Clone)]
+pub(crate) struct CellOrder {
+    /// The sequence id that holds retired cells.
+    pub(crate) retired_seq: i32,
+    /// Cells in the cache.
+    size: usize,
+    /// Cells handed out since the cache was last emptied or compacted: every cell below this
+    /// is taken, by a live sequence or retired.
+    used_end: usize,
+}
+
+/// Retired cells may outnumber live ones by this much before a compaction pays for itself.
+const RETIRED_SLACK: usize = 1024;
+
+impl CellOrder {
+    pub(crate) fn new(retired_seq: i32, size: usize) -> Self {
+        Self {
+            retired_seq,
+            size,
+            used_end: 0,
+        }
+    }
+
+    /// A decode of `tokens` took that many cells from the free tail.
+    pub(crate) fn took(&mut self, tokens: usize) {
+        self.used_end += tokens;
+    }
+
+    /// The cache was emptied, or compacted down to `live` cells.
+    pub(crate) fn reset(&mut self, live: usize) {
+        self.used_end = live;
+    }
+
+    /// Whether the next decodes need a compaction first: `incoming` tokens would not fit in the
+    /// free tail, or retired cells (beyond the `live` ones) make attention walk far more cells
+    /// than it uses.
+    pub(crate) fn needs_compaction(&self, live: usize, incoming: usize) -> bool {
+        self.used_end + incoming > self.size || self.used_end > 2 * live + RETIRED_SLACK
+    }
+
+    /// Whether a sequence of `cells` fits back, with room left for `incoming` tokens.
+    pub(crate) fn fits(&self, cells: usize, incoming: usize) -> bool {
+        self.used_end + cells + incoming <= self.size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compacts_when_the_free_tail_is_too_short() {
+        let mut order = CellOrder::new(9, 4096);
+        order.took(4000);
+        assert!(!order.needs_compaction(3000, 96));
+        assert!(order.needs_compaction(3000, 97));
+    }
+
+    #[test]
+    fn compacts_when_retired_cells_crowd_the_live_ones() {
+        let mut order = CellOrder::new(9, 1 << 16);
+        order.took(2 * 500 + RETIRED_SLACK);
+        assert!(!order.needs_compaction(500, 1));
+        order.took(1);
+        assert!(order.needs_compaction(500, 1));
+    }
+
+    #[test]
+    fn a_compaction_starts_the_tail_after_the_live_cells() {
+        let mut order = CellOrder::new(9, 4096);
+        order.took(4000);
+        order.reset(0);
+        assert!(order.fits(4000, 96));
+        order.reset(100);
+        assert!(order.fits(3900, 96));
+        assert!(!order.fits(3901, 96));
+    }
+}
