@@ -30,7 +30,8 @@ pub(crate) struct ModeResult {
     /// The median and range over rounds of this mode's tokens/s over normal's in the same round.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) round_speedup: Option<Spread>,
-    /// Runs whose tokens equal normal mode's exactly (greedy; near-ties may differ).
+    /// Runs whose tokens equal normal mode's exactly (greedy; with `--no-exact`, near-ties may
+    /// differ).
     pub(crate) outputs_identical_to_normal: usize,
     /// For concurrency above 1: aggregate tokens/s of the same requests run one after another.
     #[serde(skip_serializing_if = "Option::is_none")]

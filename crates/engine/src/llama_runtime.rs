@@ -252,8 +252,13 @@ impl<'m> LlamaRuntime<'m> {
 
     /// In exact mode, makes room for a decode of up to `incoming` tokens after every taken
     /// cell, compacting the cache when retired cells crowd it. Sequences are put back in id
-    /// order (requests first); those that no longer fit are dropped and returned.
-    pub(crate) fn keep_cell_order(&mut self, incoming: usize) -> Result<Vec<i32>, EngineError> {
+    /// order: the requests' (ids below `requests`) always, others (the prompt cache's) while
+    /// they leave room for `incoming`; those dropped are returned.
+    pub(crate) fn keep_cell_order(
+        &mut self,
+        incoming: usize,
+        requests: usize,
+    ) -> Result<Vec<i32>, EngineError> {
         let Some(order) = self.cell_order.clone() else {
             return Ok(Vec::new());
         };
@@ -278,7 +283,7 @@ impl<'m> LlamaRuntime<'m> {
         let mut dropped = Vec::new();
         for (seq, cells, state) in saved {
             let order = self.cell_order.as_mut().expect("exact mode");
-            if !order.fits(cells, incoming) {
+            if seq as usize >= requests && !order.fits(cells, incoming) {
                 dropped.push(seq);
                 continue;
             }

@@ -498,20 +498,19 @@ impl<'m> Scheduler<'m> {
     }
 
     /// In exact mode, leaves room for this step's batch after every taken cell. Cached prompts
-    /// that no longer fit after a compaction are forgotten; a request that failed to is ended.
+    /// that no longer fit after a compaction are forgotten.
     fn keep_cell_order(&mut self) {
-        match self.runtime.keep_cell_order(self.runtime.n_batch()) {
+        let wanted: usize = self
+            .slots
+            .iter()
+            .flatten()
+            .map(Sequence::cells_wanted)
+            .sum();
+        let incoming = wanted.min(self.runtime.n_batch());
+        match self.runtime.keep_cell_order(incoming, self.slots.len()) {
             Ok(dropped) => {
                 for seq in dropped {
-                    match self.slots.get(seq as usize) {
-                        Some(_) => self.fail_slot(
-                            seq as usize,
-                            EngineError::Decode(
-                                "no room left in the KV cache for this request".into(),
-                            ),
-                        ),
-                        None => self.cache.remove(seq),
-                    }
+                    self.cache.remove(seq);
                 }
                 self.update_cache_metrics();
             }

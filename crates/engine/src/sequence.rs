@@ -17,6 +17,7 @@ use crate::events::{
 use crate::llama_runtime::LlamaRuntime;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
+use crate::request::MAX_DRAFT_TOKENS;
 use crate::request_drafting::{Draft, Drafting};
 use crate::sampler::Sampler;
 use crate::speculative::budget::{AcceptanceStats, BatchLoad};
@@ -127,6 +128,16 @@ impl<'m> Sequence<'m> {
             self.prefilled
         };
         &self.out.history[..decoded.min(self.out.history.len())]
+    }
+
+    /// The most cells this sequence's next step can take: the rest of its prompt, or a root and
+    /// the largest draft.
+    pub(crate) fn cells_wanted(&self) -> usize {
+        if self.prefill_done() {
+            1 + MAX_DRAFT_TOKENS
+        } else {
+            self.prompt.len() - self.prefilled
+        }
     }
 
     pub(crate) fn prefill_done(&self) -> bool {

@@ -4,8 +4,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_same_up_to_near_tie, chat, greedy, model_path, run};
-use engine::{Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode, StopReason};
+use common::{assert_identical, chat, greedy, model_path, run};
+use engine::{
+    DraftPolicy, Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode, StopReason,
+    TreeSpec,
+};
 
 fn engine(parallel: usize, max_queued: usize) -> Engine {
     let mut config = EngineConfig::new(model_path());
@@ -21,33 +24,67 @@ const PROMPTS: &[&str] = &[
     "List five tips for staying focused while studying.",
     "Explain how a rainbow forms, in simple terms.",
     "Repeat this list exactly three times: apple, banana, cherry, date.",
+    "What is the difference between weather and climate?",
+    "Write a haiku about the first snow of winter.",
+    "Give me a recipe for a simple tomato soup.",
+    "Why do cats purr? Answer in two sentences.",
 ];
 
+/// Greedy requests of every kind, each as a person would send it from the playground.
+fn requests() -> Vec<(&'static str, GenerationMode, DraftPolicy)> {
+    vec![
+        ("normal", GenerationMode::Normal, DraftPolicy::Auto),
+        ("lookup", GenerationMode::Lookup, DraftPolicy::Auto),
+        ("auto", GenerationMode::Auto, DraftPolicy::Auto),
+        (
+            "medusa with mc_sim_7b_63 in full",
+            GenerationMode::Medusa,
+            DraftPolicy::Tree(TreeSpec::mc_sim_7b_63()),
+        ),
+    ]
+}
+
 #[test]
-fn concurrent_requests_match_their_solo_runs() {
-    let engine = engine(4, 16);
-    for mode in [GenerationMode::Normal, GenerationMode::Lookup] {
-        let solo: Vec<_> = PROMPTS
-            .iter()
-            .map(|p| run(&engine, greedy(chat(p), 40, mode)))
-            .collect();
-        let streams: Vec<_> = PROMPTS
-            .iter()
-            .map(|p| engine.generate(greedy(chat(p), 40, mode)).unwrap())
-            .collect();
-        let together: Vec<_> = streams.into_iter().map(|s| s.wait().unwrap()).collect();
-        for ((prompt, alone), batched) in PROMPTS.iter().zip(&solo).zip(&together) {
-            assert_same_up_to_near_tie(
+fn batched_and_drafted_runs_are_identical_to_plain_decoding() {
+    let mut config = EngineConfig::new(model_path());
+    config.parallel = 8;
+    config.ctx_size = Some(512);
+    config.heads_path = Some(models::default_heads_path().expect("default heads installed"));
+    config.decode_costs = Some(common::cpu_decode_costs());
+    let engine = Engine::load(config).expect("model loads");
+    let request = |prompt: &str, mode, draft: &DraftPolicy| {
+        greedy(chat(prompt), 24, mode).with_draft(draft.clone())
+    };
+    let plain: Vec<_> = PROMPTS
+        .iter()
+        .map(|p| {
+            run(
                 &engine,
-                &chat(prompt),
-                &alone.token_ids,
-                &batched.token_ids,
-                &format!("batched {mode}"),
-            );
+                request(p, GenerationMode::Normal, &DraftPolicy::Auto),
+            )
+        })
+        .collect();
+    for (label, mode, draft) in requests() {
+        for streams in [1, 4, 8] {
+            // `streams` requests at a time, all of them started before any is waited for.
+            let mut outputs = Vec::new();
+            for group in PROMPTS.chunks(streams) {
+                let running: Vec<_> = group
+                    .iter()
+                    .map(|p| engine.generate(request(p, mode, &draft)).unwrap())
+                    .collect();
+                outputs.extend(running.into_iter().map(|s| s.wait().unwrap()));
+            }
+            for (alone, output) in plain.iter().zip(&outputs) {
+                assert_identical(
+                    &alone.token_ids,
+                    &output.token_ids,
+                    &format!("{label} at {streams} streams"),
+                );
+            }
         }
     }
     let metrics = engine.metrics();
-    assert_eq!(metrics.slots, 4);
     assert!(
         metrics.batch_tokens > metrics.steps,
         "batches never held more than one token"

@@ -67,13 +67,7 @@ fn a_fixed_draft_length_is_drafted_whatever_it_costs() {
         "{drafted:?}"
     );
     let normal = run(greedy(prompt.clone(), 96, GenerationMode::Normal));
-    common::assert_same_up_to_near_tie(
-        engine(),
-        &prompt,
-        &normal.token_ids,
-        &summary.token_ids,
-        "lookup of 6",
-    );
+    common::assert_identical(&normal.token_ids, &summary.token_ids, "lookup of 6");
 }
 
 #[test]

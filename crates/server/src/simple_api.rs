@@ -48,7 +48,7 @@ impl SimpleRequest {
         .with_mode(mode)
         .with_draft(self.draft.policy(mode)?);
         // Runs that are compared read their whole prompt, as the bench's do: none starts warm
-        // from another's cells, and cells decoded in other batches cannot tip a near-tie.
+        // from another's cells (and, without exact kernels, none could tip a near-tie).
         request.cache_prompt = false;
         Ok(request)
     }

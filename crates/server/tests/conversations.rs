@@ -235,7 +235,7 @@ fn one_socket_carries_many_generations_and_the_status() {
         "{}",
         refused[1]
     );
-    // Every lane got its own answer (batched lanes may part from a lone run at near-ties).
+    // Every lane got its own answer.
     assert!(texts.iter().all(|t| !t.is_empty()), "{texts:?}");
 
     // A cancelled generation still ends with its (cancelled) summary.
