@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::StreamExt;
+use playground::divergence::{Divergence, DivergenceRequest};
 use playground::history::{export_filename, ComparisonList, RunList, RunsQuery};
 use playground::tuning::TuneRequest;
 use playground::{
@@ -221,6 +222,15 @@ pub async fn tune(
     request: Option<TuneRequest>,
 ) -> Result<engine::tuning::TuneReport, AppError> {
     playground.tune(request.unwrap_or_default()).await
+}
+
+/// Where two greedy outputs of one prompt part, and how likely the model finds each token there.
+#[tauri::command]
+pub async fn divergence(
+    playground: State<'_, Playground>,
+    request: DivergenceRequest,
+) -> Result<Option<Divergence>, AppError> {
+    playground.explain_divergence(request).await
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]

@@ -32,6 +32,7 @@ pub fn invoke_handler<R: tauri::Runtime>(
         commands::delete_runs,
         commands::import_runs,
         commands::tune,
+        commands::divergence,
         commands::pick_file,
         conversation_commands::list_conversations,
         conversation_commands::get_conversation,

@@ -24,6 +24,7 @@ use crate::scheduler::Command;
 use crate::speculative::costs::DecodeCosts;
 use crate::step_profile::StepProfile;
 use crate::token::TokenId;
+use crate::token_choice::TokenChoice;
 use crate::valid_request::ValidRequest;
 
 /// A loaded model, ready to generate. Dropping it stops its thread.
@@ -173,18 +174,19 @@ impl Engine {
         answer.recv().map_err(|_| EngineError::EngineStopped)?
     }
 
-    /// The `top` most likely next tokens and their logits after `prompt` followed by
-    /// `continuation`, decoded plainly in one pass (blocking). For inspecting near-ties.
-    pub fn next_token_logits(
+    /// How likely each of `tokens` is as the next token after `prompt` followed by
+    /// `continuation`, decoded plainly in one pass (blocking): where two outputs part, whether
+    /// the model found both tokens nearly equally likely.
+    pub fn next_token_choices(
         &self,
         prompt: Prompt,
         continuation: Vec<TokenId>,
-        top: usize,
-    ) -> Result<Vec<(TokenId, f32)>, EngineError> {
-        self.diagnose(|reply| Diagnostic::NextTokenLogits {
+        tokens: Vec<TokenId>,
+    ) -> Result<Vec<TokenChoice>, EngineError> {
+        self.diagnose(|reply| Diagnostic::NextTokenChoices {
             prompt,
             continuation,
-            top,
+            tokens,
             reply,
         })
     }

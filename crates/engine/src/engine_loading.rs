@@ -292,6 +292,7 @@ fn model_info(
         medusa_tree: None,
         medusa_plan: None,
         parallel: 1,
+        exact: config.exact,
     }
 }
 

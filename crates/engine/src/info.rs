@@ -47,4 +47,7 @@ pub struct ModelInfo {
     pub medusa_tree: Option<TreeSpec>,
     /// How Medusa mode's tree was settled on this machine, and the decision in words.
     pub medusa_plan: Option<MedusaPlan>,
+    /// Exact mode: batch-invariant kernels and cells in position order, so that greedy
+    /// speculative and batched output is plain decoding's, bit for bit.
+    pub exact: bool,
 }

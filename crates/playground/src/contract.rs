@@ -51,6 +51,9 @@ pub fn typescript() -> String {
         crate::ErrorBody,
         crate::event_socket::StreamRequest,
         crate::event_socket::StreamMessage,
+        crate::divergence::DivergenceRequest,
+        crate::divergence::Divergence,
+        engine::TokenChoice,
         // The backend
         crate::Info,
         engine::ModelInfo,

@@ -12,6 +12,7 @@
 pub mod comparing;
 pub mod contract;
 pub mod conversations;
+pub mod divergence;
 mod draft;
 mod error;
 pub mod event_socket;

@@ -10,6 +10,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::StreamExt;
+use playground::divergence::{Divergence, DivergenceRequest};
 use playground::history::{ComparisonList, RunList, RunsQuery};
 use playground::tuning::TuneRequest;
 use playground::{Health, Info, LoadModelRequest, Playground, PlaygroundRequest, SetTreeRequest};
@@ -178,6 +179,16 @@ pub async fn tune(
         ));
     }
     Ok(Json(playground.tune(body).await?))
+}
+
+/// Where two greedy outputs of one prompt part, and how likely the loaded model finds each of
+/// the two tokens there (`null` when they do not part).
+#[tracing::instrument(skip_all)]
+pub async fn divergence(
+    State(playground): State<Playground>,
+    JsonBody(body): JsonBody<DivergenceRequest>,
+) -> Result<Json<Option<Divergence>>, ApiError> {
+    Ok(Json(playground.explain_divergence(body).await?))
 }
 
 /// `ok`; `loading` until a model is ready; `degraded` with the reason while the history cannot

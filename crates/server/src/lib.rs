@@ -127,6 +127,7 @@ pub fn router_with_ui(
         .route("/api/model", post(api::load_model))
         .route("/api/model/tree", put(api::set_tree))
         .route("/api/tune", post(api::tune))
+        .route("/api/divergence", post(api::divergence))
         .route(
             "/api/remotes",
             get(remotes_api::list).post(remotes_api::add),

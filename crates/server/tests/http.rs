@@ -444,6 +444,75 @@ fn ui_stream_delivers_every_event() {
 }
 
 #[test]
+fn divergence_says_where_two_outputs_part_and_how_likely_each_token_was() {
+    let messages = json!([{"role": "user", "content": "Name three colours of the rainbow."}]);
+    let events = generate(
+        base(),
+        &json!({"messages": messages, "max_tokens": 12, "sampling": {"temperature": 0.0}}),
+    )
+    .unwrap();
+    let finished = events.last().unwrap();
+    assert_eq!(finished["type"], "finished", "{finished}");
+    let expected: Vec<i64> = finished["token_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_i64().unwrap())
+        .collect();
+    assert!(expected.len() > 4, "{expected:?}");
+    let ask = |got: &[i64]| {
+        post(
+            "/api/divergence",
+            &json!({"messages": messages, "expected": expected, "got": got}),
+        )
+    };
+    // The same output does not part.
+    let (status, same) = ask(&expected);
+    assert_eq!(status, 200, "{same}");
+    assert!(same.is_null(), "{same}");
+    // With its fifth token replaced, it parts there: normal's token is the model's first choice
+    // when the shared tokens are decoded again in one pass (exact mode), the other less likely.
+    let mut got = expected.clone();
+    got[4] = if expected[4] == expected[0] {
+        expected[1]
+    } else {
+        expected[0]
+    };
+    let (status, found) = ask(&got);
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(found["at"], 4);
+    assert_eq!(found["expected"]["token_id"], expected[4]);
+    assert_eq!(found["expected"]["rank"], 1, "{found}");
+    assert_eq!(found["got"]["token_id"], got[4]);
+    assert!(found["got"]["rank"].as_u64().unwrap() > 1, "{found}");
+    let logprob = |side: &str| found[side]["logprob"].as_f64().unwrap();
+    assert!(logprob("got") < logprob("expected") && logprob("expected") <= 0.0);
+    assert_eq!(
+        found["near_tie"],
+        logprob("expected") - logprob("got") < 1.0,
+        "{found}"
+    );
+    assert!(!found["expected"]["text"].as_str().unwrap().is_empty());
+    // Bad input is refused with a code.
+    assert_error(
+        post(
+            "/api/divergence",
+            &json!({"messages": messages, "expected": [1], "got": [1 << 30]}),
+        ),
+        400,
+        "invalid_parameter",
+    );
+    assert_error(
+        post(
+            "/api/divergence",
+            &json!({"prompt": "Hi", "messages": messages, "expected": [1], "got": [2]}),
+        ),
+        400,
+        "invalid_parameter",
+    );
+}
+
+#[test]
 fn a_client_that_goes_away_leaves_a_cancelled_run() {
     let (status, response) = send(
         agent().post(&format!("{}/api/generate", base())),

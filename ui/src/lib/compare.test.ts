@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import type { ModeFigures } from './api/types';
+import type { Divergence, ModeFigures } from './api/types';
 import {
   balancedOrder,
   baselineDifference,
   comparedModes,
   differences,
+  divergenceText,
   formatSpeedup,
   formatSpread,
   runOrder,
@@ -143,5 +144,28 @@ describe('sideLabel', () => {
     expect(sideLabel('medusa', null)).toBe('Medusa');
     expect(sideLabel('normal', { engine: 'lab', model: 'SmolLM2-135M-Instruct' })).toBe('Normal on lab · SmolLM2-135M-Instruct');
     expect(sideLabel('lookup', { engine: 'lab', model: null })).toBe('Prompt lookup on lab');
+  });
+});
+
+describe('divergenceText', () => {
+  const divergence = (expected: number, got: number, nearTie: boolean): Divergence => ({
+    at: 6,
+    expected: { token_id: 11, text: ' recursion', logprob: expected, rank: 1 },
+    got: { token_id: 12, text: ' a', logprob: got, rank: 2 },
+    near_tie: nearTie,
+  });
+
+  it('names both tokens with their log-probabilities and calls a small gap a near-tie', () => {
+    expect(divergenceText(divergence(-0.71, -0.734, true), 'Medusa')).toBe(
+      "Parted from normal at token 7: normal wrote “ recursion” (log-prob -0.71, the model's first choice), " +
+        "medusa “ a” (log-prob -0.73, the model's second choice). A near-tie (0.02 apart): the two tokens were " +
+        'almost equally likely, and summing in another order tipped it. Not a drafting fault.',
+    );
+  });
+
+  it('calls a wide gap a fault', () => {
+    expect(divergenceText(divergence(-0.1, -3.1, false), 'Prompt lookup')).toContain(
+      'Not a near-tie (3.00 apart): this is a fault, worth reporting.',
+    );
   });
 });

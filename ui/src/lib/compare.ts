@@ -1,7 +1,7 @@
 // Figures of a side-by-side comparison: the order runs go in, where outputs part, and what the
 // stored comparison's medians and ranges say.
 
-import type { Mode, ModeFigures, SpeedVerdict, Spread } from './api/types';
+import type { Divergence, Mode, ModeFigures, SpeedVerdict, Spread, TokenChoice } from './api/types';
 import { placeText, type RunTarget } from './engines';
 import { MODE_LABELS, MODES } from './modes';
 import { firstDifference } from './run';
@@ -110,4 +110,28 @@ export function verdictText(figures: ModeFigures): { text: string; tone: Tone } 
     default:
       return { text: 'no finished pair of runs to compare', tone: 'neutral' };
   }
+}
+
+/** "first choice", "second choice", … for a token's rank in the model's next-token distribution. */
+function choiceName(rank: number): string {
+  const names = ['first', 'second', 'third', 'fourth', 'fifth'];
+  return rank <= names.length ? `${names[rank - 1]} choice` : `choice no. ${rank}`;
+}
+
+/** One token as a person reads it: its text quoted (spaces kept), its log-probability and rank. */
+function describeChoice(choice: TokenChoice): string {
+  return `“${choice.text}” (log-prob ${choice.logprob.toFixed(2)}, the model's ${choiceName(choice.rank)})`;
+}
+
+/**
+ * Where a mode's output parted from normal's, in words: both tokens with the model's
+ * log-probabilities, and whether that is a near-tie (a different order of sums can tip it) or a
+ * fault worth reporting.
+ */
+export function divergenceText(divergence: Divergence, modeLabel: string): string {
+  const where = `Parted from normal at token ${divergence.at + 1}: normal wrote ${describeChoice(divergence.expected)}, ${modeLabel.toLowerCase()} ${describeChoice(divergence.got)}.`;
+  const gap = Math.abs(divergence.expected.logprob - divergence.got.logprob).toFixed(2);
+  return divergence.near_tie
+    ? `${where} A near-tie (${gap} apart): the two tokens were almost equally likely, and summing in another order tipped it. Not a drafting fault.`
+    : `${where} Not a near-tie (${gap} apart): this is a fault, worth reporting.`;
 }

@@ -1,5 +1,5 @@
 //! Diagnostics, apart from serving: the bare greedy loop (the yardstick for the engine's
-//! overhead), the next-token logits, the Medusa heads' accuracy along a text and the decode
+//! overhead), how likely chosen next tokens are, the Medusa heads' accuracy along a text and the decode
 //! costs. Each needs the whole context (they clear the KV cache), so the scheduler runs them
 //! only when no request is decoding.
 
@@ -17,6 +17,7 @@ use crate::medusa::heads::MedusaHeads;
 use crate::request::Prompt;
 use crate::speculative::costs::{CostModel, DecodeCosts};
 use crate::token::TokenId;
+use crate::token_choice::TokenChoice;
 
 type Reply<T> = std_mpsc::Sender<Result<T, EngineError>>;
 
@@ -26,11 +27,11 @@ pub(crate) enum Diagnostic {
         max_tokens: usize,
         reply: Reply<BaselineRun>,
     },
-    NextTokenLogits {
+    NextTokenChoices {
         prompt: Prompt,
         continuation: Vec<TokenId>,
-        top: usize,
-        reply: Reply<Vec<(TokenId, f32)>>,
+        tokens: Vec<TokenId>,
+        reply: Reply<Vec<TokenChoice>>,
     },
     DecodeCosts {
         /// Measure again (and keep the result) rather than answer what is known.
@@ -62,17 +63,17 @@ impl Diagnostic {
                 runtime.clear_kv();
                 let _ = reply.send(run);
             }
-            Diagnostic::NextTokenLogits {
+            Diagnostic::NextTokenChoices {
                 prompt,
                 continuation,
-                top,
+                tokens,
                 reply,
             } => {
-                let _ = reply.send(probes::next_token_logits(
+                let _ = reply.send(probes::next_token_choices(
                     runtime,
                     &prompt,
                     &continuation,
-                    top,
+                    &tokens,
                 ));
             }
             Diagnostic::MeasureHeads {

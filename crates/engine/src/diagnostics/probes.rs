@@ -13,39 +13,53 @@ use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::request::Prompt;
 use crate::token::TokenId;
+use crate::token_choice::{self, TokenChoice};
 
-/// The `top` most likely next tokens after `prompt` + `continuation`.
-pub(super) fn next_token_logits(
+/// How likely each of `tokens` is as the next token after `prompt` + `continuation`.
+pub(super) fn next_token_choices(
     runtime: &mut LlamaRuntime<'_>,
     prompt: &Prompt,
     continuation: &[TokenId],
-    top: usize,
-) -> Result<Vec<(TokenId, f32)>, EngineError> {
-    let mut tokens: Vec<TokenId> = runtime
+    tokens: &[TokenId],
+) -> Result<Vec<TokenChoice>, EngineError> {
+    let n_vocab = runtime.model().n_vocab();
+    if let Some(&bad) = tokens
+        .iter()
+        .chain(continuation)
+        .find(|&&t| !(0..n_vocab).contains(&t))
+    {
+        return Err(EngineError::InvalidParameter {
+            name: "tokens",
+            message: format!("token {bad} is not in the model's vocabulary (0..{n_vocab})"),
+        });
+    }
+    let mut context: Vec<TokenId> = runtime
         .prompt_tokens(prompt, false)?
         .iter()
         .map(|t| t.0)
         .collect();
-    tokens.extend_from_slice(continuation);
-    if tokens.len() >= runtime.n_ctx_seq() {
+    context.extend_from_slice(continuation);
+    if context.len() >= runtime.n_ctx_seq() {
         return Err(EngineError::PromptTooLong {
-            tokens: tokens.len(),
+            tokens: context.len(),
             limit: runtime.n_ctx_seq() - 1,
         });
     }
-    let last = tokens.len() - 1;
+    let last = context.len() - 1;
     runtime.clear_kv();
-    decode_in_chunks(runtime, &tokens, last, |_, _| Ok(()))?;
-    let mut ranked: Vec<(TokenId, f32)> = runtime
-        .logits(runtime.batch_len() as i32 - 1)
-        .iter()
-        .enumerate()
-        .map(|(i, &l)| (i as TokenId, l))
-        .collect();
+    decode_in_chunks(runtime, &context, last, |_, _| Ok(()))?;
+    let vocab = runtime.model().vocab();
+    let choices = token_choice::choices(
+        runtime.logits(runtime.batch_len() as i32 - 1),
+        tokens,
+        |token| {
+            let mut piece = Vec::with_capacity(16);
+            vocab.token_to_piece_into(LlamaToken(token), &mut piece, true, None);
+            String::from_utf8_lossy(&piece).into_owned()
+        },
+    );
     runtime.clear_kv();
-    ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
-    ranked.truncate(top);
-    Ok(ranked)
+    Ok(choices)
 }
 
 /// How often the heads guess right along `continuation` (text the model wrote after `prompt`):

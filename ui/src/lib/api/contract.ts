@@ -372,6 +372,47 @@ export type StreamRequest = { "type": "generate", id: number, request: Playgroun
 export type StreamMessage = { "type": "run", id: number, event: RunEvent, } | { "type": "refused", id: number, error: ApiErrorBody, } | { "type": "status", info: Info, } | { "type": "error", error: ApiErrorBody, };
 
 /**
+ * Two outputs of one prompt: `expected` (normal decoding's) and `got` (another mode's, or a
+ * remote engine's), as token ids.
+ */
+export type DivergenceRequest = { 
+/**
+ * The raw prompt both continued, or the chat `messages` both answered (not both).
+ */
+prompt?: string, messages?: Array<ChatMessage>, expected: Array<number>, got: Array<number>, };
+
+/**
+ * The first token where the outputs part, with the model's view of both tokens there.
+ */
+export type Divergence = { 
+/**
+ * Index of the first differing token (0-based, among the generated tokens).
+ */
+at: number, expected: TokenChoice, got: TokenChoice, 
+/**
+ * Whether the two tokens were nearly equally likely (log-probabilities less than
+ * [`NEAR_TIE_LOGPROB_GAP`] apart).
+ */
+near_tie: boolean, };
+
+/**
+ * One candidate for the next token.
+ */
+export type TokenChoice = { token_id: number, 
+/**
+ * The token's own text.
+ */
+text: string, 
+/**
+ * Natural log of the model's probability for it (temperature 1, nothing filtered).
+ */
+logprob: number, 
+/**
+ * 1 for the model's most likely token, 2 for the next, and so on.
+ */
+rank: number, };
+
+/**
  * The model (or the load in progress), heads, tree, modes, engine metrics and the database.
  * `model` is null until a first model has loaded; while another loads, the current one keeps
  * serving and `loading` says what is coming. `error` is the last load failure (the previous
@@ -439,7 +480,12 @@ medusa_tree: TreeSpec | null,
 /**
  * How Medusa mode's tree was settled on this machine, and the decision in words.
  */
-medusa_plan: MedusaPlan | null, };
+medusa_plan: MedusaPlan | null, 
+/**
+ * Exact mode: batch-invariant kernels and cells in position order, so that greedy
+ * speculative and batched output is plain decoding's, bit for bit.
+ */
+exact: boolean, };
 
 /**
  * Sampling for chats on this model, and where each value came from.

@@ -15,6 +15,8 @@ import type {
   ConversationsQuery,
   ComparisonList,
   DeleteReport,
+  Divergence,
+  DivergenceRequest,
   ExportFormat,
   ImportReport,
   PlaygroundRequest,
@@ -199,6 +201,10 @@ export class HttpTransport implements Transport {
 
   setTree(request: SetTreeRequest): Promise<Info> {
     return this.send('PUT', '/api/model/tree', request);
+  }
+
+  divergence(request: DivergenceRequest): Promise<Divergence | null> {
+    return this.post('/api/divergence', request);
   }
 
   tune(options: TuneRequest = {}): Promise<TuneReport> {

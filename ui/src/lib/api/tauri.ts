@@ -13,6 +13,8 @@ import type {
   ConversationsQuery,
   ComparisonList,
   DeleteReport,
+  Divergence,
+  DivergenceRequest,
   ExportFormat,
   ImportReport,
   PlaygroundRequest,
@@ -144,6 +146,10 @@ export class TauriTransport implements Transport {
 
   setTree(request: SetTreeRequest): Promise<Info> {
     return call('set_tree', { request });
+  }
+
+  divergence(request: DivergenceRequest): Promise<Divergence | null> {
+    return call('divergence', { request });
   }
 
   tune(options: TuneRequest = {}): Promise<TuneReport> {

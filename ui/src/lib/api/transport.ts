@@ -10,6 +10,8 @@ import type {
   ConversationSummary,
   ConversationsQuery,
   DeleteReport,
+  Divergence,
+  DivergenceRequest,
   ExportFormat,
   ImportReport,
   PlaygroundRequest,
@@ -85,6 +87,11 @@ export interface Transport {
   loadModel(request: LoadModelRequest): Promise<void>;
   /** Settings' tree for Medusa runs that draft `auto`, applied without reloading the model. */
   setTree(request: SetTreeRequest): Promise<Info>;
+  /**
+   * Where two greedy outputs of one prompt part, and how likely the loaded model finds each
+   * token there; null when they do not part.
+   */
+  divergence(request: DivergenceRequest): Promise<Divergence | null>;
   /** Measures the loaded heads and this machine, predicting each tree size's speed (slow). */
   tune(options?: TuneRequest): Promise<TuneReport>;
   /** Conversations, the latest changed first; `search` matches words of titles and messages. */
