@@ -70,6 +70,7 @@ pub async fn start(options: BackendOptions) -> Result<Playground, BackendError> 
             heads,
             tree,
             ctx_size: None,
+            exact: None,
         },
     ))
 }

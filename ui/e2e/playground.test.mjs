@@ -398,12 +398,22 @@ test('settings reload the model with another context size', async () => {
     'invalid_parameter: the context size must be between 256 and 1048576 tokens, not 100',
   );
 
-  const reload = async (n) => {
+  const exactBox = page.getByTestId('settings-exact');
+  assert.ok(await exactBox.isChecked(), 'exact sums by default');
+  const reload = async (n, exact = true) => {
     await size.fill(String(n));
+    await exactBox.setChecked(exact);
     await apply.click();
-    const info = await until(() => api('/api/info'), (i) => !i.loading && i.model?.n_ctx === n, `n_ctx ${n}`);
-    await page.getByTestId('settings-context-status').and(page.getByText(`Reloaded: ${n} tokens per request.`)).waitFor();
+    const info = await until(
+      () => api('/api/info'),
+      (i) => !i.loading && i.model?.n_ctx === n && i.model?.exact === exact,
+      `n_ctx ${n}, exact ${exact}`,
+    );
+    const sums = exact ? 'exact sums' : 'sums by batch shape';
+    await page.getByTestId('settings-context-status').and(page.getByText(`Reloaded: ${n} tokens per request, ${sums}.`)).waitFor();
     assert.equal(await size.inputValue(), String(n));
+    assert.equal(await exactBox.isChecked(), exact);
+    assert.match(await page.getByTestId('settings-exact-state').innerText(), exact ? /^exact/ : /^by batch shape/);
     assert.equal(info.model.path, before.model.path);
     assert.equal(info.heads_path, before.heads_path);
     assert.equal(info.error, null);
@@ -412,6 +422,8 @@ test('settings reload the model with another context size', async () => {
   await reload(2048);
   assert.equal(await error.count(), 0, 'the old error is gone');
   await shoot('settings-context');
+  // Exact mode off and on again, at the same size.
+  await reload(2048, false);
   // Back to the size the server started with, for whatever runs next.
   await reload(1024);
 });

@@ -171,6 +171,14 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
         );
         println!("compute      {}", info.compute.summary);
         println!(
+            "sums         {}",
+            if info.exact {
+                "exact: greedy speculative and batched output is normal decoding's, bit for bit"
+            } else {
+                "by batch shape (--no-exact): outputs may part from normal decoding at near-ties"
+            }
+        );
+        println!(
             "chat template {}",
             if info.has_chat_template { "yes" } else { "no" }
         );

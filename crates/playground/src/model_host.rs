@@ -97,6 +97,8 @@ pub struct LoadRequest {
     pub tree: Option<TreeSpec>,
     /// Context cells per request; `None` keeps the size the host was started with.
     pub ctx_size: Option<u32>,
+    /// Exact mode; `None` keeps the host's setting.
+    pub exact: Option<bool>,
 }
 
 /// A model being loaded (in the background) to replace the current one, if any.
@@ -262,6 +264,9 @@ impl ModelHost {
         config.tree = request.tree;
         if let Some(ctx_size) = request.ctx_size {
             config.ctx_size = Some(ctx_size);
+        }
+        if let Some(exact) = request.exact {
+            config.exact = exact;
         }
         config.load_progress = Some(LoadProgress::new(move |share| {
             progress.store(share.to_bits(), Ordering::Relaxed);

@@ -112,6 +112,11 @@ pub struct LoadModelRequest {
     #[serde(default)]
     #[ts(optional = nullable)]
     pub ctx_size: Option<u32>,
+    /// Exact mode (batch-invariant sums: greedy speculative output is normal decoding's, bit for
+    /// bit; prompts read slower); null keeps the backend's setting.
+    #[serde(default)]
+    #[ts(optional = nullable)]
+    pub exact: Option<bool>,
 }
 
 /// Context sizes a load may ask for.
@@ -145,6 +150,7 @@ impl LoadModelRequest {
             heads: self.heads,
             tree,
             ctx_size: self.ctx_size,
+            exact: self.exact,
         })
     }
 }

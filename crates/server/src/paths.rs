@@ -76,6 +76,7 @@ mod tests {
             heads: heads.map(Path::to_path_buf),
             tree: tree.map(str::to_owned),
             ctx_size: None,
+            exact: None,
         }
     }
 

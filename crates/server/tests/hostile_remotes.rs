@@ -216,6 +216,7 @@ fn playground() -> String {
                     heads: None,
                     tree: None,
                     ctx_size: None,
+                    exact: None,
                 },
             )
         },

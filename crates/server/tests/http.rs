@@ -784,6 +784,7 @@ fn models_load_in_the_background_and_the_ui_is_served() {
                     heads: None,
                     tree: None,
                     ctx_size: None,
+                    exact: None,
                 },
             )
         },

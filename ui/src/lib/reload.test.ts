@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { contextReload, treeName } from './reload';
+import { engineReload, treeName } from './reload';
 import type { Info } from './api/types';
 
 const MC_SIM_PATHS = [
@@ -30,26 +30,27 @@ describe('treeName', () => {
   });
 });
 
-describe('contextReload', () => {
+describe('engineReload', () => {
   it('reloads the same model and heads with the new context size', () => {
-    expect(contextReload(loaded('stored', [[0], [1]]), 2048)).toEqual({
+    expect(engineReload(loaded('stored', [[0], [1]]), 2048, false)).toEqual({
       model: '/m.gguf',
       heads: '/h.medusa.gguf',
       tree: null,
       ctx_size: 2048,
+      exact: false,
     });
-    expect(contextReload(loaded('tuned', [[0]]), 4096, 'chain-4')?.tree).toBeNull();
-    expect(contextReload(loaded(null, null), 512)?.tree).toBeNull();
+    expect(engineReload(loaded('tuned', [[0]]), 4096, true, 'chain-4')?.tree).toBeNull();
+    expect(engineReload(loaded(null, null), 512, true)?.tree).toBeNull();
   });
 
   it('keeps a tree the model was given, by name', () => {
-    expect(contextReload(loaded('given', [[0], [0, 0]]), 2048)?.tree).toBe('chain-2');
-    expect(contextReload(loaded('given', MC_SIM_PATHS), 2048)?.tree).toBe('mc_sim_7b_63');
-    expect(contextReload(loaded('given', [[0], [1]]), 2048, '/trees/wide.json')?.tree).toBe('/trees/wide.json');
-    expect(contextReload(loaded('given', [[0], [1]]), 2048)?.tree).toBeNull();
+    expect(engineReload(loaded('given', [[0], [0, 0]]), 2048, true)?.tree).toBe('chain-2');
+    expect(engineReload(loaded('given', MC_SIM_PATHS), 2048, true)?.tree).toBe('mc_sim_7b_63');
+    expect(engineReload(loaded('given', [[0], [1]]), 2048, true, '/trees/wide.json')?.tree).toBe('/trees/wide.json');
+    expect(engineReload(loaded('given', [[0], [1]]), 2048, true)?.tree).toBeNull();
   });
 
   it('has nothing to reload without a model', () => {
-    expect(contextReload({ model: null } as unknown as Info, 2048)).toBeNull();
+    expect(engineReload({ model: null } as unknown as Info, 2048, true)).toBeNull();
   });
 });

@@ -28,13 +28,19 @@ export function treeName(tree: TreeSpec): string | null {
 }
 
 /**
- * What reloads the model in use with `ctxSize` context cells per request: its model and heads,
- * and the tree it was given, by name, or else `givenTree` (what the page last loaded it with).
- * A tree sized or stored with the heads needs no name: the load settles on it again.
+ * What reloads the model in use with `ctxSize` context cells per request and exact mode on or
+ * off: its model and heads, and the tree it was given, by name, or else `givenTree` (what the
+ * page last loaded it with). A tree sized or stored with the heads needs no name: the load
+ * settles on it again.
  */
-export function contextReload(info: Info, ctxSize: number, givenTree: string | null = null): LoadModelRequest | null {
+export function engineReload(
+  info: Info,
+  ctxSize: number,
+  exact: boolean,
+  givenTree: string | null = null,
+): LoadModelRequest | null {
   const model = info.model;
   if (!model) return null;
   const given = model.medusa_plan?.origin === 'given' && info.tree ? (treeName(info.tree) ?? givenTree) : null;
-  return { model: model.path, heads: info.heads_path, tree: given, ctx_size: ctxSize };
+  return { model: model.path, heads: info.heads_path, tree: given, ctx_size: ctxSize, exact };
 }

@@ -829,7 +829,12 @@ tree?: string | null,
  * Context cells each request may use (prompt, answer and draft tree); null keeps the
  * size the backend was started with.
  */
-ctx_size?: number | null, };
+ctx_size?: number | null, 
+/**
+ * Exact mode (batch-invariant sums: greedy speculative output is normal decoding's, bit for
+ * bit; prompts read slower); null keeps the backend's setting.
+ */
+exact?: boolean | null, };
 
 /**
  * A remote engine as the UI sees it (never its key).
