@@ -9,7 +9,12 @@
 //! land after every older one. When retired cells crowd the cache, it is compacted: each live
 //! sequence is saved and put back, in order, at the front.
 
-/// When to compact: the bookkeeping, apart from the cache it keeps.
+use llama_cpp_2::context::session::LlamaStateSeqFlags;
+use llama_cpp_2::context::LlamaContext;
+
+use crate::error::EngineError;
+
+/// Where the free tail of the cache starts, and when to compact.
 #[derive(Debug, Clone)]
 pub(crate) struct CellOrder {
     /// The sequence id that holds retired cells.
@@ -54,6 +59,56 @@ impl CellOrder {
     pub(crate) fn fits(&self, cells: usize, incoming: usize) -> bool {
         self.used_end + cells + incoming <= self.size
     }
+
+    /// Makes room in `ctx` for a decode of up to `incoming` tokens after every taken cell,
+    /// compacting when [`Self::needs_compaction`] says so: every live sequence (ids below
+    /// `n_seq_max`) is saved, the cache emptied, and each put back in id order, so contiguous
+    /// and in position order. Requests' sequences (ids below `requests`) always come back;
+    /// others (the prompt cache's) only while they leave room for `incoming`, and those left
+    /// out are returned.
+    pub(crate) fn keep_room(
+        &mut self,
+        ctx: &mut LlamaContext<'_>,
+        n_seq_max: usize,
+        incoming: usize,
+        requests: usize,
+    ) -> Result<Vec<i32>, EngineError> {
+        let live: Vec<(i32, usize)> = (0..n_seq_max as i32)
+            .filter(|&seq| seq != self.retired_seq)
+            .filter_map(|seq| cells_of(ctx, seq).map(|cells| (seq, cells)))
+            .collect();
+        let live_cells = live.iter().map(|&(_, cells)| cells).sum();
+        if !self.needs_compaction(live_cells, incoming) {
+            return Ok(Vec::new());
+        }
+        let _span = tracing::debug_span!("compact_cells", live_cells).entered();
+        let mut saved = Vec::with_capacity(live.len());
+        for (seq, cells) in live {
+            let state = ctx
+                .state_seq_get(seq, LlamaStateSeqFlags::empty())
+                .map_err(|e| EngineError::Decode(format!("saving sequence {seq}: {e}")))?;
+            saved.push((seq, cells, state));
+        }
+        ctx.clear_kv_cache();
+        self.reset(0);
+        let mut dropped = Vec::new();
+        for (seq, cells, state) in saved {
+            if seq as usize >= requests && !self.fits(cells, incoming) {
+                dropped.push(seq);
+                continue;
+            }
+            self.took(cells);
+            ctx.state_seq_set(&state, seq)
+                .map_err(|e| EngineError::Decode(format!("restoring sequence {seq}: {e}")))?;
+        }
+        Ok(dropped)
+    }
+}
+
+/// Cells sequence `seq` holds (its positions run without gaps); `None` for none.
+fn cells_of(ctx: &LlamaContext<'_>, seq: i32) -> Option<usize> {
+    let last = ctx.kv_cache_seq_pos_max(seq);
+    (last >= 0).then(|| (last - ctx.kv_cache_seq_pos_min(seq) + 1) as usize)
 }
 
 #[cfg(test)]

@@ -9,8 +9,6 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
-use llama_cpp_2::context::session::LlamaStateSeqFlags;
-
 use crate::cell_order::CellOrder;
 use crate::clock::{ms_since, process_cpu_ms};
 use crate::cost_cache::{CostCache, CostKey};
@@ -241,58 +239,17 @@ impl<'m> LlamaRuntime<'m> {
         self.ctx.kv_cache_seq_pos_max(seq) >= 0
     }
 
-    /// Cells sequence `seq` holds (its positions run without gaps).
-    fn cells_of(&self, seq: i32) -> usize {
-        let last = self.ctx.kv_cache_seq_pos_max(seq);
-        if last < 0 {
-            return 0;
-        }
-        (last - self.ctx.kv_cache_seq_pos_min(seq) + 1) as usize
-    }
-
     /// In exact mode, makes room for a decode of up to `incoming` tokens after every taken
-    /// cell, compacting the cache when retired cells crowd it. Sequences are put back in id
-    /// order: the requests' (ids below `requests`) always, others (the prompt cache's) while
-    /// they leave room for `incoming`; those dropped are returned.
+    /// cell (see [`CellOrder::keep_room`]); the sequences dropped from the cache are returned.
     pub(crate) fn keep_cell_order(
         &mut self,
         incoming: usize,
         requests: usize,
     ) -> Result<Vec<i32>, EngineError> {
-        let Some(order) = self.cell_order.clone() else {
-            return Ok(Vec::new());
-        };
-        let live: Vec<i32> = (0..self.n_seq_max as i32)
-            .filter(|&seq| seq != order.retired_seq && self.holds_cells(seq))
-            .collect();
-        let live_cells = live.iter().map(|&seq| self.cells_of(seq)).sum();
-        if !order.needs_compaction(live_cells, incoming) {
-            return Ok(Vec::new());
+        match self.cell_order.as_mut() {
+            Some(order) => order.keep_room(&mut self.ctx, self.n_seq_max, incoming, requests),
+            None => Ok(Vec::new()),
         }
-        let _span = tracing::debug_span!("compact_cells", live_cells).entered();
-        let mut saved = Vec::with_capacity(live.len());
-        for seq in live {
-            let cells = self.cells_of(seq);
-            let state = self
-                .ctx
-                .state_seq_get(seq, LlamaStateSeqFlags::empty())
-                .map_err(|e| EngineError::Decode(format!("saving sequence {seq}: {e}")))?;
-            saved.push((seq, cells, state));
-        }
-        self.clear_kv();
-        let mut dropped = Vec::new();
-        for (seq, cells, state) in saved {
-            let order = self.cell_order.as_mut().expect("exact mode");
-            if seq as usize >= requests && !order.fits(cells, incoming) {
-                dropped.push(seq);
-                continue;
-            }
-            order.took(cells);
-            self.ctx
-                .state_seq_set(&state, seq)
-                .map_err(|e| EngineError::Decode(format!("restoring sequence {seq}: {e}")))?;
-        }
-        Ok(dropped)
     }
 
     /// The model and its context, for the bare yardstick loop that bypasses the runtime.

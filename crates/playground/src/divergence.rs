@@ -1,12 +1,13 @@
 //! Where two greedy outputs of one prompt part, and how likely the model found each of the two
 //! tokens there: a near-tie (a different order of sums can tip it) or a fault.
 
-use engine::{ChatMessage, Prompt, TokenChoice, TokenId};
+use engine::{ChatMessage, TokenChoice, TokenId};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use crate::error::AppError;
 use crate::playground::Playground;
+use crate::requests::prompt_of;
 
 /// Two outputs of one prompt: `expected` (normal decoding's) and `got` (another mode's, or a
 /// remote engine's), as token ids.
@@ -55,21 +56,6 @@ pub fn first_difference(expected: &[TokenId], got: &[TokenId]) -> Option<usize> 
     expected.iter().zip(got).position(|(a, b)| a != b)
 }
 
-impl DivergenceRequest {
-    fn prompt(&self) -> Result<Prompt, AppError> {
-        match (&self.prompt, &self.messages) {
-            (Some(_), Some(_)) => Err(AppError::invalid_parameter(
-                "send either prompt or messages, not both",
-            )),
-            (None, Some(messages)) => Ok(Prompt::Chat(messages.clone())),
-            (Some(text), None) => Ok(Prompt::Text(text.clone())),
-            (None, None) => Err(AppError::invalid_parameter(
-                "send the prompt or the messages both outputs answered",
-            )),
-        }
-    }
-}
-
 impl Playground {
     /// Where `expected` and `got` part and how likely the loaded model finds each token there
     /// (decoded plainly, after the prompt and the tokens both share); `None` when neither
@@ -78,7 +64,7 @@ impl Playground {
         &self,
         request: DivergenceRequest,
     ) -> Result<Option<Divergence>, AppError> {
-        let prompt = request.prompt()?;
+        let prompt = prompt_of(request.prompt, request.messages)?;
         let Some(at) = first_difference(&request.expected, &request.got) else {
             return Ok(None);
         };

@@ -67,15 +67,7 @@ impl PlaygroundRequest {
                 "a conversation's request sends messages, not a prompt",
             ));
         }
-        let prompt = match (self.prompt, self.messages) {
-            (Some(_), Some(_)) => {
-                return Err(AppError::invalid_parameter(
-                    "send either prompt or messages, not both",
-                ))
-            }
-            (None, Some(messages)) => Prompt::Chat(messages),
-            (prompt, None) => Prompt::Text(prompt.unwrap_or_default()),
-        };
+        let prompt = prompt_of(self.prompt, self.messages)?;
         let mode = match &self.mode {
             Some(name) => name.parse()?,
             None => GenerationMode::Normal,
@@ -90,6 +82,21 @@ impl PlaygroundRequest {
         request.cache_prompt = self.cache_prompt.unwrap_or(true);
         request.continue_final_message = self.continue_final_message.unwrap_or(false);
         Ok(request)
+    }
+}
+
+/// The prompt a request gives as a raw `prompt` to continue or chat `messages`, not both (neither:
+/// an empty text, which the engine refuses).
+pub(crate) fn prompt_of(
+    prompt: Option<String>,
+    messages: Option<Vec<ChatMessage>>,
+) -> Result<Prompt, AppError> {
+    match (prompt, messages) {
+        (Some(_), Some(_)) => Err(AppError::invalid_parameter(
+            "send either prompt or messages, not both",
+        )),
+        (None, Some(messages)) => Ok(Prompt::Chat(messages)),
+        (prompt, None) => Ok(Prompt::Text(prompt.unwrap_or_default())),
     }
 }
 

@@ -39,6 +39,9 @@ pub(super) fn next_token_choices(
         .map(|t| t.0)
         .collect();
     context.extend_from_slice(continuation);
+    if context.is_empty() {
+        return Err(EngineError::EmptyPrompt);
+    }
     if context.len() >= runtime.n_ctx_seq() {
         return Err(EngineError::PromptTooLong {
             tokens: context.len(),
