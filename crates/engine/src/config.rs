@@ -47,6 +47,7 @@ pub struct EngineConfig {
     pub hidden_states: bool,
     /// Decodes with batch-invariant kernels and keeps each sequence's cells in position order,
     /// so that greedy speculative and batched output is identical to plain decoding, bit for bit.
+    /// CPU only: with layers on a GPU the engine decodes with the GPU's kernels instead.
     pub exact: bool,
 }
 

@@ -55,6 +55,13 @@ pub(crate) fn engine_thread(
             return;
         }
     };
+    let on_gpu = ComputeInfo::detect(config.gpu_layers, model.n_layer()).gpu_layers > 0;
+    // The batch-invariant kernels are the CPU backend's; a GPU backend picks its own by shape.
+    let mut config = config;
+    if config.exact && on_gpu {
+        tracing::warn!("exact mode needs the model on the CPU; decoding with the GPU's kernels");
+        config.exact = false;
+    }
     let threads = config.resolved_threads();
     let n_ctx_seq = config
         .ctx_size
@@ -131,8 +138,7 @@ pub(crate) fn engine_thread(
             returns_hidden_states: heads.is_some() || config.hidden_states,
             cost_cache,
             given_costs: config.decode_costs.clone(),
-            cpu_threads: (ComputeInfo::detect(config.gpu_layers, model.n_layer()).gpu_layers == 0)
-                .then_some(threads),
+            cpu_threads: (!on_gpu).then_some(threads),
         },
     );
     let medusa = match heads.map(|heads| plan_medusa(&mut runtime, heads, config.tree.clone())) {
