@@ -102,13 +102,15 @@ pub(crate) fn engine_thread(
     } else {
         params
     };
-    if let Err(err) = crate::exact_kernels::set_exact(config.exact) {
-        let _ = ready.send(Err(err));
-        return;
-    }
-    let ctx = match model.new_context(backend, params) {
-        Ok(ctx) => ctx,
-        Err(e) => {
+    let created =
+        crate::exact_kernels::creating_context(config.exact, || model.new_context(backend, params));
+    let ctx = match created {
+        Ok(Ok(ctx)) => ctx,
+        Err(err) => {
+            let _ = ready.send(Err(err));
+            return;
+        }
+        Ok(Err(e)) => {
             let _ = ready.send(Err(EngineError::Context(format!(
                 "{e} (context of {n_ctx_seq} tokens for each of {parallel} requests); try a smaller --ctx-size or --parallel"
             ))));

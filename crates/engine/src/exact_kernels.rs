@@ -13,7 +13,7 @@
 
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use llama_cpp_sys_2::{ggml_backend_dev_t, ggml_backend_t};
 
@@ -35,6 +35,9 @@ struct DeviceHead {
 
 static ORIGINAL_INIT: OnceLock<Result<InitBackend, String>> = OnceLock::new();
 static EXACT: AtomicBool = AtomicBool::new(false);
+/// Held from setting `EXACT` until the context is created, so that engines loading at the same
+/// time each get the kernels they asked for.
+static CREATING: Mutex<()> = Mutex::new(());
 
 unsafe extern "C" fn init_backend(
     dev: ggml_backend_dev_t,
@@ -80,9 +83,16 @@ fn install() -> Result<(), EngineError> {
         .map_err(|e| EngineError::Context(format!("exact kernels unavailable: {e}")))
 }
 
-/// Whether CPU backends created from now on use batch-invariant kernels.
-pub(crate) fn set_exact(exact: bool) -> Result<(), EngineError> {
+/// Runs `create` (which creates a llama.cpp context) so that its CPU backend uses
+/// batch-invariant kernels when `exact`, or llama.cpp's own choice by batch shape otherwise.
+pub(crate) fn creating_context<T>(
+    exact: bool,
+    create: impl FnOnce() -> T,
+) -> Result<T, EngineError> {
     install()?;
+    let _creating = CREATING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     EXACT.store(exact, Ordering::SeqCst);
-    Ok(())
+    Ok(create())
 }

@@ -882,10 +882,16 @@ fn models_load_in_the_background_and_the_ui_is_served() {
     assert_eq!(status, 200);
 }
 
-fn run_count() -> usize {
+/// Runs whose prompt holds `marker` (other tests generate on the same server meanwhile).
+fn runs_with(marker: &str) -> usize {
     let (status, runs) = get("/api/runs?limit=1000");
     assert_eq!(status, 200);
-    runs["runs"].as_array().expect("runs").len()
+    runs["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter(|run| run["prompt"].to_string().contains(marker))
+        .count()
 }
 
 #[test]
@@ -932,8 +938,8 @@ fn foreign_hosts_and_other_sites_pages_are_refused() {
     }
 
     // A page of another site posting what a form or a no-cors fetch may send.
-    let before = run_count();
-    let body = r#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}"#;
+    let marker = "a page of another site asks";
+    let body = format!(r#"{{"messages":[{{"role":"user","content":"{marker}"}}],"max_tokens":2}}"#);
     for (path, content_type) in [
         ("/v1/chat/completions", "text/plain"),
         ("/v1/chat/completions", "application/json"),
@@ -952,7 +958,7 @@ fn foreign_hosts_and_other_sites_pages_are_refused() {
         assert_eq!(status, 403, "{path}: {answer}");
         assert!(answer.contains("forbidden_origin"), "{answer}");
     }
-    assert_eq!(run_count(), before, "a refused request was run");
+    assert_eq!(runs_with(marker), 0, "a refused request was run");
 
     // Without an Origin (not a page), a JSON endpoint still takes JSON only.
     let (status, answer) = raw_http(
@@ -965,7 +971,7 @@ fn foreign_hosts_and_other_sites_pages_are_refused() {
     );
     assert_eq!(status, 415, "{answer}");
     assert!(answer.contains("unsupported_media_type"), "{answer}");
-    assert_eq!(run_count(), before);
+    assert_eq!(runs_with(marker), 0);
 
     // The server's own pages may post, under any loopback name.
     let (status, answer) = raw_http(
