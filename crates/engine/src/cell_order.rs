@@ -43,9 +43,9 @@ impl CellOrder {
         self.used_end += tokens;
     }
 
-    /// The cache was emptied, or compacted down to `live` cells.
-    pub(crate) fn reset(&mut self, live: usize) {
-        self.used_end = live;
+    /// The cache was emptied.
+    pub(crate) fn reset(&mut self) {
+        self.used_end = 0;
     }
 
     /// Whether the next decodes need a compaction first: `incoming` tokens would not fit in the
@@ -90,7 +90,7 @@ impl CellOrder {
             saved.push((seq, cells, state));
         }
         ctx.clear_kv_cache();
-        self.reset(0);
+        self.reset();
         let mut dropped = Vec::new();
         for (seq, cells, state) in saved {
             if seq as usize >= requests && !self.fits(cells, incoming) {
@@ -136,9 +136,9 @@ mod tests {
     fn a_compaction_starts_the_tail_after_the_live_cells() {
         let mut order = CellOrder::new(9, 4096);
         order.took(4000);
-        order.reset(0);
+        order.reset();
         assert!(order.fits(4000, 96));
-        order.reset(100);
+        order.took(100);
         assert!(order.fits(3900, 96));
         assert!(!order.fits(3901, 96));
     }

@@ -207,7 +207,7 @@ impl<'m> LlamaRuntime<'m> {
     pub(crate) fn clear_kv(&mut self) {
         self.ctx.clear_kv_cache();
         if let Some(order) = self.cell_order.as_mut() {
-            order.reset(0);
+            order.reset();
         }
     }
 

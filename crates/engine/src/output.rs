@@ -59,14 +59,9 @@ impl<'a> OutputSink<'a> {
         self.max_tokens.saturating_sub(self.generated.len())
     }
 
-    /// A token's own text, for showing it alone: special tokens by name, a piece of a character
-    /// spanning several tokens as replacement characters.
+    /// A token's own text, for showing it alone (see [`token_text`]).
     pub(crate) fn token_text(&self, token: TokenId) -> String {
-        let mut piece = Vec::with_capacity(16);
-        self.model
-            .vocab()
-            .token_to_piece_into(LlamaToken(token), &mut piece, true, None);
-        String::from_utf8_lossy(&piece).into_owned()
+        token_text(self.model, token)
     }
 
     /// Emits one token. Returns why the run ends, if this token ends it.
@@ -118,4 +113,14 @@ impl<'a> OutputSink<'a> {
             sources,
         });
     }
+}
+
+/// A token's own text, for showing it alone: special tokens by name, a piece of a character
+/// spanning several tokens as replacement characters.
+pub(crate) fn token_text(model: &LlamaModel, token: TokenId) -> String {
+    let mut piece = Vec::with_capacity(16);
+    model
+        .vocab()
+        .token_to_piece_into(LlamaToken(token), &mut piece, true, None);
+    String::from_utf8_lossy(&piece).into_owned()
 }

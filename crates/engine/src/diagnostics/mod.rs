@@ -1,7 +1,7 @@
 //! Diagnostics, apart from serving: the bare greedy loop (the yardstick for the engine's
-//! overhead), how likely chosen next tokens are, the Medusa heads' accuracy along a text and the decode
-//! costs. Each needs the whole context (they clear the KV cache), so the scheduler runs them
-//! only when no request is decoding.
+//! overhead), how likely chosen next tokens are, the Medusa heads' accuracy along a text and
+//! the decode costs. Each needs the whole context (they clear the KV cache), so the scheduler
+//! runs them only when no request is decoding.
 
 mod baseline;
 mod probes;

@@ -11,6 +11,7 @@ use crate::error::EngineError;
 use crate::llama_runtime::LlamaRuntime;
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
+use crate::output::token_text;
 use crate::request::Prompt;
 use crate::token::TokenId;
 use crate::token_choice::{self, TokenChoice};
@@ -51,15 +52,11 @@ pub(super) fn next_token_choices(
     let last = context.len() - 1;
     runtime.clear_kv();
     decode_in_chunks(runtime, &context, last, |_, _| Ok(()))?;
-    let vocab = runtime.model().vocab();
+    let model = runtime.model();
     let choices = token_choice::choices(
         runtime.logits(runtime.batch_len() as i32 - 1),
         tokens,
-        |token| {
-            let mut piece = Vec::with_capacity(16);
-            vocab.token_to_piece_into(LlamaToken(token), &mut piece, true, None);
-            String::from_utf8_lossy(&piece).into_owned()
-        },
+        |token| token_text(model, token),
     );
     runtime.clear_kv();
     Ok(choices)
