@@ -178,3 +178,52 @@ test("History's toolbar holds one line at 1280 px, filters and their Clear inclu
     await page.setViewportSize({ width: 800, height: 600 });
   }
 });
+
+/** One greedy run of `prompt` in `mode` through the API; returns its stored record. */
+async function greedyRun(prompt, mode) {
+  const response = await api('/api/generate', {
+    method: 'POST',
+    body: JSON.stringify({ messages: [{ role: 'user', content: prompt }], mode, max_tokens: 8, sampling: { temperature: 0 } }),
+  });
+  const id = Number(/"run_id":(\d+)/.exec(await response.text())[1]);
+  return (await (await api(`/api/runs/${id}`)).json()).run;
+}
+
+async function selectRuns(runIds) {
+  for (const id of runIds) {
+    await page.getByRole('checkbox', { name: `Select run ${id} to compare` }).check();
+  }
+}
+
+test('selected greedy runs say "identical to normal" token for token, and where one parts, how likely both tokens were', async () => {
+  const prompt = 'Name a fruit.';
+  const normal = await greedyRun(prompt, 'normal');
+  const lookup = await greedyRun(prompt, 'lookup');
+  assert.equal(normal.token_ids.length, 8, 'the normal run kept its tokens');
+  assert.deepEqual(lookup.token_ids, normal.token_ids, 'exact sums: lookup wrote the same tokens');
+
+  // A run that parts from normal at its third token, as one would where sums tip a near-tie.
+  const document = JSON.parse(await (await api(`/api/runs/export?format=json&search=${encodeURIComponent('fruit')}`)).text());
+  const entry = document.runs.find((e) => e.run.id === lookup.id);
+  entry.run.uid = crypto.randomUUID();
+  entry.run.token_ids = [...normal.token_ids.slice(0, 2), normal.token_ids[2] + 1, ...normal.token_ids.slice(3)];
+  const imported = await (
+    await api('/api/runs/import', { method: 'POST', body: JSON.stringify({ ...document, runs: [entry], comparisons: [] }) })
+  ).json();
+  assert.equal(imported.imported, 1, JSON.stringify(imported));
+  const parted = (await listRuns()).find((r) => r.uid === entry.run.uid);
+
+  await page.getByTestId('tab-history').click();
+  await page.getByTestId('history-search').fill('');
+  await page.getByTestId('history-filter-model').fill('');
+  await page.getByTestId('history-refresh').click();
+  await selectRuns([normal.id, lookup.id, parted.id]);
+  const outputs = page.getByTestId('history-selected-output');
+  await outputs.nth(1).filter({ hasText: 'identical to normal' }).waitFor();
+  await outputs.nth(2).filter({ hasText: 'differs at token 3' }).waitFor();
+  const divergence = page.getByTestId('history-selected-divergence');
+  await divergence.waitFor();
+  assert.match(await divergence.innerText(), /Parted from normal at token 3: normal wrote “.*” \(log-prob -?\d+\.\d\d, the model's .*\), prompt lookup “.*” \(log-prob -?\d+\.\d\d/s);
+  assert.equal(await divergence.count(), 1, 'only the run that parts is explained');
+  await shoot('history-selected-divergence');
+});

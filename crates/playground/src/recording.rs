@@ -258,6 +258,9 @@ fn outcome(summary: &RunSummary) -> RunOutcome {
         acceptance_by_depth: summary.acceptance_by_depth.clone(),
         draft_tokens: summary.draft_tokens.map(|n| n as i64),
         accepted_draft_tokens: summary.accepted_draft_tokens.map(|n| n as i64),
+        // A remote engine's summary has no token ids, even when it generated.
+        token_ids: (!summary.token_ids.is_empty() || summary.tokens_generated == 0)
+            .then(|| summary.token_ids.clone()),
         seed: summary.seed,
         finished_at: Utc::now(),
     }

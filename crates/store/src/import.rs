@@ -20,6 +20,9 @@ const IMPORT_BATCH: usize = 1_000;
 const LISTED_REJECTIONS: usize = 100;
 /// Largest prompt, output or error text an imported run may hold.
 const MAX_TEXT_BYTES: usize = 4 << 20;
+/// Most generated token ids an imported run may hold: a token writes a byte of output at least
+/// (or part of one character with its neighbours), so no more than the largest output's bytes.
+const MAX_TOKEN_IDS: usize = MAX_TEXT_BYTES;
 /// Most nodes an imported step's tree may hold (the engine drafts at most 128).
 const MAX_TREE_NODES: usize = 1024;
 
@@ -267,6 +270,12 @@ fn check_run(run: &Run, latest: DateTime<Utc>) -> Result<(), String> {
     }
     for &rate in run.acceptance_by_depth.iter().flatten() {
         check_figure("acceptance_by_depth", Some(rate))?;
+    }
+    let token_count = run.token_ids.as_ref().map_or(0, Vec::len);
+    if token_count > MAX_TOKEN_IDS {
+        return Err(format!(
+            "token_ids holds {token_count} tokens (at most {MAX_TOKEN_IDS})"
+        ));
     }
     let prompt_bytes = match &run.prompt {
         PromptRecord::Text(text) => text.len(),

@@ -159,6 +159,9 @@ pub struct RunOutcome {
     /// not report them.
     pub draft_tokens: Option<i64>,
     pub accepted_draft_tokens: Option<i64>,
+    /// The generated token ids, in order; `None` when the engine gave none (a remote engine).
+    #[serde(default)]
+    pub token_ids: Option<Vec<i32>>,
     pub seed: u64,
     pub finished_at: DateTime<Utc>,
 }
@@ -356,6 +359,10 @@ pub struct Run {
     pub draft_tokens: Option<i64>,
     #[serde(default)]
     pub accepted_draft_tokens: Option<i64>,
+    /// The generated token ids, in order: the playground's own runs recorded since they were
+    /// kept.
+    #[serde(default)]
+    pub token_ids: Option<Vec<i32>>,
     pub seed: Option<u64>,
     pub error: Option<String>,
     pub finished_at: Option<DateTime<Utc>>,
@@ -393,6 +400,7 @@ impl Run {
             acceptance_by_depth: None,
             draft_tokens: None,
             accepted_draft_tokens: None,
+            token_ids: None,
             seed: None,
             error: None,
             finished_at: None,
@@ -422,6 +430,7 @@ impl Run {
             acceptance_by_depth: self.acceptance_by_depth.clone()?,
             draft_tokens: self.draft_tokens,
             accepted_draft_tokens: self.accepted_draft_tokens,
+            token_ids: self.token_ids.clone(),
             seed: self.seed?,
             finished_at: self.finished_at?,
         })

@@ -23,7 +23,7 @@ const RUN_COLUMNS: &str = "id, uid, created_at, status, mode, model_name, model_
      sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
      tokens_generated, ttft_ms, total_ms, tokens_per_second, decode_tokens_per_second, steps, \
      mean_accepted, acceptance_by_depth, seed, error, finished_at, engine, draft_tokens, \
-     accepted_draft_tokens";
+     accepted_draft_tokens, token_ids";
 
 const STEP_COLUMNS: &str = "step_index, tree_size, tree_depth, accepted_len, tokens, sources, \
      depth_hits, draft_ms, verify_ms, tree, skip, decision";
@@ -145,6 +145,10 @@ impl Store {
         let finished_at = end.outcome.map_or_else(Utc::now, |o| o.finished_at);
         let o = end.outcome;
         let acceptance = o.map(|o| to_json(&o.acceptance_by_depth)).transpose()?;
+        let token_ids = o
+            .and_then(|o| o.token_ids.as_ref())
+            .map(to_json)
+            .transpose()?;
         let write = async {
             let mut tx = self.begin_write().await?;
             // Only a running run can end: a finished run is never overwritten, and a run marked
@@ -153,7 +157,8 @@ impl Store {
                 "UPDATE runs SET status = ?, output = ?, stop_reason = ?, prompt_tokens = ?, \
                  tokens_generated = ?, ttft_ms = ?, total_ms = ?, tokens_per_second = ?, \
                  decode_tokens_per_second = ?, steps = ?, mean_accepted = ?, acceptance_by_depth = ?, \
-                 draft_tokens = ?, accepted_draft_tokens = ?, seed = ?, error = ?, finished_at = ? \
+                 draft_tokens = ?, accepted_draft_tokens = ?, token_ids = ?, seed = ?, error = ?, \
+                 finished_at = ? \
                  WHERE id = ? AND status = 'running'",
             )
             .bind(end.status.as_str())
@@ -170,6 +175,7 @@ impl Store {
             .bind(acceptance)
             .bind(o.and_then(|o| o.draft_tokens))
             .bind(o.and_then(|o| o.accepted_draft_tokens))
+            .bind(token_ids)
             .bind(o.map(|o| o.seed.to_string()))
             .bind(end.error)
             .bind(encode_time(&finished_at))
@@ -262,9 +268,9 @@ pub(crate) async fn insert_run(conn: &mut SqliteConnection, run: &Run) -> Result
          sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
          tokens_generated, ttft_ms, total_ms, tokens_per_second, decode_tokens_per_second, steps, \
          mean_accepted, acceptance_by_depth, seed, error, finished_at, engine, draft_tokens, \
-         accepted_draft_tokens) \
+         accepted_draft_tokens, token_ids) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
-         ?, ?, ?, ?, ?, ?, ?, ?)",
+         ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(run.uid.to_string())
     .bind(encode_time(&run.created_at))
@@ -301,6 +307,7 @@ pub(crate) async fn insert_run(conn: &mut SqliteConnection, run: &Run) -> Result
     .bind(run.engine.as_deref())
     .bind(run.draft_tokens)
     .bind(run.accepted_draft_tokens)
+    .bind(run.token_ids.as_ref().map(to_json).transpose()?)
     .execute(&mut *conn)
     .await;
     match result {
@@ -429,6 +436,7 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
     let acceptance: Option<String> = row.try_get("acceptance_by_depth")?;
     let seed: Option<String> = row.try_get("seed")?;
     let finished_at: Option<String> = row.try_get("finished_at")?;
+    let token_ids: Option<String> = row.try_get("token_ids")?;
     Ok(Run {
         id: row.try_get("id")?,
         uid: decode_uuid("uid", &uid)?,
@@ -468,6 +476,7 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
             .transpose()?,
         draft_tokens: row.try_get("draft_tokens")?,
         accepted_draft_tokens: row.try_get("accepted_draft_tokens")?,
+        token_ids: token_ids.map(|t| from_json("token_ids", &t)).transpose()?,
         seed: seed
             .map(|s| s.parse::<u64>().map_err(|e| decode_error("seed", e)))
             .transpose()?,

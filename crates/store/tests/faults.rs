@@ -141,7 +141,7 @@ async fn export_of(count: usize) -> ExportDocument {
 
 #[tokio::test]
 async fn runs_out_of_range_are_rejected_alone_with_the_reason() {
-    let mut document = export_of(9).await;
+    let mut document = export_of(10).await;
     let runs = &mut document.runs;
     runs[0].run.tokens_generated = Some(-5);
     runs[1].run.total_ms = Some(-1e300);
@@ -151,11 +151,12 @@ async fn runs_out_of_range_are_rejected_alone_with_the_reason() {
     runs[4].run.tokens_per_second = Some(f64::NAN);
     runs[5].steps[1].verify_ms = -3.0;
     runs[6].run.finished_at = Some(runs[6].run.created_at - Duration::seconds(5));
-    let rejected_uids: Vec<String> = runs[..7].iter().map(|e| e.run.uid.to_string()).collect();
+    runs[7].run.token_ids = Some(vec![1; (4 << 20) + 1]);
+    let rejected_uids: Vec<String> = runs[..8].iter().map(|e| e.run.uid.to_string()).collect();
 
     let (_dir, store) = temp_store().await;
     let report = store.import_document(&document).await.unwrap();
-    assert_eq!((report.imported, report.rejected), (2, 7), "{report:?}");
+    assert_eq!((report.imported, report.rejected), (2, 8), "{report:?}");
     let reasons: Vec<(&str, &str)> = report
         .rejections
         .iter()
@@ -169,6 +170,7 @@ async fn runs_out_of_range_are_rejected_alone_with_the_reason() {
         "tokens_per_second is NaN",
         "verify_ms is -3",
         "is not between created_at and now",
+        "token_ids holds 4194305 tokens (at most 4194304)",
     ];
     for (uid, reason) in expected
         .iter()

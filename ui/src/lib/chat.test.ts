@@ -184,7 +184,7 @@ function record(fields: Partial<RunRecord>): RunRecord {
     prompt: { kind: 'chat', content: [] }, sampling: {}, max_tokens: 8, stop: [], comparison_id: null,
     queue_ms: 2, engine: null, output: 'The cat sat', stop_reason: 'max_tokens', prompt_tokens: 12, tokens_generated: 4,
     ttft_ms: 30, total_ms: 90, tokens_per_second: 44.4, decode_tokens_per_second: 50, steps: 2,
-    mean_accepted: 2, acceptance_by_depth: [0.5], draft_tokens: 2, accepted_draft_tokens: 2, seed: 77, error: null, finished_at: '2025-03-12T10:00:01Z',
+    mean_accepted: 2, acceptance_by_depth: [0.5], draft_tokens: 2, accepted_draft_tokens: 2, token_ids: null, seed: 77, error: null, finished_at: '2025-03-12T10:00:01Z',
     ...fields,
   };
 }

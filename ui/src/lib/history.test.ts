@@ -3,6 +3,7 @@ import type { RunRecord, StepRecord } from './api/types';
 import {
   buildQuery,
   compareSelected,
+  divergenceQuestion,
   draftingText,
   nextSort,
   promptText,
@@ -38,13 +39,63 @@ describe('history', () => {
 
   it('compares selected runs with the first normal one', () => {
     const run = (id: number, mode: string, output: string, tps: number) =>
-      ({ id, mode, output, tokens_per_second: tps }) as unknown as RunRecord;
+      ({ id, mode, output, tokens_per_second: tps, token_ids: null }) as unknown as RunRecord;
     const figures = compareSelected([run(1, 'medusa', 'abc', 30), run(2, 'normal', 'abc', 20), run(3, 'lookup', 'abX', 10)]);
-    expect(figures.map((f) => [f.run.id, f.speedup, f.identical, f.firstDifference])).toEqual([
+    expect(figures.map((f) => [f.run.id, f.speedup, f.identical, f.differsAt])).toEqual([
       [1, 1.5, true, null],
       [2, null, null, null],
-      [3, 0.5, false, 2],
+      [3, 0.5, false, 'character 2'],
     ]);
+  });
+
+  it('compares token by token where both runs kept their tokens', () => {
+    const run = (id: number, mode: string, token_ids: number[] | null) =>
+      ({ id, mode, output: 'same text', tokens_per_second: 10, token_ids }) as unknown as RunRecord;
+    const figures = compareSelected([
+      run(1, 'normal', [5, 6, 7]),
+      run(2, 'medusa', [5, 6, 7]),
+      run(3, 'lookup', [5, 9, 7]),
+      run(4, 'auto', [5, 6]),
+      run(5, 'auto', null),
+    ]);
+    expect(figures.map((f) => [f.identical, f.differsAt])).toEqual([
+      [null, null],
+      [true, null],
+      [false, 'token 2'],
+      [false, 'token 3'],
+      [true, null],
+    ]);
+  });
+
+  it('asks where greedy runs of the served model part, and only those', () => {
+    const base = {
+      id: 1,
+      mode: 'normal',
+      engine: null,
+      model: { path: '/m.gguf' },
+      sampling: { temperature: 0 },
+      prompt: { kind: 'chat', content: [{ role: 'user', content: 'Hi' }] },
+      token_ids: [5, 6, 7],
+    } as unknown as RunRecord;
+    const other = (change: Partial<RunRecord>) => ({ ...base, id: 2, mode: 'medusa', token_ids: [5, 8, 7], ...change }) as RunRecord;
+    expect(divergenceQuestion(base, other({}), '/m.gguf')).toEqual({
+      messages: [{ role: 'user', content: 'Hi' }],
+      expected: [5, 6, 7],
+      got: [5, 8, 7],
+    });
+    const text = { kind: 'text', content: 'Once' } as const;
+    expect(divergenceQuestion({ ...base, prompt: text }, other({ prompt: text }), '/m.gguf')).toEqual({
+      prompt: 'Once',
+      expected: [5, 6, 7],
+      got: [5, 8, 7],
+    });
+    expect(divergenceQuestion(base, other({ token_ids: [5, 6, 7] }), '/m.gguf')).toBeNull();
+    expect(divergenceQuestion(base, other({}), '/other.gguf')).toBeNull();
+    expect(divergenceQuestion(base, other({ engine: 'lab' }), '/m.gguf')).toBeNull();
+    expect(divergenceQuestion(base, other({ sampling: { temperature: 0.7 } }), '/m.gguf')).toBeNull();
+    expect(divergenceQuestion(base, other({ prompt: text }), '/m.gguf')).toBeNull();
+    expect(divergenceQuestion(base, other({ token_ids: null }), '/m.gguf')).toBeNull();
+    expect(divergenceQuestion({ ...base, mode: 'lookup' }, other({}), '/m.gguf')).toBeNull();
   });
 
   it('flips the order on the same column and starts a new one descending', () => {

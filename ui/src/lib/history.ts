@@ -1,6 +1,15 @@
 // The history table: prompt text, query from filters, figures of selected runs.
 
-import type { Mode, PromptRecord, RunQuery, RunRecord, RunStatus, SortKey, StepRecord } from './api/types';
+import type {
+  DivergenceRequest,
+  Mode,
+  PromptRecord,
+  RunQuery,
+  RunRecord,
+  RunStatus,
+  SortKey,
+  StepRecord,
+} from './api/types';
 import { firstDifference } from './run';
 
 /** The text a person recognises a prompt by: the raw text, or the last user message. */
@@ -49,25 +58,86 @@ export interface SelectedFigures {
   run: RunRecord;
   /** Tokens/s over the baseline's (the first normal run selected, else the first). */
   speedup: number | null;
+  /** Null for the baseline itself. Token by token where both runs kept their tokens. */
   identical: boolean | null;
-  firstDifference: number | null;
+  /** Where it first departs from the baseline: "token 4" (1-based) or "character 12" (0-based). */
+  differsAt: string | null;
+}
+
+/** The run the others are measured against: the first normal run selected, else the first. */
+export function selectedBaseline(runs: RunRecord[]): RunRecord | undefined {
+  return runs.find((r) => r.mode === 'normal') ?? runs[0];
+}
+
+function firstTokenDifference(a: number[], b: number[]): number | null {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
+  return a.length === b.length ? null : n;
+}
+
+function sameTokens(a: number[], b: number[]): boolean {
+  return firstTokenDifference(a, b) === null;
+}
+
+/** Where `run`'s output departs from `baseline`'s: by token where both kept theirs, else by text. */
+function departure(baseline: RunRecord, run: RunRecord): string | null {
+  if (baseline.token_ids && run.token_ids) {
+    const at = firstTokenDifference(baseline.token_ids, run.token_ids);
+    return at === null ? null : `token ${at + 1}`;
+  }
+  const at = firstDifference(baseline.output ?? '', run.output ?? '');
+  return at === null ? null : `character ${at}`;
 }
 
 export function compareSelected(runs: RunRecord[]): SelectedFigures[] {
-  const baseline = runs.find((r) => r.mode === 'normal') ?? runs[0];
+  const baseline = selectedBaseline(runs);
   return runs.map((run) => {
     if (run === baseline || !baseline) {
-      return { run, speedup: null, identical: null, firstDifference: null };
+      return { run, speedup: null, identical: null, differsAt: null };
     }
-    const diff = firstDifference(baseline.output ?? '', run.output ?? '');
+    const differsAt = departure(baseline, run);
     const base = baseline.tokens_per_second ?? 0;
     return {
       run,
       speedup: base > 0 && run.tokens_per_second !== null ? run.tokens_per_second / base : null,
-      identical: diff === null,
-      firstDifference: diff,
+      identical: differsAt === null,
+      differsAt,
     };
   });
+}
+
+function greedy(run: RunRecord): boolean {
+  const sampling = run.sampling as { temperature?: unknown } | null;
+  return sampling?.temperature === 0;
+}
+
+/**
+ * The question for the model served now: where `run` parted from `baseline`, a normal run, and
+ * how likely each token there was. Null unless both are greedy answers to the same prompt by
+ * `servedModel` (the path of the model loaded now), kept their tokens, and differ.
+ */
+export function divergenceQuestion(
+  baseline: RunRecord,
+  run: RunRecord,
+  servedModel: string | null,
+): DivergenceRequest | null {
+  const expected = baseline.token_ids;
+  const got = run.token_ids;
+  const comparable =
+    baseline.mode === 'normal' &&
+    run !== baseline &&
+    baseline.engine === null &&
+    run.engine === null &&
+    baseline.model.path === servedModel &&
+    run.model.path === servedModel &&
+    greedy(baseline) &&
+    greedy(run) &&
+    JSON.stringify(baseline.prompt) === JSON.stringify(run.prompt);
+  if (!comparable || !expected || !got || sameTokens(expected, got)) return null;
+  const prompt = baseline.prompt;
+  return prompt.kind === 'text'
+    ? { prompt: prompt.content, expected, got }
+    : { messages: prompt.content.map((m) => ({ role: m.role, content: m.content })), expected, got };
 }
 
 /** The order after a click on column `key`: the same column flips, another starts descending. */

@@ -88,6 +88,7 @@ pub fn outcome(output: &str, tokens_per_second: f64, minutes: i64) -> RunOutcome
         acceptance_by_depth: vec![0.5, 0.25, 0.125],
         draft_tokens: Some(70),
         accepted_draft_tokens: Some(24),
+        token_ids: Some(vec![7, 0, -1, i32::MAX]),
         seed: u64::MAX,
         finished_at: at(minutes) + Duration::seconds(3),
     }
@@ -199,6 +200,7 @@ pub fn expected_finished(id: i64, new: &NewRun, outcome: &RunOutcome) -> Run {
         acceptance_by_depth: Some(outcome.acceptance_by_depth.clone()),
         draft_tokens: outcome.draft_tokens,
         accepted_draft_tokens: outcome.accepted_draft_tokens,
+        token_ids: outcome.token_ids.clone(),
         seed: Some(outcome.seed),
         error: None,
         finished_at: Some(outcome.finished_at),

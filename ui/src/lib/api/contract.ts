@@ -1011,7 +1011,12 @@ decode_tokens_per_second: number | null, steps: number | null, mean_accepted: nu
  * Drafted tokens on the verified paths and those accepted (llama-server's `draft_n` and
  * `draft_n_accepted`); a remote engine's own report for its runs.
  */
-draft_tokens: number | null, accepted_draft_tokens: number | null, seed: number | null, error: string | null, finished_at: string | null, };
+draft_tokens: number | null, accepted_draft_tokens: number | null, 
+/**
+ * The generated token ids, in order: the playground's own runs recorded since they were
+ * kept.
+ */
+token_ids: Array<number> | null, seed: number | null, error: string | null, finished_at: string | null, };
 
 /**
  * Where a run is in its life.
