@@ -349,14 +349,15 @@ test('a chat is reopened after a reload, its answer as markdown and linked to it
   await answers().last().getByTestId('chat-copy-message').filter({ hasText: 'Copied' }).waitFor();
   assert.equal(await clipboard(), run.output);
 
-  // Its run's figures load on demand.
-  const link = answers().last().getByTestId('chat-run-link');
-  assert.equal(await link.innerText(), `run #${run.id} ›`);
-  await link.click();
+  // It reopens as it was left: its run's figures shown, the mode and sampling it was written with.
   const stats = answers().last().getByTestId('chat-stats');
   await stats.waitFor();
   assert.match(await stats.innerText(), new RegExp(`run #${run.id}`));
   assert.match(await stats.innerText(), /mean accepted/);
+  assert.equal(await answers().last().getByTestId('chat-run-link').count(), 0, 'no link left to load it');
+  assert.equal(await page.getByTestId('chat-mode').inputValue(), 'medusa');
+  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'auto', 'a named tree is not taken up');
+  await page.getByTestId('chat-mode').selectOption('normal');
 
   // Tinted by who drafted each token, as live; a tinted token opens its step.
   await page.getByTestId('chat-show-drafted').check();

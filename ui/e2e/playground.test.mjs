@@ -3,7 +3,8 @@
 // the cookie its printed link sets. Screenshots of each view go to test-artifacts/ui/.
 
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { artifacts, screenshots, parseCsv, startBrowser, startServer } from './harness.mjs';
@@ -124,14 +125,20 @@ test('compare repeats every mode and shows medians, ranges and an honest verdict
   }
   assert.equal(rows[0][5], '–', 'normal runs show no tokens per step');
   // Medusa with `auto` on this CPU: the verdict follows the ranges shown, and overlapping ranges
-  // are called noise, in a neutral colour.
+  // are called noise, in a neutral colour; a mode that drafted nothing decoded as normal does, so
+  // its difference is noise in either direction.
+  const stored = await (await fetch(`${server.url}/api/comparisons`, { headers: server.headers })).json();
   const normal = range(rows[0][3]);
   for (const [i, mode] of [[1, 'medusa'], [2, 'lookup']]) {
     const own = range(rows[i][3]);
     const card = page.locator(`[data-testid="compare-verdict"][data-mode="${mode}"]`);
     const verdict = await card.getAttribute('data-verdict');
+    const drafted = stored.comparisons[0].modes.find((m) => m.mode === mode).drafted_tokens;
     const overlap = own.min <= normal.max && normal.min <= own.max;
-    if (overlap && verdict !== 'unexplained') {
+    if (drafted === 0) {
+      assert.equal(verdict, 'drafted_nothing', `${mode} drafted nothing`);
+      assert.match(await card.getByTestId('compare-verdict-text').innerText(), /^noise: drafted nothing/);
+    } else if (overlap && verdict !== 'unexplained') {
       assert.equal(verdict, 'within_noise', `${mode}: overlapping ranges`);
       assert.match(await card.getByTestId('compare-verdict-text').innerText(), /^within noise/);
       assert.ok(!(await card.getByTestId('compare-speedup').getAttribute('class')).includes('faster'));
@@ -143,7 +150,6 @@ test('compare repeats every mode and shows medians, ranges and an honest verdict
   for (const text of await page.getByTestId('compare-identical').allInnerTexts()) {
     assert.match(text, new RegExp(`^(Identical output in all ${COMPARE_REPEATS} runs|Differs from normal in \\d+ of ${COMPARE_REPEATS} runs)$`));
   }
-  const stored = await (await fetch(`${server.url}/api/comparisons`, { headers: server.headers })).json();
   assert.equal(stored.comparisons[0].repeats, COMPARE_REPEATS);
   assert.equal(stored.comparisons[0].runs.length, 3 * COMPARE_REPEATS);
   await shoot('compare');
@@ -169,6 +175,12 @@ test('three concurrent prompts stream in three lanes and finish', async () => {
   );
   assert.equal(await lanes.count(), 3);
   assert.match(await page.getByTestId('concurrent-throughput').innerText(), /\d/);
+  // Answers read as markdown, as in Chat; Drafted tokens shows them as tinted text instead.
+  assert.equal(await lanes.locator('[data-testid="chat-markdown"]').count(), 3);
+  await page.getByTestId('concurrent-show-drafted').check();
+  assert.equal(await lanes.locator('[data-testid="tinted-text"]').count(), 3);
+  assert.equal(await lanes.locator('[data-testid="chat-markdown"]').count(), 0);
+  await page.getByTestId('concurrent-show-drafted').uncheck();
   await shoot('concurrent');
 });
 
@@ -377,6 +389,38 @@ test('Compare stays greedy, and says so', async () => {
   const runs = await Promise.all(compared.runs.map((m) => api(`/api/runs/${m.run_id}`)));
   assert.equal(runs.length, 3 * COMPARE_REPEATS);
   for (const { run } of runs) assert.equal(run.sampling.temperature, 0);
+});
+
+test('a failed load beside the model in use is said in Settings only; the model keeps serving', async () => {
+  const before = await api('/api/info');
+  const broken = join(mkdtempSync(join(tmpdir(), 'medusa-broken-')), 'broken.gguf');
+  writeFileSync(broken, 'not a GGUF file');
+  const response = await fetch(`${server.url}/api/model`, {
+    method: 'POST',
+    headers: { ...server.headers, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: broken }),
+  });
+  assert.ok(response.ok, `the load starts: ${response.status}`);
+  const failed = await until(() => api('/api/info'), (i) => !i.loading && i.error !== null, 'the load to fail');
+  assert.equal(failed.model.path, before.model.path, 'the old model still serves');
+
+  // A fresh tab of the page: no banner over any view.
+  const fresh = await page.context().newPage();
+  try {
+    await fresh.goto(server.openUrl);
+    await fresh.locator('[data-testid="status"][data-status="ready"]').waitFor();
+    for (const tab of ['chat', 'compare', 'history']) {
+      await fresh.getByTestId(`tab-${tab}`).click();
+      assert.equal(await fresh.getByTestId('load-error').count(), 0, `no banner in ${tab}`);
+    }
+    await fresh.getByTestId('tab-settings').click();
+    const said = fresh.getByTestId('settings-error');
+    await said.waitFor();
+    assert.match(await said.innerText(), new RegExp(`^Last load failed \\(.+\\): .+ ${before.model.name} is still in use\\.$`, 's'));
+    assert.equal(await fresh.getByTestId('load-error').count(), 0);
+  } finally {
+    await fresh.close();
+  }
 });
 
 test('settings reload the model with another context size', async () => {

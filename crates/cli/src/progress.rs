@@ -5,6 +5,9 @@ use std::time::Instant;
 
 use engine::{RunSummary, StepEvent, TokenSource};
 
+/// A status line on the terminal's last row while an answer streams above it. The rows above
+/// are made the scrolling region, so the streamed text scrolls within them and the status line
+/// never covers it; the region is given back when the answer ends (or the line is dropped).
 pub struct LiveLine {
     enabled: bool,
     started: Instant,
@@ -12,7 +15,12 @@ pub struct LiveLine {
     steps: usize,
     stepped_tokens: usize,
     last_draw: Option<Instant>,
+    /// The terminal's height when the scrolling region was set; `None` while none is set.
+    region_rows: Option<u16>,
 }
+
+/// Below this many rows there is no room for a region and a status line.
+const MIN_ROWS: u16 = 3;
 
 impl LiveLine {
     pub fn new() -> Self {
@@ -23,6 +31,7 @@ impl LiveLine {
             steps: 0,
             stepped_tokens: 0,
             last_draw: None,
+            region_rows: None,
         }
     }
 
@@ -41,8 +50,19 @@ impl LiveLine {
             return;
         }
         self.last_draw = Some(Instant::now());
+        let Some(rows) = terminal_rows().filter(|&rows| rows >= MIN_ROWS) else {
+            return;
+        };
+        let mut out = String::new();
+        if self.region_rows != Some(rows) {
+            // First draw, or the terminal was resized.
+            if let Some(old) = self.region_rows {
+                out.push_str(&clear_row(old));
+            }
+            out.push_str(&reserve_last_row(rows));
+            self.region_rows = Some(rows);
+        }
         let secs = self.started.elapsed().as_secs_f64();
-        // Save the cursor, draw on the bottom line, restore: the streamed text is not disturbed.
         let accepted = if self.steps > 0 {
             format!(
                 ", {:.2} tokens/step",
@@ -51,20 +71,53 @@ impl LiveLine {
         } else {
             String::new()
         };
-        eprint!(
-            "\x1b7\x1b[999;1H\x1b[2K[{} tokens, {:.1} tok/s{accepted}]\x1b8",
+        let status = format!(
+            "[{} tokens, {:.1} tok/s{accepted}]",
             self.tokens,
             self.tokens as f64 / secs.max(1e-9)
         );
+        // Save the cursor, write on the last row, restore: the streamed text is not disturbed.
+        out.push_str(&format!("\x1b7\x1b[{rows};1H\x1b[2K{status}\x1b8"));
+        eprint!("{out}");
         let _ = std::io::stderr().flush();
     }
 
-    pub fn finish(&self, summary: &RunSummary) {
-        if self.enabled {
-            eprint!("\x1b7\x1b[999;1H\x1b[2K\x1b8");
-        }
+    pub fn finish(&mut self, summary: &RunSummary) {
+        self.release();
         eprintln!("\n{}", stats_line(summary));
     }
+
+    /// Clears the status line and gives the whole screen back to scrolling.
+    fn release(&mut self) {
+        if let Some(rows) = self.region_rows.take() {
+            // Resetting the region moves the cursor home: save and restore it around.
+            eprint!("{}\x1b7\x1b[r\x1b8", clear_row(rows));
+            let _ = std::io::stderr().flush();
+        }
+    }
+}
+
+impl Drop for LiveLine {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+fn terminal_rows() -> Option<u16> {
+    terminal_size::terminal_size_of(std::io::stderr()).map(|(_, rows)| rows.0)
+}
+
+fn clear_row(row: u16) -> String {
+    format!("\x1b7\x1b[{row};1H\x1b[2K\x1b8")
+}
+
+/// Frees the last row and makes the rows above it the scrolling region, the cursor kept where it
+/// was (moved up a row with the text if it was on the last one).
+fn reserve_last_row(rows: u16) -> String {
+    // Index then reverse index: the screen scrolls up a line if the cursor is on the last row,
+    // and the cursor ends on the row above it in the same column; elsewhere nothing moves.
+    // Setting the region homes the cursor, hence save and restore around it.
+    format!("\x1bD\x1bM\x1b7\x1b[1;{}r\x1b8", rows - 1)
 }
 
 pub fn stats_line(s: &RunSummary) -> String {

@@ -493,3 +493,83 @@ fn chat_in_a_terminal_stops_an_answer_on_ctrl_c_and_keeps_the_conversation() {
     chat.send_control('c').unwrap();
     chat.exp_eof().unwrap();
 }
+
+/// The rows a terminal `cols` wide shows `text` on (no wide characters in it).
+fn wrapped_rows(text: &str, cols: usize) -> Vec<String> {
+    let mut rows = Vec::new();
+    for line in text.split('\n') {
+        let chars: Vec<char> = line.chars().collect();
+        if chars.is_empty() {
+            rows.push(String::new());
+        }
+        for chunk in chars.chunks(cols) {
+            rows.push(chunk.iter().collect::<String>().trim_end().to_owned());
+        }
+    }
+    rows
+}
+
+#[test]
+fn chat_in_a_short_terminal_keeps_the_answer_whole_on_screen() {
+    const ROWS: u16 = 12;
+    const COLS: u16 = 48;
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("talk.json");
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!(
+            "stty rows {ROWS} cols {COLS} && exec \"$0\" chat --no-heads --max-tokens 160 --temperature 0"
+        ))
+        .arg(env!("CARGO_BIN_EXE_medusa"))
+        .env("MEDUSA_MODEL", models::default_model_path().unwrap())
+        .env("TERM", "xterm");
+    let mut chat = rexpect::session::spawn_command(command, Some(180_000)).expect("spawns");
+    let size = |n: u16| std::num::NonZeroU16::new(n).unwrap();
+    let mut terminal = vt100::Parser::new(size(ROWS), size(COLS), 0);
+    terminal.process(chat.exp_string("> ").unwrap().as_bytes());
+    terminal.process(b"> ");
+    chat.send_line("Write a long story about a dragon who learns to read.")
+        .unwrap();
+    // The answer streams with the live status line, then its figures follow it.
+    let (answer, stats) = chat.exp_regex(r"stop: [a-z_]+, seed \d+").unwrap();
+    terminal.process(answer.as_bytes());
+    terminal.process(stats.as_bytes());
+    assert!(
+        answer.contains(" tokens, "),
+        "the live status line was drawn"
+    );
+
+    chat.exp_string("> ").unwrap();
+    chat.send_line(&format!("/save {}", saved.display()))
+        .unwrap();
+    chat.exp_string("(saved to").unwrap();
+    let conversation: Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let text = conversation["messages"][1]["content"].as_str().unwrap();
+    let expected = wrapped_rows(text, usize::from(COLS));
+    assert!(
+        expected.len() > usize::from(ROWS),
+        "the answer is longer than the terminal: {text}"
+    );
+
+    let screen: Vec<String> = terminal
+        .screen()
+        .rows(0, COLS)
+        .map(|row| row.trim_end().to_owned())
+        .collect();
+    let stats_row = screen
+        .iter()
+        .position(|row| row.starts_with("[") && row.contains("prompt tokens"))
+        .unwrap_or_else(|| panic!("the figures are on screen: {screen:#?}"));
+    assert!(stats_row >= 4, "the answer keeps the screen: {screen:#?}");
+    // Every row above the figures is the answer's, whole, in order: none was erased or
+    // overwritten by the status line.
+    assert_eq!(
+        screen[..stats_row],
+        expected[expected.len() - stats_row..],
+        "on screen: {screen:#?}"
+    );
+    chat.send_line("/quit").unwrap();
+    chat.exp_eof().unwrap();
+}

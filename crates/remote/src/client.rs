@@ -525,6 +525,8 @@ fn request_body(request: &RemoteRequest) -> (&'static str, CompletionRequest) {
         // vLLM, SGLang and llama-server all take these beside OpenAI's own.
         top_k: (s.top_k > 0).then_some(s.top_k),
         min_p: Some(s.min_p),
+        repeat_penalty: Some(s.repeat_penalty),
+        repeat_last_n: Some(s.repeat_last_n),
         seed: s.seed,
         stop: r.stop.clone(),
         stream: true,
@@ -630,6 +632,9 @@ mod tests {
         assert_eq!(body["messages"][0]["content"], "Hi");
         assert_eq!(body["max_tokens"], 12);
         assert_eq!(body["seed"], 3);
+        // Every sampling field is sent, so the history records what the remote was asked.
+        assert_eq!(body["repeat_penalty"], 1.0);
+        assert_eq!(body["repeat_last_n"], 64);
         assert_eq!(body["mode"], "medusa");
         assert_eq!(body["stream"], true);
         assert_eq!(body["stream_options"]["include_usage"], true);

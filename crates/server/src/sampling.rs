@@ -17,6 +17,8 @@ pub struct SamplingFields {
     #[serde(default)]
     repeat_penalty: Option<f32>,
     #[serde(default)]
+    repeat_last_n: Option<usize>,
+    #[serde(default)]
     seed: Option<u64>,
 }
 
@@ -29,8 +31,8 @@ impl SamplingFields {
             top_p: self.top_p.unwrap_or(defaults.top_p),
             min_p: self.min_p.unwrap_or(defaults.min_p),
             repeat_penalty: self.repeat_penalty.unwrap_or(defaults.repeat_penalty),
+            repeat_last_n: self.repeat_last_n.unwrap_or(defaults.repeat_last_n),
             seed: self.seed,
-            ..defaults
         }
     }
 }

@@ -94,7 +94,8 @@ fn the_remote_lists_its_model_and_info_shows_it() {
 fn a_remote_run_is_recorded_on_both_sides_with_the_engine_and_its_draft_figures() {
     let base = local();
     let prompt = "red green blue red green blue red green blue red";
-    let greedy = json!({"temperature": 0});
+    // Greedy with a repetition penalty: every sampling field must reach the remote engine.
+    let greedy = json!({"temperature": 0, "repeat_penalty": 1.1, "repeat_last_n": 32});
     let local_events = generate(
         base,
         &json!({"prompt": prompt, "max_tokens": 16, "sampling": greedy}),
@@ -133,6 +134,12 @@ fn a_remote_run_is_recorded_on_both_sides_with_the_engine_and_its_draft_figures(
         .expect("the remote recorded the request");
     assert_eq!(run["draft_tokens"], there["draft_tokens"]);
     assert_eq!(run["accepted_draft_tokens"], there["accepted_draft_tokens"]);
+    // What the history says was asked is what the remote engine ran with.
+    assert_eq!(run["sampling"], there["sampling"]);
+    assert_eq!(
+        there["sampling"]["repeat_penalty"].as_f64(),
+        Some(1.1f32 as f64)
+    );
     assert_eq!(there["engine"], Value::Null, "a local run there");
     let local_id = local_events[0]["run_id"].as_i64().unwrap();
     let (_, local_run) = get_from(base, &format!("/api/runs/{local_id}"));

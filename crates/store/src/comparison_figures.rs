@@ -20,6 +20,7 @@ pub(crate) struct Member {
     pub decode_tokens_per_second: Option<f64>,
     pub ttft_ms: Option<f64>,
     pub mean_accepted: Option<f64>,
+    pub draft_tokens: Option<i64>,
     pub output: Option<String>,
 }
 
@@ -65,6 +66,7 @@ pub(crate) fn compute(members: &[Member]) -> Figures {
             decode_tokens_per_second: member.decode_tokens_per_second,
             ttft_ms: member.ttft_ms,
             mean_accepted: member.mean_accepted,
+            draft_tokens: member.draft_tokens,
             round: round as i64,
             speedup: None,
             output_identical: None,
@@ -91,9 +93,11 @@ pub(crate) fn compute(members: &[Member]) -> Figures {
     }
     figures.repeats = rounds.iter().map(|r| r + 1).max().unwrap_or(0) as i64;
     figures.modes = mode_figures(&figures.runs);
+    // The headline leaves out speed-ups that are the machine's noise.
     figures.speedup = figures
         .modes
         .iter()
+        .filter(|m| m.verdict.is_some_and(SpeedVerdict::is_measured))
         .filter_map(|m| m.speedup.map(|s| s.median))
         .fold(None, |best, s| Some(best.map_or(s, |b: f64| b.max(s))));
     figures
@@ -157,10 +161,21 @@ fn mode_figures(runs: &[ComparisonRun]) -> Vec<ModeFigures> {
             } else {
                 Spread::of(finished(runs, mode).filter_map(|r| r.mean_accepted)).map(|s| s.median)
             };
+            // Known only when every finished run reported its drafted tokens.
+            let drafted = finished(runs, mode)
+                .map(|r| r.draft_tokens)
+                .sum::<Option<i64>>()
+                .filter(|_| !is_normal);
             let verdict = match (speedup, speed, normal_speed) {
-                (Some(speedup), Some(speed), Some(normal)) if !is_normal => {
-                    Some(verdict(speedup, mean_accepted, speed, normal))
-                }
+                (Some(speedup), Some(speed), Some(normal)) if !is_normal => Some(verdict(
+                    speedup,
+                    Drafting {
+                        tokens_per_step: mean_accepted,
+                        drafted,
+                    },
+                    speed,
+                    normal,
+                )),
                 _ => None,
             };
             ModeFigures {
@@ -169,6 +184,7 @@ fn mode_figures(runs: &[ComparisonRun]) -> Vec<ModeFigures> {
                 decode_tokens_per_second: speed,
                 ttft_ms: Spread::of(finished(runs, mode).filter_map(|r| r.ttft_ms)),
                 mean_accepted,
+                drafted_tokens: drafted,
                 speedup,
                 verdict,
             }
@@ -176,15 +192,29 @@ fn mode_figures(runs: &[ComparisonRun]) -> Vec<ModeFigures> {
         .collect()
 }
 
+/// What a mode drafted over its finished runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Drafting {
+    /// Median tokens per step.
+    pub tokens_per_step: Option<f64>,
+    /// Drafted tokens on the verified paths, all runs together; `None` when not reported.
+    pub drafted: Option<i64>,
+}
+
 /// What a mode's speed-up over normal means, given both modes' decode speeds over the rounds.
 pub(crate) fn verdict(
     speedup: Spread,
-    tokens_per_step: Option<f64>,
+    drafting: Drafting,
     speed: Spread,
     normal: Spread,
 ) -> SpeedVerdict {
-    if speedup.median > UNEXPLAINED_SPEEDUP
-        && tokens_per_step.is_some_and(|t| t < UNEXPLAINED_TOKENS_PER_STEP)
+    if drafting.drafted == Some(0) {
+        // It decoded exactly as normal does: a difference either way is the machine's.
+        SpeedVerdict::DraftedNothing
+    } else if speedup.median > UNEXPLAINED_SPEEDUP
+        && drafting
+            .tokens_per_step
+            .is_some_and(|t| t < UNEXPLAINED_TOKENS_PER_STEP)
     {
         SpeedVerdict::Unexplained
     } else if speed.count < 2 || normal.count < 2 {
@@ -233,7 +263,16 @@ mod tests {
             decode_tokens_per_second: Some(tps),
             ttft_ms: Some(100.0),
             mean_accepted: Some(if mode == "normal" { 1.0 } else { 2.0 }),
+            draft_tokens: Some(if mode == "normal" { 0 } else { 7 }),
             output: Some(output.into()),
+        }
+    }
+
+    /// Drafting at `tokens_per_step` whose drafted count was not reported.
+    fn per_step(tokens_per_step: f64) -> Drafting {
+        Drafting {
+            tokens_per_step: Some(tokens_per_step),
+            drafted: None,
         }
     }
 
@@ -367,7 +406,7 @@ mod tests {
         assert_eq!(
             verdict(
                 spread(1.02, 0.9, 1.1, 3),
-                Some(1.0),
+                per_step(1.0),
                 spread(102.0, 95.0, 109.0, 3),
                 normal
             ),
@@ -377,7 +416,7 @@ mod tests {
         assert_eq!(
             verdict(
                 spread(1.2, 1.0, 1.3, 3),
-                Some(2.0),
+                per_step(2.0),
                 spread(120.0, 110.0, 130.0, 3),
                 normal
             ),
@@ -386,7 +425,7 @@ mod tests {
         assert_eq!(
             verdict(
                 spread(1.3, 1.2, 1.4, 3),
-                Some(2.0),
+                per_step(2.0),
                 spread(130.0, 111.0, 140.0, 3),
                 normal
             ),
@@ -395,7 +434,7 @@ mod tests {
         assert_eq!(
             verdict(
                 spread(0.5, 0.4, 0.6, 3),
-                Some(2.0),
+                per_step(2.0),
                 spread(50.0, 40.0, 60.0, 3),
                 normal
             ),
@@ -408,23 +447,23 @@ mod tests {
         let normal = spread(10.0, 9.0, 11.0, 3);
         let fast = spread(97.5, 90.0, 99.0, 3);
         assert_eq!(
-            verdict(spread(9.75, 8.0, 11.0, 3), Some(1.0), fast, normal),
+            verdict(spread(9.75, 8.0, 11.0, 3), per_step(1.0), fast, normal),
             SpeedVerdict::Unexplained
         );
         assert_eq!(
-            verdict(spread(9.75, 8.0, 11.0, 1), Some(1.02), fast, normal),
+            verdict(spread(9.75, 8.0, 11.0, 1), per_step(1.02), fast, normal),
             SpeedVerdict::Unexplained
         );
         // Enough tokens per step to explain it.
         assert_eq!(
-            verdict(spread(9.75, 8.0, 11.0, 3), Some(1.06), fast, normal),
+            verdict(spread(9.75, 8.0, 11.0, 3), per_step(1.06), fast, normal),
             SpeedVerdict::Faster
         );
         // Small gains at one token per step are left to the ranges.
         assert_eq!(
             verdict(
                 spread(1.1, 1.0, 1.2, 3),
-                Some(1.0),
+                per_step(1.0),
                 spread(11.0, 10.0, 12.0, 3),
                 normal
             ),
@@ -433,10 +472,58 @@ mod tests {
     }
 
     #[test]
+    fn a_mode_that_drafted_nothing_is_noise_in_either_direction() {
+        let normal = spread(100.0, 95.0, 105.0, 3);
+        let plain = Drafting {
+            tokens_per_step: Some(1.0),
+            drafted: Some(0),
+        };
+        for (speedup, speed) in [
+            (spread(0.39, 0.07, 0.54, 3), spread(39.0, 7.0, 54.0, 3)),
+            (spread(1.5, 1.3, 1.6, 3), spread(150.0, 130.0, 160.0, 3)),
+            (spread(1.5, 1.5, 1.5, 1), spread(150.0, 150.0, 150.0, 1)),
+        ] {
+            assert_eq!(
+                verdict(speedup, plain, speed, normal),
+                SpeedVerdict::DraftedNothing
+            );
+        }
+        // Drafting that was all rejected can explain a slowdown: it is measured.
+        let rejected = Drafting {
+            tokens_per_step: Some(1.0),
+            drafted: Some(40),
+        };
+        assert_eq!(
+            verdict(
+                spread(0.5, 0.4, 0.6, 3),
+                rejected,
+                spread(50.0, 40.0, 60.0, 3),
+                normal
+            ),
+            SpeedVerdict::Slower
+        );
+    }
+
+    #[test]
+    fn the_headline_speedup_leaves_out_noise() {
+        let mut lookup = member(2, "lookup", RunStatus::Finished, 300.0, "same");
+        lookup.draft_tokens = Some(0);
+        let figures = compute(&[
+            member(1, "normal", RunStatus::Finished, 100.0, "same"),
+            lookup,
+            member(3, "medusa", RunStatus::Finished, 150.0, "same"),
+        ]);
+        assert_eq!(figures.modes[1].verdict, Some(SpeedVerdict::DraftedNothing));
+        assert_eq!(figures.modes[1].drafted_tokens, Some(0));
+        assert_eq!(figures.modes[2].drafted_tokens, Some(7));
+        assert_eq!(figures.speedup, Some(1.5));
+    }
+
+    #[test]
     fn one_run_each_cannot_tell_speed_from_noise() {
         let one = |v| spread(v, v, v, 1);
         assert_eq!(
-            verdict(one(1.1), Some(1.5), one(110.0), one(100.0)),
+            verdict(one(1.1), per_step(1.5), one(110.0), one(100.0)),
             SpeedVerdict::SingleRun
         );
     }

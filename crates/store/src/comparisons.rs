@@ -133,7 +133,7 @@ pub(crate) async fn load_comparison(conn: &mut SqliteConnection, id: i64) -> Res
 
     let rows = sqlx::query(
         "SELECT id, mode, status, tokens_per_second, decode_tokens_per_second, ttft_ms, \
-         mean_accepted, output FROM runs \
+         mean_accepted, draft_tokens, output FROM runs \
          WHERE comparison_id = ? ORDER BY created_at, id",
     )
     .bind(id)
@@ -150,6 +150,7 @@ pub(crate) async fn load_comparison(conn: &mut SqliteConnection, id: i64) -> Res
             decode_tokens_per_second: row.try_get("decode_tokens_per_second")?,
             ttft_ms: row.try_get("ttft_ms")?,
             mean_accepted: row.try_get("mean_accepted")?,
+            draft_tokens: row.try_get("draft_tokens")?,
             output: row.try_get("output")?,
         });
     }

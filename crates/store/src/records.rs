@@ -494,6 +494,9 @@ pub struct ComparisonRun {
     pub ttft_ms: Option<f64>,
     #[serde(default)]
     pub mean_accepted: Option<f64>,
+    /// Drafted tokens on its verified paths; `None` when not reported.
+    #[serde(default)]
+    pub draft_tokens: Option<i64>,
     /// Which repeat of its mode this run is (0-based).
     #[serde(default)]
     pub round: i64,
@@ -549,8 +552,18 @@ pub enum SpeedVerdict {
     WithinNoise,
     /// Faster than the tokens per step can explain: the machine's noise.
     Unexplained,
+    /// The mode drafted nothing, so it decoded as `normal` does: any difference, faster or
+    /// slower, is the machine's noise.
+    DraftedNothing,
     /// One run of a mode: nothing to tell speed from noise.
     SingleRun,
+}
+
+impl SpeedVerdict {
+    /// Whether the speed-up says something about drafting (is not known to be noise).
+    pub fn is_measured(self) -> bool {
+        !matches!(self, Self::Unexplained | Self::DraftedNothing)
+    }
 }
 
 /// One mode of a comparison over its rounds.
@@ -565,6 +578,8 @@ pub struct ModeFigures {
     pub ttft_ms: Option<Spread>,
     /// Median tokens per step; `None` for `normal`.
     pub mean_accepted: Option<f64>,
+    /// Drafted tokens over its finished runs; `None` for `normal` and when not reported.
+    pub drafted_tokens: Option<i64>,
     /// Decode speed over the same round's `normal` run; `None` for `normal`.
     pub speedup: Option<Spread>,
     /// `None` for `normal` and without a finished pair.

@@ -54,6 +54,7 @@ async fn comparison_computes_speedup_identity_and_first_difference() {
         decode_tokens_per_second: Some(tps * 2.0),
         ttft_ms: Some(35.5),
         mean_accepted: Some(1.6),
+        draft_tokens: Some(70),
         round: 0,
         speedup,
         output_identical: identical,

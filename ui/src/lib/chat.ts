@@ -190,7 +190,7 @@ function summaryOf(run: RunWithSteps['run'], state: RunState, output: string): F
     decode_tokens_per_second: run.decode_tokens_per_second ?? 0,
     stop_reason: run.stop_reason as StopReason,
     seed: run.seed ?? 0,
-    token_ids: [],
+    token_ids: run.token_ids ?? [],
     mode: run.mode as Mode,
     steps: run.steps ?? state.steps.length,
     mean_accepted: run.mean_accepted ?? 1,

@@ -29,8 +29,9 @@ function setup(api: Partial<ChatApi> = {}, initial: Record<string, string> = {})
     getRun: vi.fn(),
     ...api,
   } as ChatApi;
-  const session = new ChatSession(state, () => fake, storage, shown);
-  return { state, storage, shown, api: fake, session };
+  const restored = vi.fn();
+  const session = new ChatSession(state, () => fake, storage, shown, restored);
+  return { state, storage, shown, restored, api: fake, session };
 }
 
 // Taken before the tests fake the timers, to let pending promise callbacks run.
@@ -193,6 +194,40 @@ describe('ChatSession', () => {
     await session.loadRun(other);
     expect(other.run).toBeUndefined();
     expect(other.loadError).toBe("its output is not this answer's text");
+  });
+
+  it('loads every reopened answer’s run and hands on the last one', async () => {
+    const runs: Record<number, RunRecord> = {
+      5: { id: 5, mode: 'medusa', output: 'Hello!' } as RunRecord,
+      6: { id: 6, mode: 'normal', output: 'Fine.' } as RunRecord,
+    };
+    const getRun = vi.fn(async (id: number) => ({ run: runs[id], steps: [] }));
+    const conversation = stored(4, [
+      message(1, 'user', 'Hi'),
+      message(2, 'assistant', 'Hello!', 5),
+      message(3, 'user', 'How are you?'),
+      message(4, 'assistant', 'Fine.', 6),
+    ]);
+    const { state, restored, session } = setup({ getRun, getConversation: vi.fn(async () => conversation) });
+    await session.open(4);
+    await settle();
+    expect(getRun.mock.calls.map(([id]) => id)).toEqual([5, 6]);
+    expect(state.turns.filter((t) => t.role === 'assistant').map((t) => [t.mode, t.run?.text])).toEqual([
+      ['medusa', 'Hello!'],
+      ['normal', 'Fine.'],
+    ]);
+    expect(restored).toHaveBeenCalledTimes(1);
+    expect(restored).toHaveBeenCalledWith(runs[6]);
+  });
+
+  it('hands on nothing when the last answer’s run is not that answer', async () => {
+    const getRun = vi.fn(async () => ({ run: { id: 5, mode: 'normal', output: 'other' } as RunRecord, steps: [] }));
+    const conversation = stored(4, [message(1, 'user', 'Hi'), message(2, 'assistant', 'Hello!', 5)]);
+    const { state, restored, session } = setup({ getRun, getConversation: vi.fn(async () => conversation) });
+    await session.open(4);
+    await settle();
+    expect(state.turns[1].loadError).toBe("its output is not this answer's text");
+    expect(restored).not.toHaveBeenCalled();
   });
 
   it('says which remote engine wrote a reopened answer', async () => {

@@ -3,7 +3,7 @@
 // plain state object (the view passes its `$state`), so it is unit-tested with a fake transport.
 
 import type { Transport } from './api/transport';
-import type { Conversation, ConversationMessage, Mode } from './api/types';
+import type { Conversation, ConversationMessage, Mode, RunRecord } from './api/types';
 import { restoredTurns, sameShape, withStoredRun, type Turn } from './chat';
 import { openConversation, rememberConversation } from './conversations';
 import { runTarget } from './engines';
@@ -51,12 +51,16 @@ export class ChatSession {
   private nextId = 0;
   private pollTimer: ReturnType<typeof setTimeout> | undefined;
 
-  /** `onShown`: the turns were replaced or grew (the view scrolls down). */
+  /**
+   * `onShown`: the turns were replaced or grew (the view scrolls down). `onRestored`: a shown
+   * conversation's last answer was written by `run` (the view takes its mode, sampling and engine).
+   */
   constructor(
     private readonly state: ChatState,
     private readonly api: () => ChatApi,
     private readonly storage: Storage,
     private readonly onShown: () => void = () => {},
+    private readonly onRestored: (run: RunRecord) => void = () => {},
   ) {}
 
   /** Adds `turn` and returns it as `state` holds it (the view's proxy, which updates the view). */
@@ -110,6 +114,18 @@ export class ChatSession {
     this.remember(c.id);
     if (c.messages.some((m) => m.answering)) this.follow(c.id, this.epoch);
     this.onShown();
+    void this.loadRuns(this.epoch);
+  }
+
+  /**
+   * Loads the runs of every answer shown, so that a reopened conversation shows its figures,
+   * tints and steps as it did when it was left; then hands the last answer's run on.
+   */
+  private async loadRuns(mine: number) {
+    const answers = this.state.turns.filter((t) => t.restored && t.runId != null && !t.answering);
+    const runs = await Promise.all(answers.map((t) => this.loadRun(t)));
+    const last = runs.at(-1);
+    if (last && mine === this.epoch) this.onRestored(last);
   }
 
   /** Reads conversation `id` and shows it, unless another was shown meanwhile. */
@@ -165,9 +181,12 @@ export class ChatSession {
     }, FOLLOW_MS);
   }
 
-  /** Loads a reopened answer's run: its figures, its steps, who drafted each token. */
-  async loadRun(turn: Turn) {
-    if (turn.run || turn.loading || turn.runId == null || turn.answering) return;
+  /**
+   * Loads a reopened answer's run: its figures, its steps, who drafted each token. Returns the
+   * run, or null when it could not be read or is not this answer's.
+   */
+  async loadRun(turn: Turn): Promise<RunRecord | null> {
+    if (turn.run || turn.loading || turn.runId == null || turn.answering) return null;
     turn.loading = true;
     try {
       const detail = await this.api().getRun(turn.runId);
@@ -175,14 +194,15 @@ export class ChatSession {
       if (split) {
         Object.assign(turn, split, { mode: detail.run.mode as Mode, remote: runTarget(detail.run) });
         turn.loadError = undefined;
-      } else {
-        turn.loadError = "its output is not this answer's text";
+        return detail.run;
       }
+      turn.loadError = "its output is not this answer's text";
     } catch (err) {
       turn.loadError = (err as Error).message;
     } finally {
       turn.loading = false;
     }
+    return null;
   }
 
   async saveSystem(id: number, value: string) {

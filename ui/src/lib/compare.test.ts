@@ -8,6 +8,7 @@ import {
   divergenceText,
   formatSpeedup,
   formatSpread,
+  isNoise,
   runOrder,
   sideLabel,
   verdictText,
@@ -22,6 +23,7 @@ function figures(over: Partial<ModeFigures>): ModeFigures {
     decode_tokens_per_second: spread(100, 95, 105),
     ttft_ms: spread(40, 38, 45),
     mean_accepted: 1.0,
+    drafted_tokens: 12,
     speedup: spread(1.01, 0.97, 1.04),
     verdict: 'within_noise',
     ...over,
@@ -29,6 +31,12 @@ function figures(over: Partial<ModeFigures>): ModeFigures {
 }
 
 describe('compare', () => {
+  it('calls overlapping ranges, unexplained gains and plain decoding noise', () => {
+    expect((['within_noise', 'unexplained', 'drafted_nothing'] as const).every(isNoise)).toBe(true);
+    expect((['faster', 'slower', 'single_run', null] as const).some(isNoise)).toBe(false);
+  });
+
+
   it('measures each text against the first', () => {
     expect(
       differences([
@@ -131,6 +139,10 @@ describe('compare', () => {
     });
     expect(verdictText(figures({ verdict: 'unexplained', speedup: spread(9.75, 8, 11) }))).toEqual({
       text: 'noise: 9.75× at 1.00 tokens per step cannot come from drafting',
+      tone: 'warning',
+    });
+    expect(verdictText(figures({ verdict: 'drafted_nothing', drafted_tokens: 0, speedup: spread(0.39, 0.07, 0.54) }))).toEqual({
+      text: "noise: drafted nothing, so it decoded as normal does and 0.39× is the machine's",
       tone: 'warning',
     });
     expect(verdictText(figures({ verdict: 'single_run' })).tone).toBe('neutral');

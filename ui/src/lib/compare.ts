@@ -89,6 +89,11 @@ export function formatSpread(spread: Spread | null, digits = 1, unit = ''): stri
 
 export type Tone = 'faster' | 'neutral' | 'warning';
 
+/** Whether a mode's speed-up is known to be the machine's noise rather than drafting's. */
+export function isNoise(verdict: SpeedVerdict | null): boolean {
+  return verdict === 'within_noise' || verdict === 'unexplained' || verdict === 'drafted_nothing';
+}
+
 /** A mode's verdict against normal in words, and how loudly to show it. */
 export function verdictText(figures: ModeFigures): { text: string; tone: Tone } {
   const verdict: SpeedVerdict | null = figures.verdict;
@@ -103,6 +108,11 @@ export function verdictText(figures: ModeFigures): { text: string; tone: Tone } 
     case 'unexplained':
       return {
         text: `noise: ${formatSpeedup(speedup?.median ?? null)} at ${(figures.mean_accepted ?? 1).toFixed(2)} tokens per step cannot come from drafting`,
+        tone: 'warning',
+      };
+    case 'drafted_nothing':
+      return {
+        text: `noise: drafted nothing, so it decoded as normal does and ${formatSpeedup(speedup?.median ?? null)} is the machine's`,
         tone: 'warning',
       };
     case 'single_run':

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SETTINGS, greedy, isGreedy, modelSettings, requestFields, settingsProblem, settingsSource } from './sampling';
+import type { RunRecord } from './api/types';
+import { DEFAULT_SETTINGS, greedy, isGreedy, modelSettings, requestFields, runSettings, settingsProblem, settingsSource } from './sampling';
 import type { Info } from './api/types';
 
 describe('generation settings', () => {
@@ -46,5 +47,25 @@ describe('generation settings', () => {
     expect(greedy(warm)).toEqual({ ...warm, temperature: 0, repeat_penalty: 1 });
     expect(isGreedy(greedy(warm))).toBe(true);
     expect(isGreedy(DEFAULT_SETTINGS)).toBe(true);
+  });
+
+  it('takes up the settings a stored run was written with, keeping what runs do not record', () => {
+    const run = {
+      max_tokens: 64,
+      sampling: { temperature: 0.7, top_k: 20, top_p: 0.9, min_p: 0.1, repeat_penalty: 1.1, repeat_last_n: 64, seed: 42 },
+    } as unknown as RunRecord;
+    const base = { ...DEFAULT_SETTINGS, max_draft_tokens: 6 };
+    expect(runSettings(run, base)).toEqual({
+      temperature: 0.7,
+      top_k: 20,
+      top_p: 0.9,
+      min_p: 0.1,
+      repeat_penalty: 1.1,
+      seed: '42',
+      max_tokens: 64,
+      max_draft_tokens: 6,
+    });
+    const fresh = { ...run, sampling: { temperature: 0 } } as unknown as RunRecord;
+    expect(runSettings(fresh, { ...base, seed: '7' })).toMatchObject({ temperature: 0, top_k: 40, seed: '', max_tokens: 64 });
   });
 });

@@ -1,6 +1,6 @@
 // Generation settings as the UI edits them, checked before they are sent.
 
-import type { PlaygroundRequest, Info, SamplingParams } from './api/types';
+import type { PlaygroundRequest, Info, RunRecord, SamplingParams } from './api/types';
 
 export interface GenerationSettings {
   temperature: number;
@@ -83,5 +83,24 @@ export function requestFields(s: GenerationSettings): Pick<PlaygroundRequest, 's
     sampling,
     max_tokens: s.max_tokens,
     ...(s.max_draft_tokens > 0 ? { max_draft_tokens: s.max_draft_tokens } : {}),
+  };
+}
+
+/**
+ * The settings `run` was written with, over `base` (what a run does not record, such as the
+ * draft cap, stays as it was). A seed is kept only where the run was asked for one.
+ */
+export function runSettings(run: RunRecord, base: GenerationSettings): GenerationSettings {
+  const sampling = run.sampling as Partial<SamplingParams> | null;
+  const number = (value: unknown, fallback: number) => (typeof value === 'number' && Number.isFinite(value) ? value : fallback);
+  return {
+    ...base,
+    temperature: number(sampling?.temperature, base.temperature),
+    top_k: number(sampling?.top_k, base.top_k),
+    top_p: number(sampling?.top_p, base.top_p),
+    min_p: number(sampling?.min_p, base.min_p),
+    repeat_penalty: number(sampling?.repeat_penalty, base.repeat_penalty),
+    seed: typeof sampling?.seed === 'number' ? String(sampling.seed) : '',
+    max_tokens: run.max_tokens,
   };
 }

@@ -1270,6 +1270,10 @@ ttft_ms: Spread | null,
  */
 mean_accepted: number | null, 
 /**
+ * Drafted tokens over its finished runs; `None` for `normal` and when not reported.
+ */
+drafted_tokens: number | null, 
+/**
  * Decode speed over the same round's `normal` run; `None` for `normal`.
  */
 speedup: Spread | null, 
@@ -1290,13 +1294,17 @@ count: number, };
 /**
  * What a mode's speed-up over `normal` means.
  */
-export type SpeedVerdict = "faster" | "slower" | "within_noise" | "unexplained" | "single_run";
+export type SpeedVerdict = "faster" | "slower" | "within_noise" | "unexplained" | "drafted_nothing" | "single_run";
 
 /**
  * One member of a comparison. The figures against the baseline are `None` for `normal` runs
  * and for runs that cannot be compared (not finished, or no finished baseline).
  */
 export type ComparisonMember = { run_id: number, mode: string, status: RunStatus, tokens_per_second: number | null, decode_tokens_per_second: number | null, ttft_ms: number | null, mean_accepted: number | null, 
+/**
+ * Drafted tokens on its verified paths; `None` when not reported.
+ */
+draft_tokens: number | null, 
 /**
  * Which repeat of its mode this run is (0-based).
  */
