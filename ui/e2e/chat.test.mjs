@@ -353,7 +353,7 @@ test('a chat is reopened after a reload, its answer as markdown and linked to it
   const stats = answers().last().getByTestId('chat-stats');
   await stats.waitFor();
   assert.match(await stats.innerText(), new RegExp(`run #${run.id}`));
-  assert.match(await stats.innerText(), /mean accepted/);
+  assert.match(await stats.innerText(), /tokens\/step/);
   assert.equal(await answers().last().getByTestId('chat-run-link').count(), 0, 'no link left to load it');
   assert.equal(await page.getByTestId('chat-mode').inputValue(), 'medusa');
   assert.equal(await page.getByTestId('chat-tree').inputValue(), 'auto', 'a named tree is not taken up');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { acceptanceByDepth, applyEvent, emptyRun, firstDifference, headOf, isDone, meanDrafted } from './run';
+import { acceptanceByDepth, acceptanceCounts, applyEvent, emptyRun, firstDifference, headOf, isDone, meanDrafted } from './run';
 
 describe('applyEvent', () => {
   it('merges consecutive text from one source and tags drafted tokens', () => {
@@ -52,6 +52,14 @@ describe('acceptanceByDepth', () => {
         { depth_hits: [true, true, false] },
       ]),
     ).toEqual([2 / 3, 1 / 2, 0]);
+  });
+
+  it('counts the steps behind each depth', () => {
+    expect(acceptanceCounts([{ depth_hits: [true, false] }, { depth_hits: [false] }, { depth_hits: [true, true, true] }])).toEqual([
+      { hits: 2, seen: 3 },
+      { hits: 1, seen: 2 },
+      { hits: 1, seen: 1 },
+    ]);
   });
 });
 

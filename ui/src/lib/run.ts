@@ -113,20 +113,30 @@ export function meanAccepted(steps: StepEvent[]): number {
   return steps.reduce((sum, s) => sum + s.accepted_len, 0) / steps.length;
 }
 
+/** Per tree depth (depth 1 first): the steps whose draft reached it, and those whose guess there was accepted. */
+export interface DepthCount {
+  hits: number;
+  seen: number;
+}
+
+export function acceptanceCounts(steps: Pick<StepEvent, 'depth_hits'>[]): DepthCount[] {
+  const counts: DepthCount[] = [];
+  for (const step of steps) {
+    step.depth_hits.forEach((hit, depth) => {
+      counts[depth] ??= { hits: 0, seen: 0 };
+      counts[depth].seen += 1;
+      counts[depth].hits += hit ? 1 : 0;
+    });
+  }
+  return counts;
+}
+
 /**
  * Per tree depth, the share of steps that drafted that deep whose guess was accepted: the same
  * definition as the summary's `acceptance_by_depth`, computed live from the steps.
  */
 export function acceptanceByDepth(steps: Pick<StepEvent, 'depth_hits'>[]): number[] {
-  const hits: number[] = [];
-  const seen: number[] = [];
-  for (const step of steps) {
-    step.depth_hits.forEach((hit, depth) => {
-      seen[depth] = (seen[depth] ?? 0) + 1;
-      hits[depth] = (hits[depth] ?? 0) + (hit ? 1 : 0);
-    });
-  }
-  return seen.map((n, depth) => hits[depth] / n);
+  return acceptanceCounts(steps).map((c) => c.hits / c.seen);
 }
 
 /** Index of the first character where `a` and `b` differ; null when they are equal. */

@@ -77,10 +77,10 @@ describe('trees', () => {
       verdict: 'slower' as const,
     };
     expect(forecastText(forecast)).toBe(
-      'about 0.06x here at 2.17 tokens per step: each extra token costs 4.6 ms on this machine',
+      'about 0.06× normal speed here (slower than normal): a step would keep 2.17 tokens on average instead of 1, and each drafted token it checks adds 4.6 ms to the step on this machine',
     );
     expect(forecastText({ ...forecast, predicted_speedup: 1.2, speedup_low: 0.8, speedup_high: 1.5, verdict: 'uncertain' })).toBe(
-      'about 1.20x here (0.80x to 1.50x, uncertain: auto does not draft on it) at 2.17 tokens per step: each extra token costs 4.6 ms on this machine',
+      'about 1.20× normal speed here, between 0.80× and 1.50× (too close to call, so auto does not draft it): a step would keep 2.17 tokens on average instead of 1, and each drafted token it checks adds 4.6 ms to the step on this machine',
     );
   });
 

@@ -88,18 +88,23 @@ function speedText(x: number): string {
 }
 
 const VERDICT_WORDS: Record<TreeForecast['verdict'], string> = {
-  faster: 'faster',
-  slower: 'slower',
-  uncertain: 'uncertain: auto does not draft on it',
+  faster: 'faster than normal',
+  slower: 'slower than normal',
+  uncertain: 'too close to call, so auto does not draft it',
 };
 
-/** What a named tree drafted in full is predicted to do here, in words, with the range the decode costs' spread allows. */
+/**
+ * What a named tree drafted in full is predicted to do here, in plain words: its speed against
+ * normal decoding with the range the decode costs' spread allows, the tokens a step keeps, and
+ * what checking one more drafted token costs.
+ */
 export function forecastText(f: TreeForecast): string {
   const range =
-    f.speedup_low === f.speedup_high ? '' : ` (${speedText(f.speedup_low)}x to ${speedText(f.speedup_high)}x, ${VERDICT_WORDS[f.verdict]})`;
+    f.speedup_low === f.speedup_high ? '' : `, between ${speedText(f.speedup_low)}× and ${speedText(f.speedup_high)}×`;
   return (
-    `about ${speedText(f.predicted_speedup)}x here${range} at ${f.expected_tokens.toFixed(2)} tokens per step: ` +
-    `each extra token costs ${f.extra_token_ms.toFixed(1)} ms on this machine`
+    `about ${speedText(f.predicted_speedup)}× normal speed here${range} (${VERDICT_WORDS[f.verdict]}): ` +
+    `a step would keep ${f.expected_tokens.toFixed(2)} tokens on average instead of 1, and each drafted token ` +
+    `it checks adds ${f.extra_token_ms.toFixed(1)} ms to the step on this machine`
   );
 }
 

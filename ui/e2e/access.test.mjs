@@ -1,0 +1,83 @@
+// Accessibility of every view, checked by axe-core in headless Chromium against a real `medusa
+// serve` on the default model (with a run in the history, so its tables and statuses are drawn):
+// no serious or critical WCAG 2 A/AA violation, contrast included, in the light and dark themes,
+// at the smallest supported window (800x600) and a large one (1920x1080); a skip link leads past
+// the header to the view.
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { after, before, test } from 'node:test';
+import { startBrowser, startServer } from './harness.mjs';
+
+const LONG = 240_000;
+const VIEWS = ['chat', 'concurrent', 'compare', 'history', 'settings'];
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+let server;
+let browser;
+let page;
+
+before(async () => {
+  server = await startServer();
+  const response = await fetch(`${server.url}/api/generate`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'Name a colour.' }], mode: 'lookup', max_tokens: 8 }),
+  });
+  assert.match(await response.text(), /"type":"finished"/);
+  browser = await startBrowser();
+  page = await browser.newPage();
+  page.setDefaultTimeout(LONG);
+  await page.goto(server.openUrl);
+  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  await page.addScriptTag({ content: axeSource });
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+/** The serious and critical WCAG 2 A/AA violations on the page as shown, one line each. */
+async function violations() {
+  const found = await page.evaluate(async () => {
+    const result = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa'] } });
+    return result.violations
+      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .flatMap((v) => v.nodes.map((n) => `${v.id}: ${n.target.join(' ')}: ${n.failureSummary.split('\n')[1]?.trim() ?? ''}`));
+  });
+  return found;
+}
+
+for (const [width, height] of [
+  [800, 600],
+  [1920, 1080],
+]) {
+  test(`every view at ${width}x${height}, light and dark, has no serious accessibility violation`, async () => {
+    await page.setViewportSize({ width, height });
+    const problems = [];
+    for (const scheme of ['light', 'dark']) {
+      await page.emulateMedia({ colorScheme: scheme });
+      for (const view of VIEWS) {
+        await page.getByTestId(`tab-${view}`).click();
+        await page.getByTestId(`view-${view}`).waitFor({ state: 'visible' });
+        if (view === 'history') await page.getByTestId('history-row').first().waitFor();
+        for (const line of await violations()) problems.push(`${scheme} ${view}: ${line}`);
+      }
+    }
+    await page.emulateMedia({ colorScheme: 'light' });
+    assert.deepEqual(problems, []);
+  });
+}
+
+test('a skip link, the first stop of the keyboard, leads to the view', async () => {
+  await page.getByTestId('tab-chat').click();
+  await page.locator('body').click({ position: { x: 1, y: 1 } });
+  await page.keyboard.press('Tab');
+  const skip = page.getByTestId('skip-link');
+  assert.ok(await skip.evaluate((el) => el === document.activeElement), 'the skip link has the focus');
+  assert.ok(await skip.isVisible(), 'and shows itself when focused');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'view');
+});
