@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { after, before, test } from 'node:test';
-import { startBrowser, startServer } from './harness.mjs';
+import { followScheme, startBrowser, startServer } from './harness.mjs';
 
 const LONG = 240_000;
 const VIEWS = ['chat', 'concurrent', 'compare', 'history', 'settings'];
@@ -58,7 +58,7 @@ for (const [width, height] of [
     await page.setViewportSize({ width, height });
     const problems = [];
     for (const scheme of ['light', 'dark']) {
-      await page.emulateMedia({ colorScheme: scheme });
+      await followScheme(page, scheme);
       for (const view of VIEWS) {
         await page.getByTestId(`tab-${view}`).click();
         await page.getByTestId(`view-${view}`).waitFor({ state: 'visible' });
@@ -66,7 +66,7 @@ for (const [width, height] of [
         for (const line of await violations()) problems.push(`${scheme} ${view}: ${line}`);
       }
     }
-    await page.emulateMedia({ colorScheme: 'light' });
+    await followScheme(page, 'light');
     assert.deepEqual(problems, []);
   });
 }
@@ -80,4 +80,22 @@ test('a skip link, the first stop of the keyboard, leads to the view', async () 
   assert.ok(await skip.isVisible(), 'and shows itself when focused');
   await page.keyboard.press('Enter');
   assert.equal(await page.evaluate(() => document.activeElement?.id), 'view');
+});
+
+test('the theme follows the system until one is chosen in Settings, and stays chosen', async () => {
+  const background = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  await followScheme(page, 'light');
+  const light = await background();
+  await page.getByTestId('tab-settings').click();
+  await page.getByTestId('settings-theme').selectOption('dark');
+  await page.waitForFunction(() => document.documentElement.dataset.theme === 'dark');
+  assert.notEqual(await background(), light, 'dark while the system is light');
+  await page.reload();
+  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark', 'kept after a reload');
+  await page.getByTestId('tab-settings').click();
+  assert.equal(await page.getByTestId('settings-theme').inputValue(), 'dark');
+  await page.getByTestId('settings-theme').selectOption('system');
+  await page.waitForFunction(() => document.documentElement.dataset.theme === 'light');
+  assert.equal(await background(), light);
 });

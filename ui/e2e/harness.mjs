@@ -113,13 +113,19 @@ export async function startBrowser() {
 }
 
 /** Parses CSV (RFC 4180: quoted fields may hold commas, quotes and newlines). */
+/** Emulates the system's colour scheme and waits until the page (following the system) shows it. */
+export async function followScheme(page, scheme) {
+  await page.emulateMedia({ colorScheme: scheme });
+  await page.waitForFunction((s) => document.documentElement.dataset.theme === s, scheme);
+}
+
 /** Screenshots `page` as `NAME-light.png` and `NAME-dark.png` in `artifacts`. */
 export async function screenshots(page, name, options = {}) {
   for (const scheme of ['light', 'dark']) {
-    await page.emulateMedia({ colorScheme: scheme });
+    await followScheme(page, scheme);
     await page.screenshot({ ...options, path: join(artifacts, `${name}-${scheme}.png`) });
   }
-  await page.emulateMedia({ colorScheme: 'light' });
+  await followScheme(page, 'light');
 }
 
 export function parseCsv(text) {

@@ -158,6 +158,14 @@ test('every view fits 800x600 without scrolling sideways', async () => {
       return { page: document.documentElement.scrollWidth - innerWidth, main: main.scrollWidth - main.clientWidth };
     });
     assert.deepEqual(overflow, { page: 0, main: 0 }, `${tab} overflows sideways`);
+    if (tab === 'history') {
+      // The runs' columns fit too, rather than hiding behind a scroll bar.
+      const table = await page.getByTestId('history-row').first().evaluate((row) => {
+        const wrap = row.closest('table').parentElement;
+        return wrap.scrollWidth - wrap.clientWidth;
+      });
+      assert.equal(table, 0, 'the runs table overflows its card');
+    }
     await shoot(`layout-800-${tab}`);
   }
 });

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { artifacts, startBrowser, startServer } from './harness.mjs';
+import { artifacts, followScheme, startBrowser, startServer } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 const LONG = 240_000;
@@ -39,10 +39,10 @@ async function shoot(name) {
   const inspector = page.getByTestId('step-inspector');
   const size = page.viewportSize();
   for (const scheme of ['light', 'dark']) {
-    await page.emulateMedia({ colorScheme: scheme });
+    await followScheme(page, scheme);
     await inspector.screenshot({ path: join(artifacts, `${name}-${scheme}.png`) });
   }
-  await page.emulateMedia({ colorScheme: 'light' });
+  await followScheme(page, 'light');
   await page.setViewportSize({ width: 800, height: 600 });
   await inspector.scrollIntoViewIfNeeded();
   // Let the resized page settle (charts follow their width on the next frame).
@@ -109,6 +109,22 @@ test('a tinted token opens its step’s drafted tree; the arrow keys move betwee
   await input.press('ArrowLeft');
   assert.equal(await title.innerText(), moved);
   await input.fill('');
+
+  // Fit shows the whole tree in its box; the zoom steps; folding rejected branches leaves out
+  // exactly the guesses it counts on their rejected parents.
+  const box = inspector.getByTestId('step-tree');
+  await inspector.getByTestId('step-tree-fit').click();
+  const overflow = await box.evaluate((el) => [el.scrollWidth - el.clientWidth, el.scrollHeight - el.clientHeight]);
+  assert.ok(overflow.every((px) => px <= 1), `the fitted tree overflows by ${overflow}`);
+  const zoomed = await inspector.getByTestId('step-tree-zoom').innerText();
+  await inspector.getByTestId('step-tree-zoom-in').click();
+  assert.notEqual(await inspector.getByTestId('step-tree-zoom').innerText(), zoomed);
+  const unfolded = await nodes.count();
+  await inspector.getByTestId('step-tree-fold').check();
+  const counted = (await inspector.getByTestId('step-tree-folded').allTextContents()).map((t) => Number(t.slice(1)));
+  assert.equal((await nodes.count()) + counted.reduce((a, b) => a + b, 0), unfolded);
+  await inspector.getByTestId('step-tree-fold').uncheck();
+  assert.equal(await nodes.count(), unfolded);
 
   await shoot('inspector-chat');
 

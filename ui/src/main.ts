@@ -4,6 +4,7 @@ import { invoke } from '@tauri-apps/api/core';
 import { mount } from 'svelte';
 import './theme.css';
 import App from './App.svelte';
+import { startTheme } from './lib/theme';
 
 // In the desktop app there is no console to read: script errors go to the app's log.
 if ('__TAURI_INTERNALS__' in window) {
@@ -12,6 +13,8 @@ if ('__TAURI_INTERNALS__' in window) {
   window.addEventListener('error', (e) => report(`${e.message} at ${e.filename}:${e.lineno}`));
   window.addEventListener('unhandledrejection', (e) => report(String(e.reason?.stack ?? e.reason)));
 }
+
+startTheme(typeof localStorage === 'undefined' ? undefined : localStorage);
 
 const app = mount(App, { target: document.getElementById('app')! });
 

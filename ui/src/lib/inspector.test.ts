@@ -120,6 +120,22 @@ describe('layoutTree', () => {
     });
   });
 
+  it('folds what hangs under a rejected guess into a count on it', () => {
+    const layout = layoutTree(deep, { collapseRejected: true });
+    expect(layout.nodes.map((n) => [n.key, n.hidden])).toEqual([
+      ['root', 0],
+      ['n0', 0],
+      ['n2', 0],
+      ['model', 0],
+      ['n5', 0],
+      ['n6', 0],
+      ['n3', 0],
+      ['n1', 1],
+    ]);
+    expect(layout.slots).toBe(5);
+    expect(layout.edges.map((e) => e.to)).not.toContain('n4');
+  });
+
   it('hangs the model token from the root when nothing was drafted or accepted', () => {
     const empty: DraftTree = { root: { token: 1, text: 'a' }, nodes: [], model_token: { token: 2, text: 'b' } };
     expect(positions(empty)).toEqual({

@@ -102,6 +102,8 @@ export interface LaidOutNode {
   accepted: boolean;
   /** Judged by the model: hangs from a node on the path. False under a rejected parent. */
   tried: boolean;
+  /** Guesses under this rejected node left out of the layout (collapsed); 0 when none. */
+  hidden: number;
 }
 
 export interface LaidOutEdge {
@@ -128,8 +130,10 @@ export interface TreeLayout {
  * (children in the order the tree lists them), each parent is centred over its first and last
  * child, so subtrees never overlap.
  */
-export function layoutTree(tree: DraftTree): TreeLayout {
+export function layoutTree(tree: DraftTree, options: { collapseRejected?: boolean } = {}): TreeLayout {
   const { children, rootChildren, onPath, last } = structure(tree);
+  const descendants = (indices: readonly number[]): number =>
+    indices.reduce((sum, i) => sum + 1 + descendants(children[i]), 0);
   const nodes: LaidOutNode[] = [];
   const edges: LaidOutEdge[] = [];
   let nextSlot = 0;
@@ -150,14 +154,19 @@ export function layoutTree(tree: DraftTree): TreeLayout {
       slot: 0,
       accepted: onPath[i],
       tried,
+      hidden: 0,
     };
   };
 
   const childrenOf = (node: LaidOutNode): LaidOutNode[] => {
     if (node.kind === 'model') return [];
-    const drafted = (node.kind === 'root' ? rootChildren : children[node.index!]).map((i) =>
-      draftNode(i, node.depth + 1, node.accepted),
-    );
+    const indices = node.kind === 'root' ? rootChildren : children[node.index!];
+    if (options.collapseRejected && !node.accepted) {
+      // Nothing under a rejected guess was judged: folded into a count on it.
+      node.hidden = descendants(indices);
+      return [];
+    }
+    const drafted = indices.map((i) => draftNode(i, node.depth + 1, node.accepted));
     if (node.index !== last) return drafted;
     const model: LaidOutNode = {
       key: 'model',
@@ -172,6 +181,7 @@ export function layoutTree(tree: DraftTree): TreeLayout {
       slot: 0,
       accepted: true,
       tried: true,
+      hidden: 0,
     };
     return [model, ...drafted];
   };
@@ -206,6 +216,7 @@ export function layoutTree(tree: DraftTree): TreeLayout {
     slot: 0,
     accepted: true,
     tried: true,
+    hidden: 0,
   });
   return { nodes, edges, depth: deepest, slots: nextSlot };
 }

@@ -190,7 +190,7 @@ describe('EventSocket', () => {
     const run = socket.generate({ prompt: 'a' }, () => {});
     last().drop();
     await expect(run.done).rejects.toEqual(
-      new ApiError('network', 'cannot reach the server: ws://h/api/events did not open'),
+      new ApiError('network', 'cannot reach the server: it is not answering (is it still running?)'),
     );
   });
 

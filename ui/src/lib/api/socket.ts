@@ -16,6 +16,8 @@ export function eventsUrl(base: string, page: { protocol: string; host: string }
 }
 
 const CLOSED = 'the connection to the server closed';
+/** A socket that never opened: the backend is down or gone (its address says nothing more). */
+const NOT_ANSWERING = 'cannot reach the server: it is not answering (is it still running?)';
 
 /** A generation the page started and whose last message has not come yet. */
 interface Generation {
@@ -177,7 +179,7 @@ export class EventSocket {
       this.receive(event.data);
     };
     socket.onclose = () => {
-      this.closed(socket, this.opened ? CLOSED : `cannot reach the server: ${url} did not open`);
+      this.closed(socket, this.opened ? CLOSED : NOT_ANSWERING);
     };
     return socket;
   }
