@@ -456,8 +456,13 @@ test('a chat is found by a word of its answer, renamed, and deleted while its ru
   assert.ok(text.includes(run.output.trim()), 'the answer is in the Markdown');
   await item.getByTestId('conversation-menu').click();
 
+  // From the keyboard: one Tab stop per chat, the right arrow opens its actions.
+  assert.equal(await item.getByTestId('conversation-menu').getAttribute('tabindex'), '-1');
+  await item.getByTestId('conversation-open').focus();
+  await page.keyboard.press('ArrowRight');
+  assert.ok(await item.getByTestId('conversation-rename').evaluate((el) => el === document.activeElement), 'its first action has the focus');
+
   // Delete asks first, and says the runs stay.
-  await item.getByTestId('conversation-menu').click();
   await item.getByTestId('conversation-delete').click();
   assert.match(await item.innerText(), /Its runs stay in History/);
   await shoot('chat-conversation-delete');
