@@ -50,7 +50,8 @@ function zeroHeads(dir, heads = 4) {
  * heads or the web UI: a remote engine for another server to run on. `restart()` stops the server
  * and starts it again on the same history database (on a new port: `url` and `openUrl` change).
  */
-export async function startServer({ apiKey, plain = false } = {}) {
+/** `extraArgs`: more `medusa serve` options (e.g. `--models-dir DIR`). */
+export async function startServer({ apiKey, plain = false, extraArgs = [] } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'medusa-e2e-'));
   const db = join(dir, 'history.sqlite');
   const env = { ...process.env };
@@ -59,6 +60,7 @@ export async function startServer({ apiKey, plain = false } = {}) {
   const args = ['serve', '--port', '0', '--db', db, '--ctx-size', '1024'];
   if (plain) args.push('--no-ui', '--no-heads');
   else args.push('--ui', join(root, 'ui/dist'), '--heads', zeroHeads(dir));
+  args.push(...extraArgs);
   let server;
   const handle = {
     url: '',

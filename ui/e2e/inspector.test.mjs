@@ -262,7 +262,8 @@ test('run details say why a run drafted nothing', async () => {
 });
 
 test('auto mode merges lookup’s and the heads’ guesses in one tree, and Chat starts in it', async () => {
-  // A fresh page: Chat's mode starts at auto.
+  // A fresh page with no conversation to reopen (one would take up its own mode): Chat starts at auto.
+  await page.evaluate(() => localStorage.removeItem('medusa.chat.conversation'));
   await page.goto(server.url);
   await openTab('chat');
   await page.locator('[data-testid="status"][data-status="ready"]').waitFor();

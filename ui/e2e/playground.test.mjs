@@ -11,6 +11,8 @@ import { artifacts, screenshots, parseCsv, startBrowser, startServer } from './h
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 const LONG = 240_000;
+/** A folder the server may load models from over HTTP (besides the models cache). */
+const modelsDir = mkdtempSync(join(tmpdir(), 'medusa-models-'));
 // Five rounds: two modes that decode alike then have overlapping ranges all but by a rare chance.
 const COMPARE_REPEATS = 5;
 const COMPARE_TOKENS = 24;
@@ -20,7 +22,7 @@ let browser;
 let page;
 
 before(async () => {
-  server = await startServer({ apiKey: 'e2e-key-0123456789abcdef' });
+  server = await startServer({ apiKey: 'e2e-key-0123456789abcdef', extraArgs: ['--models-dir', modelsDir] });
   browser = await startBrowser();
   const context = await browser.newContext({ viewport: { width: 1360, height: 900 }, acceptDownloads: true });
   page = await context.newPage();
@@ -393,7 +395,7 @@ test('Compare stays greedy, and says so', async () => {
 
 test('a failed load beside the model in use is said in Settings only; the model keeps serving', async () => {
   const before = await api('/api/info');
-  const broken = join(mkdtempSync(join(tmpdir(), 'medusa-broken-')), 'broken.gguf');
+  const broken = join(modelsDir, 'broken.gguf');
   writeFileSync(broken, 'not a GGUF file');
   const response = await fetch(`${server.url}/api/model`, {
     method: 'POST',

@@ -428,6 +428,14 @@ fn out_of_range_sampling_gets_the_range_error() {
     }
 }
 
+/// `/save`s the chat's conversation to `path` and reads it back.
+fn save_conversation(chat: &mut rexpect::session::PtySession, path: &std::path::Path) -> Value {
+    chat.send_line(&format!("/save {}", path.display()))
+        .unwrap();
+    chat.exp_string("(saved to").unwrap();
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 #[test]
 fn chat_in_a_terminal_stops_an_answer_on_ctrl_c_and_keeps_the_conversation() {
     let dir = tempfile::tempdir().unwrap();
@@ -470,11 +478,7 @@ fn chat_in_a_terminal_stops_an_answer_on_ctrl_c_and_keeps_the_conversation() {
     assert!(answer.contains("stop: cancelled"), "{answer}");
     chat.exp_string("> ").unwrap();
 
-    chat.send_line(&format!("/save {}", saved.display()))
-        .unwrap();
-    chat.exp_string("(saved to").unwrap();
-    let conversation: Value =
-        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let conversation = save_conversation(&mut chat, &saved);
     let messages = conversation["messages"].as_array().unwrap();
     let roles: Vec<&str> = messages
         .iter()
@@ -541,11 +545,7 @@ fn chat_in_a_short_terminal_keeps_the_answer_whole_on_screen() {
     );
 
     chat.exp_string("> ").unwrap();
-    chat.send_line(&format!("/save {}", saved.display()))
-        .unwrap();
-    chat.exp_string("(saved to").unwrap();
-    let conversation: Value =
-        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let conversation = save_conversation(&mut chat, &saved);
     let text = conversation["messages"][1]["content"].as_str().unwrap();
     let expected = wrapped_rows(text, usize::from(COLS));
     assert!(

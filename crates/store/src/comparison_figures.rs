@@ -193,7 +193,7 @@ fn mode_figures(runs: &[ComparisonRun]) -> Vec<ModeFigures> {
 }
 
 /// What a mode drafted over its finished runs.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Drafting {
     /// Median tokens per step.
     pub tokens_per_step: Option<f64>,
