@@ -50,6 +50,7 @@ impl LiveLine {
             return;
         }
         self.last_draw = Some(Instant::now());
+        // A terminal that gives no height has no last row to keep: the figures follow the answer.
         let Some(rows) = terminal_rows().filter(|&rows| rows >= MIN_ROWS) else {
             return;
         };

@@ -428,6 +428,21 @@ fn out_of_range_sampling_gets_the_range_error() {
     }
 }
 
+/// `medusa chat` (greedy, no heads, answers of at most `max_tokens`) in a pseudo-terminal of
+/// `rows` by `cols`, as a terminal window gives its size.
+fn chat_in_terminal(rows: u16, cols: u16, max_tokens: u32) -> rexpect::session::PtySession {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!(
+            "stty rows {rows} cols {cols} && exec \"$0\" chat --no-heads --max-tokens {max_tokens} --temperature 0"
+        ))
+        .arg(env!("CARGO_BIN_EXE_medusa"))
+        .env("MEDUSA_MODEL", models::default_model_path().unwrap())
+        .env("TERM", "xterm");
+    rexpect::session::spawn_command(command, Some(180_000)).expect("spawns")
+}
+
 /// `/save`s the chat's conversation to `path` and reads it back.
 fn save_conversation(chat: &mut rexpect::session::PtySession, path: &std::path::Path) -> Value {
     chat.send_line(&format!("/save {}", path.display()))
@@ -440,19 +455,7 @@ fn save_conversation(chat: &mut rexpect::session::PtySession, path: &std::path::
 fn chat_in_a_terminal_stops_an_answer_on_ctrl_c_and_keeps_the_conversation() {
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("talk.json");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_medusa"));
-    command
-        .args([
-            "chat",
-            "--no-heads",
-            "--max-tokens",
-            "400",
-            "--temperature",
-            "0",
-        ])
-        .env("MEDUSA_MODEL", models::default_model_path().unwrap())
-        .env("TERM", "xterm");
-    let mut chat = rexpect::session::spawn_command(command, Some(180_000)).expect("spawns");
+    let mut chat = chat_in_terminal(24, 80, 400);
     chat.exp_string("> ").unwrap();
     // Commands are answered by the program, never sent to the model.
     chat.send_line("/help").unwrap();
@@ -519,16 +522,7 @@ fn chat_in_a_short_terminal_keeps_the_answer_whole_on_screen() {
     const COLS: u16 = 48;
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("talk.json");
-    let mut command = Command::new("sh");
-    command
-        .arg("-c")
-        .arg(format!(
-            "stty rows {ROWS} cols {COLS} && exec \"$0\" chat --no-heads --max-tokens 160 --temperature 0"
-        ))
-        .arg(env!("CARGO_BIN_EXE_medusa"))
-        .env("MEDUSA_MODEL", models::default_model_path().unwrap())
-        .env("TERM", "xterm");
-    let mut chat = rexpect::session::spawn_command(command, Some(180_000)).expect("spawns");
+    let mut chat = chat_in_terminal(ROWS, COLS, 160);
     let size = |n: u16| std::num::NonZeroU16::new(n).unwrap();
     let mut terminal = vt100::Parser::new(size(ROWS), size(COLS), 0);
     terminal.process(chat.exp_string("> ").unwrap().as_bytes());
