@@ -559,13 +559,6 @@ pub enum SpeedVerdict {
     SingleRun,
 }
 
-impl SpeedVerdict {
-    /// Whether the speed-up says something about drafting (is not known to be noise).
-    pub fn is_measured(self) -> bool {
-        !matches!(self, Self::Unexplained | Self::DraftedNothing)
-    }
-}
-
 /// One mode of a comparison over its rounds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct ModeFigures {

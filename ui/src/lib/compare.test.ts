@@ -8,6 +8,7 @@ import {
   divergenceText,
   formatSpeedup,
   formatSpread,
+  headlineSpeedup,
   isNoise,
   runOrder,
   sideLabel,
@@ -31,6 +32,14 @@ function figures(over: Partial<ModeFigures>): ModeFigures {
 }
 
 describe('compare', () => {
+  it('headlines the best speed-up that is not noise', () => {
+    const normal = figures({ mode: 'normal', speedup: null, verdict: null });
+    const lookup = figures({ mode: 'lookup', speedup: spread(3.82, 3.5, 4), verdict: 'drafted_nothing' });
+    const medusa = figures({ mode: 'medusa', speedup: spread(1.3, 1.2, 1.4), verdict: 'faster' });
+    expect(headlineSpeedup([normal, lookup, medusa])).toBe(1.3);
+    expect(headlineSpeedup([normal, lookup])).toBeNull();
+  });
+
   it('calls overlapping ranges, unexplained gains and plain decoding noise', () => {
     expect((['within_noise', 'unexplained', 'drafted_nothing'] as const).every(isNoise)).toBe(true);
     expect((['faster', 'slower', 'single_run', null] as const).some(isNoise)).toBe(false);

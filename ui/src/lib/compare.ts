@@ -94,6 +94,15 @@ export function isNoise(verdict: SpeedVerdict | null): boolean {
   return verdict === 'within_noise' || verdict === 'unexplained' || verdict === 'drafted_nothing';
 }
 
+/**
+ * A comparison's headline: the best median speed-up among the modes whose speed-up is not known
+ * to be noise; null when there is none.
+ */
+export function headlineSpeedup(modes: readonly ModeFigures[]): number | null {
+  const measured = modes.filter((m) => m.mode !== 'normal' && m.speedup !== null && !isNoise(m.verdict));
+  return measured.length ? Math.max(...measured.map((m) => m.speedup!.median)) : null;
+}
+
 /** A mode's verdict against normal in words, and how loudly to show it. */
 export function verdictText(figures: ModeFigures): { text: string; tone: Tone } {
   const verdict: SpeedVerdict | null = figures.verdict;
