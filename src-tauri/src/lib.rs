@@ -7,7 +7,6 @@ pub mod conversation_commands;
 pub mod locale;
 pub mod remote_commands;
 mod shutdown;
-mod window_size;
 
 use anyhow::Context;
 use tauri::Manager;
@@ -61,11 +60,6 @@ pub fn run() -> anyhow::Result<()> {
         .plugin(tauri_plugin_dialog::init())
         .invoke_handler(invoke_handler())
         .setup(move |app| {
-            if let Some(window) = app.get_webview_window("main") {
-                if let Err(err) = window_size::fit_to_screen(&window) {
-                    tracing::warn!(error = %err, "could not fit the window to the screen");
-                }
-            }
             let state = tauri::async_runtime::block_on(backend::start(options))?;
             app.manage(state);
             Ok(())
