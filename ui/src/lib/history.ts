@@ -69,20 +69,10 @@ export function selectedBaseline(runs: RunRecord[]): RunRecord | undefined {
   return runs.find((r) => r.mode === 'normal') ?? runs[0];
 }
 
-function firstTokenDifference(a: number[], b: number[]): number | null {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
-  return a.length === b.length ? null : n;
-}
-
-function sameTokens(a: number[], b: number[]): boolean {
-  return firstTokenDifference(a, b) === null;
-}
-
 /** Where `run`'s output departs from `baseline`'s: by token where both kept theirs, else by text. */
 function departure(baseline: RunRecord, run: RunRecord): string | null {
   if (baseline.token_ids && run.token_ids) {
-    const at = firstTokenDifference(baseline.token_ids, run.token_ids);
+    const at = firstDifference(baseline.token_ids, run.token_ids);
     return at === null ? null : `token ${at + 1}`;
   }
   const at = firstDifference(baseline.output ?? '', run.output ?? '');
@@ -133,7 +123,7 @@ export function divergenceQuestion(
     greedy(baseline) &&
     greedy(run) &&
     JSON.stringify(baseline.prompt) === JSON.stringify(run.prompt);
-  if (!comparable || !expected || !got || sameTokens(expected, got)) return null;
+  if (!comparable || !expected || !got || firstDifference(expected, got) === null) return null;
   const prompt = baseline.prompt;
   return prompt.kind === 'text'
     ? { prompt: prompt.content, expected, got }

@@ -139,8 +139,8 @@ export function acceptanceByDepth(steps: Pick<StepEvent, 'depth_hits'>[]): numbe
   return acceptanceCounts(steps).map((c) => c.hits / c.seen);
 }
 
-/** Index of the first character where `a` and `b` differ; null when they are equal. */
-export function firstDifference(a: string, b: string): number | null {
+/** Index of the first place (character, token) where `a` and `b` differ; null when they are equal. */
+export function firstDifference<T>(a: ArrayLike<T>, b: ArrayLike<T>): number | null {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
   return a.length === b.length ? null : n;
