@@ -58,7 +58,7 @@ impl LiveLine {
         if self.region_rows != Some(rows) {
             // First draw, or the terminal was resized.
             if let Some(old) = self.region_rows {
-                out.push_str(&clear_row(old));
+                out.push_str(&row_text(old, ""));
             }
             out.push_str(&reserve_last_row(rows));
             self.region_rows = Some(rows);
@@ -77,8 +77,7 @@ impl LiveLine {
             self.tokens,
             self.tokens as f64 / secs.max(1e-9)
         );
-        // Save the cursor, write on the last row, restore: the streamed text is not disturbed.
-        out.push_str(&format!("\x1b7\x1b[{rows};1H\x1b[2K{status}\x1b8"));
+        out.push_str(&row_text(rows, &status));
         eprint!("{out}");
         let _ = std::io::stderr().flush();
     }
@@ -92,7 +91,7 @@ impl LiveLine {
     fn release(&mut self) {
         if let Some(rows) = self.region_rows.take() {
             // Resetting the region moves the cursor home: save and restore it around.
-            eprint!("{}\x1b7\x1b[r\x1b8", clear_row(rows));
+            eprint!("{}\x1b7\x1b[r\x1b8", row_text(rows, ""));
             let _ = std::io::stderr().flush();
         }
     }
@@ -108,8 +107,10 @@ fn terminal_rows() -> Option<u16> {
     terminal_size::terminal_size_of(std::io::stderr()).map(|(_, rows)| rows.0)
 }
 
-fn clear_row(row: u16) -> String {
-    format!("\x1b7\x1b[{row};1H\x1b[2K\x1b8")
+/// `text` alone on row `row`: save the cursor, write there, restore, so the streamed text is not
+/// disturbed.
+fn row_text(row: u16, text: &str) -> String {
+    format!("\x1b7\x1b[{row};1H\x1b[2K{text}\x1b8")
 }
 
 /// Frees the last row and makes the rows above it the scrolling region, the cursor kept where it
