@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use engine::EngineConfig;
+use playground::catalog::Catalog;
 use playground::{LoadRequest, ModelSource, Playground};
 
 /// Which model, heads and database the app starts with: `MEDUSA_MODEL` (default: the default
@@ -37,6 +38,12 @@ pub enum BackendError {
     Tree(String),
     #[error("cannot install the default model's heads: {0}")]
     Heads(#[from] models::FetchError),
+}
+
+/// The models cache and the model hub (`HF_ENDPOINT`, else Hugging Face): the app loads any
+/// file the user picks, so the cache is the one folder it lists.
+pub fn catalog() -> Result<Catalog, BackendError> {
+    Ok(Catalog::new(models::cache_dir()?, Vec::new()))
 }
 
 /// Opens the run history and starts loading the model; returns without waiting for the model.

@@ -5,8 +5,10 @@ pub mod backend;
 pub mod commands;
 pub mod conversation_commands;
 pub mod locale;
+pub mod model_commands;
 pub mod remote_commands;
 mod shutdown;
+mod window_size;
 
 use anyhow::Context;
 use tauri::Manager;
@@ -43,6 +45,12 @@ pub fn invoke_handler<R: tauri::Runtime>(
         remote_commands::list_remotes,
         remote_commands::add_remote,
         remote_commands::remove_remote,
+        model_commands::list_local_models,
+        model_commands::search_catalog,
+        model_commands::catalog_files,
+        model_commands::download_model,
+        model_commands::cancel_download,
+        model_commands::delete_model,
     ]
 }
 
@@ -60,8 +68,14 @@ pub fn run() -> anyhow::Result<()> {
         .plugin(tauri_plugin_dialog::init())
         .invoke_handler(invoke_handler())
         .setup(move |app| {
+            if let Some(window) = app.get_webview_window("main") {
+                if let Err(err) = window_size::fit_to_screen(&window) {
+                    tracing::warn!(error = %err, "could not fit the window to the screen");
+                }
+            }
             let state = tauri::async_runtime::block_on(backend::start(options))?;
             app.manage(state);
+            app.manage(backend::catalog()?);
             Ok(())
         })
         .build(tauri::generate_context!())

@@ -496,6 +496,14 @@ test('Continue writes on from an answer that ran out of tokens, onto the same me
     const second = await latestRun();
     assert.notEqual(second.id, first.id);
     assert.ok(second.output.length > 0, 'the continuation wrote something');
+    // The figures cover the whole answer too, not only the continuation.
+    assert.equal(
+      await answer.getByTestId('chat-whole-answer').innerText(),
+      `Whole answer: ${first.tokens_generated + second.tokens_generated} tokens by 2 runs, ${(
+        ((first.tokens_generated + second.tokens_generated) * 1000) /
+        (first.total_ms + second.total_ms)
+      ).toFixed(1)} tok/s · above: the last run, which continued it`,
+    );
     assert.deepEqual(second.prompt.content, [
       { role: 'user', content: 'Tell me a long story about a dragon.' },
       { role: 'assistant', content: first.output },
@@ -510,5 +518,63 @@ test('Continue writes on from an answer that ran out of tokens, onto the same me
     await assertFits();
   } finally {
     await maxTokens(256);
+  }
+});
+
+test('a JSON answer follows the schema typed into the sampling panel, and a broken schema is caught before sending', async () => {
+  await newChat();
+  const panel = page.getByTestId('view-chat');
+  await page.getByTestId('chat-sampling-toggle').click();
+  await panel.getByTestId('json-answer').check();
+  await panel.getByTestId('json-schema').fill('{"type": "object", "properties": {"name": {"type": "string"');
+  assert.match(await panel.getByRole('alert').innerText(), /^the JSON schema is not JSON: /);
+  await panel
+    .getByTestId('json-schema')
+    .fill('{"type": "object", "additionalProperties": false, "properties": {"name": {"type": "string", "maxLength": 20}, "legs": {"type": "integer"}}, "required": ["name", "legs"]}');
+  assert.equal(await panel.getByRole('alert').count(), 0);
+  await page.getByTestId('chat-sampling-toggle').click();
+  try {
+    await ask('Give the name and age of a cat as JSON.', 1);
+    const run = await latestRun();
+    const cat = JSON.parse(run.output);
+    assert.deepEqual(Object.keys(cat).sort(), ['legs', 'name']);
+    assert.equal(typeof cat.name, 'string');
+    assert.ok(Number.isInteger(cat.legs), run.output);
+    await shoot('chat-json-answer');
+  } finally {
+    await page.getByTestId('chat-sampling-toggle').click();
+    await panel.getByTestId('json-answer').uncheck();
+    await page.getByTestId('chat-sampling-toggle').click();
+  }
+});
+
+test('Compare holds every mode to the JSON schema, and greedy outputs stay identical', async () => {
+  await page.getByTestId('tab-compare').click();
+  const view = page.getByTestId('view-compare');
+  await page.getByTestId('compare-input').fill('Give the name and age of a cat as JSON.');
+  await page.getByTestId('compare-max-tokens').fill('64');
+  await page.getByTestId('compare-repeats').fill('1');
+  await view.getByTestId('json-answer').check();
+  await view.getByTestId('json-schema').fill('{"type": "object", "properties": {"name"');
+  assert.match(await view.getByRole('alert').innerText(), /^the JSON schema is not JSON: /);
+  assert.ok(await page.getByTestId('compare-run').isDisabled(), 'a broken schema is not sent');
+  await view
+    .getByTestId('json-schema')
+    .fill('{"type": "object", "additionalProperties": false, "properties": {"name": {"type": "string", "maxLength": 20}, "legs": {"type": "integer"}}, "required": ["name", "legs"]}');
+  try {
+    await page.getByTestId('compare-run').click();
+    await page.getByTestId('compare-stored').waitFor({ timeout: LONG });
+    const compared = (await api('/api/comparisons')).comparisons[0];
+    const outputs = await Promise.all(compared.runs.map(async (m) => [m.mode, (await api(`/api/runs/${m.run_id}`)).run.output]));
+    assert.ok(outputs.length >= 2, JSON.stringify(outputs));
+    for (const [mode, output] of outputs) {
+      const cat = JSON.parse(output);
+      assert.deepEqual(Object.keys(cat).sort(), ['legs', 'name'], `${mode}: ${output}`);
+      assert.equal(output, outputs[0][1], `${mode} answers as normal does`);
+    }
+    await shoot('compare-json-answer');
+  } finally {
+    await view.getByTestId('json-answer').uncheck();
+    await page.getByTestId('tab-chat').click();
   }
 });

@@ -11,7 +11,7 @@ import { chromium } from 'playwright-core';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const artifacts = join(root, 'test-artifacts', 'ui');
 
-const medusa = join(root, 'target/release/medusa');
+export const medusa = join(root, 'target/release/medusa');
 
 /**
  * Medusa heads for the default model whose residual blocks are zero: each head then proposes the
@@ -51,12 +51,13 @@ function zeroHeads(dir, heads = 4) {
  * and starts it again on the same history database (on a new port: `url` and `openUrl` change).
  */
 /** `extraArgs`: more `medusa serve` options (e.g. `--models-dir DIR`). */
-export async function startServer({ apiKey, plain = false, extraArgs = [] } = {}) {
+export async function startServer({ apiKey, plain = false, extraArgs = [], extraEnv = {} } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'medusa-e2e-'));
   const db = join(dir, 'history.sqlite');
   const env = { ...process.env };
   delete env.MEDUSA_API_KEY;
   if (apiKey) env.MEDUSA_API_KEY = apiKey;
+  Object.assign(env, extraEnv);
   const args = ['serve', '--port', '0', '--db', db, '--ctx-size', '1024'];
   if (plain) args.push('--no-ui', '--no-heads');
   else args.push('--ui', join(root, 'ui/dist'), '--heads', zeroHeads(dir));

@@ -210,6 +210,8 @@ test('a click on a compared run’s chart opens that step’s tree', async () =>
   const panel = page.locator('[data-testid="compare-panel"][data-mode="medusa"][data-state="done"]');
   await panel.waitFor();
   const over = panel.locator('[data-testid="compare-chart"] .u-over');
+  // The mouse reaches only what is on screen, wherever the form above leaves the panels.
+  await over.scrollIntoViewIfNeeded();
   const box = await over.boundingBox();
   // The middle of the chart: a step whatever their number.
   await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);

@@ -356,7 +356,9 @@ test('Concurrent has the sampling panel of Chat, and Greedy makes its runs greed
       return { name: label.textContent.trim(), cell: [cell.left, cell.right], input: [input.left, input.right] };
     }),
   );
-  assert.equal(cells.length, 8);
+  // Eight numbers and the JSON answer toggle.
+  assert.equal(cells.length, 9);
+  assert.ok(cells.some(({ name }) => name.startsWith('JSON answer')), JSON.stringify(cells.map(({ name }) => name)));
   for (const { name, cell, input } of cells) {
     assert.ok(input[0] >= cell[0] - 0.5 && input[1] <= cell[1] + 0.5, `${name}: input ${input} spills out of ${cell}`);
   }

@@ -113,6 +113,15 @@ test('Settings adds the second server as a remote engine and lists its model', a
   await screenshots(page, 'remote-settings', { fullPage: true });
 });
 
+test('after a restart the saved engine is asked again, so its model shows by name', async () => {
+  await server.restart();
+  await page.goto(server.url);
+  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  await openTab('chat');
+  await page.locator(`[data-testid="chat-engine"] option[value="lab/${remoteModel}"]`).waitFor({ state: 'attached' });
+  assert.doesNotMatch(await page.getByTestId('chat-engine').innerText(), /its first model/);
+});
+
 test('Chat answers on the remote engine, greedy, and its figures say where it ran', async () => {
   await openTab('chat');
   await page.getByTestId('chat-engine').selectOption(`lab/${remoteModel}`);

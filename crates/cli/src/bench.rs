@@ -17,7 +17,8 @@ use crate::bench_report::{
 };
 use crate::bench_totals::{round_speedup, Totals};
 
-pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+pub fn run(mut args: BenchArgs) -> anyhow::Result<()> {
+    args.read_output_grammar()?;
     let prompts = load_prompts(args.prompts.as_ref())?;
     let modes = modes_with_normal_first(&args.modes);
     anyhow::ensure!(

@@ -43,6 +43,16 @@ pub struct BenchArgs {
     /// at this URL instead of a model here: the same prompts, rounds and report.
     #[arg(long)]
     pub endpoint: Option<String>,
+    /// Every answer must follow this JSON schema (a file): structured output's cost, and
+    /// drafting under it.
+    #[arg(long, value_name = "FILE", conflicts_with = "endpoint")]
+    pub json_schema: Option<PathBuf>,
+    /// Every answer must follow this GBNF grammar (a file).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["endpoint", "json_schema"])]
+    pub grammar: Option<PathBuf>,
+    /// The grammar `--json-schema` or `--grammar` gives, once read.
+    #[arg(skip)]
+    pub output_grammar: Option<String>,
     /// The endpoint's API key (also `MEDUSA_REMOTE_API_KEY`).
     #[arg(
         long,
@@ -54,13 +64,31 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
-    /// The request with the draft the flags ask for: `--tree` for Medusa, `--draft-length` for
-    /// lookup.
+    /// Reads `--json-schema` or `--grammar` into [`BenchArgs::output_grammar`].
+    pub fn read_output_grammar(&mut self) -> anyhow::Result<()> {
+        let read = |path: &PathBuf| {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+        };
+        self.output_grammar = match (&self.json_schema, &self.grammar) {
+            (Some(path), _) => {
+                let schema: serde_json::Value = serde_json::from_str(&read(path)?)
+                    .with_context(|| format!("{} is not JSON", path.display()))?;
+                Some(engine::json_schema_grammar(&schema)?)
+            }
+            (None, Some(path)) => Some(read(path)?),
+            (None, None) => None,
+        };
+        Ok(())
+    }
+
+    /// The request with the draft the flags ask for (`--tree` for Medusa, `--draft-length` for
+    /// lookup) and the grammar, if one is given.
     pub fn with_drafts(&self, request: GenerateRequest) -> GenerateRequest {
         let mut request = self.model.with_default_draft(request);
         if let (GenerationMode::Lookup, Some(n)) = (request.mode, self.draft_length) {
             request.draft = DraftPolicy::Length(n);
         }
+        request.grammar = self.output_grammar.clone();
         request
     }
 }

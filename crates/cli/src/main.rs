@@ -9,6 +9,7 @@ mod convert_heads;
 mod figures;
 mod generate;
 mod model_args;
+mod models_cmd;
 mod progress;
 mod quantize;
 mod remote_bench;
@@ -44,6 +45,8 @@ enum Commands {
     ConvertHeads(convert_heads::ConvertHeadsArgs),
     /// Download the default model into the cache (if needed) and print its path.
     FetchModel,
+    /// The models directory and a model hub: list, search, files, download, delete.
+    Models(models_cmd::ModelsArgs),
     /// Print what a model is: architecture, size, weight format, context.
     Info(model_args::InfoArgs),
     /// Serve the HTTP API (OpenAI-compatible and the playground's own) with a run history.
@@ -75,6 +78,7 @@ fn main() -> std::process::ExitCode {
         Commands::FetchModel => {
             model_args::fetch_default().map(|path| println!("{}", path.display()))
         }
+        Commands::Models(args) => models_cmd::run(args),
         Commands::Info(args) => model_args::info(args),
         Commands::Serve(args) => serve::run(args),
         Commands::Tune(args) => tune::run(args),

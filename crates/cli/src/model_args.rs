@@ -59,6 +59,10 @@ pub struct ModelArgs {
     /// decode sums in the same order, so that they are identical bit for bit.
     #[arg(long)]
     pub no_exact: bool,
+    /// How sure auto drafting must be that a draft pays, in standard deviations below the
+    /// acceptance seen so far: higher drafts later and less, 0 trusts the rate seen.
+    #[arg(long, value_name = "Z", default_value_t = engine::DEFAULT_DRAFT_CONFIDENCE)]
+    pub draft_confidence: f64,
 }
 
 impl ModelArgs {
@@ -83,6 +87,7 @@ impl ModelArgs {
         config.batch_size = self.batch_size;
         config.heads_placement = self.heads_on;
         config.exact = !self.no_exact;
+        config.draft_confidence = self.draft_confidence;
         if let Some(layers) = self.gpu_layers {
             config.gpu_layers = layers;
         }

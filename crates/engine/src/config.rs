@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::error::EngineError;
 use crate::medusa::heads::HeadsPlacement;
+use crate::speculative::budget::CONFIDENCE_Z;
 use crate::speculative::costs::CostPoint;
 use crate::speculative::tree::TreeSpec;
 
@@ -49,6 +50,10 @@ pub struct EngineConfig {
     /// so that greedy speculative and batched output is identical to plain decoding, bit for bit.
     /// CPU only: with layers on a GPU the engine decodes with the GPU's kernels instead.
     pub exact: bool,
+    /// How sure the draft budget must be that a draft pays: it plans with each drafter's
+    /// acceptance this many standard deviations below the rate seen (a Wilson lower bound).
+    /// Higher drafts later and less; 0 plans with the rate seen.
+    pub draft_confidence: f64,
 }
 
 /// A callback receiving the share of the model's weights loaded so far, in `0.0..=1.0`.
@@ -90,6 +95,7 @@ impl EngineConfig {
             load_progress: None,
             hidden_states: false,
             exact: true,
+            draft_confidence: DEFAULT_DRAFT_CONFIDENCE,
         }
     }
 
@@ -133,9 +139,23 @@ impl EngineConfig {
                 format!("must be between 1 and 65536, got {}", self.batch_size),
             );
         }
+        if !(0.0..=MAX_DRAFT_CONFIDENCE).contains(&self.draft_confidence) {
+            return invalid(
+                "draft_confidence",
+                format!(
+                    "must be between 0 and {MAX_DRAFT_CONFIDENCE} standard deviations, got {}",
+                    self.draft_confidence
+                ),
+            );
+        }
         Ok(())
     }
 }
+
+/// The usual one-sided 90% bound; the sweep on `bench/tuning/` is in BENCHMARKS.
+pub const DEFAULT_DRAFT_CONFIDENCE: f64 = CONFIDENCE_Z;
+/// Beyond 5 standard deviations the bound stays near 0 for any evidence a run gathers.
+pub const MAX_DRAFT_CONFIDENCE: f64 = 5.0;
 
 /// One thread per core: llama.cpp's own default oversubscribes small machines.
 pub fn default_threads() -> usize {

@@ -56,6 +56,8 @@ pub(crate) struct DraftSetup {
     /// Draft all they have at every step whatever it costs, instead of what the budget expects
     /// to pay.
     pub(crate) fixed: bool,
+    /// Standard deviations below the observed acceptance the budget plans with.
+    pub(crate) confidence_z: f64,
 }
 
 pub(crate) struct DrafterPool {
@@ -63,13 +65,16 @@ pub(crate) struct DrafterPool {
     /// What finished requests learnt, by drafter name and evidence class, for drafters whose
     /// acceptance carries over from one request to the next.
     learnt: HashMap<&'static str, Vec<AcceptanceStats>>,
+    /// See [`EngineConfig::draft_confidence`](crate::EngineConfig::draft_confidence).
+    confidence_z: f64,
 }
 
 impl DrafterPool {
-    pub(crate) fn new(medusa: Option<MedusaSetup>) -> Self {
+    pub(crate) fn new(medusa: Option<MedusaSetup>, confidence_z: f64) -> Self {
         Self {
             medusa,
             learnt: HashMap::new(),
+            confidence_z,
         }
     }
 
@@ -101,6 +106,7 @@ impl DrafterPool {
                 .collect(),
             max_draft: draft.max_draft,
             fixed: draft.fixed,
+            confidence_z: self.confidence_z,
         }
     }
 
@@ -144,10 +150,11 @@ const PRIOR_WEIGHT: u32 = 32;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::speculative::budget::CONFIDENCE_Z;
 
     #[test]
     fn what_requests_learnt_carries_over_by_class_and_weighs_as_a_few_tries() {
-        let mut drafters = DrafterPool::new(None);
+        let mut drafters = DrafterPool::new(None, CONFIDENCE_Z);
         let lookup = LookupDrafter::default();
         assert!(drafters.prior(&lookup).is_empty(), "nothing learnt yet");
         let mut copying = AcceptanceStats::default();

@@ -10,6 +10,7 @@ use tokio::sync::mpsc::{self, UnboundedSender};
 
 use crate::config::EngineConfig;
 use crate::diagnostics::{BaselineRun, Diagnostic};
+use crate::embeddings::Embedding;
 use crate::engine_loading::engine_thread;
 use crate::engine_metrics::{EngineMetrics, Shared};
 use crate::error::EngineError;
@@ -24,7 +25,7 @@ use crate::scheduler::Command;
 use crate::speculative::costs::DecodeCosts;
 use crate::step_profile::StepProfile;
 use crate::token::TokenId;
-use crate::token_choice::TokenChoice;
+use crate::token_choice::{PromptLogprobs, TokenChoice};
 use crate::valid_request::ValidRequest;
 
 /// A loaded model, ready to generate. Dropping it stops its thread.
@@ -93,6 +94,21 @@ impl Engine {
         default_tree: Option<&DraftPolicy>,
     ) -> Result<ValidRequest, EngineError> {
         request.validate()?;
+        let n_vocab = self.info.n_vocab as TokenId;
+        if let Some(entry) = request
+            .sampling
+            .logit_bias
+            .iter()
+            .find(|b| b.token >= n_vocab)
+        {
+            return Err(EngineError::InvalidParameter {
+                name: "logit_bias",
+                message: format!(
+                    "token {} is not in the model's vocabulary (0..{n_vocab})",
+                    entry.token
+                ),
+            });
+        }
         let heads = match (&self.info.heads, &self.info.medusa_plan) {
             (Some(heads), Some(plan)) => Some(LoadedHeads {
                 head_count: heads.head_count,
@@ -162,6 +178,15 @@ impl Engine {
         answer.recv().map_err(|_| EngineError::EngineStopped)?
     }
 
+    /// Each text's embedding (blocking): the mean of its final hidden states, unit length.
+    pub fn embed(&self, texts: Vec<String>) -> Result<Vec<Embedding>, EngineError> {
+        let (reply, answer) = std_mpsc::channel();
+        self.commands
+            .send(Command::Embed { texts, reply })
+            .map_err(|_| EngineError::EngineStopped)?;
+        answer.recv().map_err(|_| EngineError::EngineStopped)?
+    }
+
     /// Sends a diagnostic to the engine thread and waits for its answer.
     fn diagnose<T>(
         &self,
@@ -189,6 +214,17 @@ impl Engine {
             tokens,
             reply,
         })
+    }
+
+    /// How likely each token of `prompt` was after those before it, with the `top` likeliest
+    /// at each place (blocking; runs when no request is decoding).
+    pub fn prompt_logprobs(
+        &self,
+        prompt: Prompt,
+        top: usize,
+    ) -> Result<PromptLogprobs, EngineError> {
+        crate::request::check_top_logprobs("logprobs", top)?;
+        self.diagnose(|reply| Diagnostic::PromptLogprobs { prompt, top, reply })
     }
 
     /// Decode time in milliseconds by number of tokens in a batch, as known to the draft budget

@@ -173,7 +173,7 @@ pub(crate) fn engine_thread(
 
     Scheduler::new(
         runtime,
-        DrafterPool::new(medusa),
+        DrafterPool::new(medusa, config.draft_confidence),
         parallel,
         cache_seqs,
         n_seq_max - retired,

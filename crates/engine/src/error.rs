@@ -26,6 +26,10 @@ pub enum EngineError {
     EmptyPrompt,
     #[error("the prompt has {tokens} tokens but the context holds at most {limit} prompt tokens; shorten it or raise --ctx-size")]
     PromptTooLong { tokens: usize, limit: usize },
+    #[error("invalid grammar: {0}")]
+    InvalidGrammar(String),
+    #[error("invalid JSON schema: {0}")]
+    InvalidSchema(String),
     #[error("the model has no chat template; send a plain prompt instead of chat messages")]
     NoChatTemplate,
     #[error("the chat template could not be applied: {0}")]
@@ -70,6 +74,8 @@ impl EngineError {
             Self::InvalidParameter { .. } => "invalid_parameter",
             Self::EmptyPrompt => "empty_prompt",
             Self::PromptTooLong { .. } => "prompt_too_long",
+            Self::InvalidGrammar(_) => "invalid_grammar",
+            Self::InvalidSchema(_) => "invalid_json_schema",
             Self::NoChatTemplate => "no_chat_template",
             Self::ChatTemplate(_) => "chat_template_failed",
             Self::NoMedusaHeads => "no_medusa_heads",
@@ -91,6 +97,8 @@ impl EngineError {
             Self::InvalidParameter { .. }
                 | Self::EmptyPrompt
                 | Self::PromptTooLong { .. }
+                | Self::InvalidGrammar(_)
+                | Self::InvalidSchema(_)
                 | Self::NoChatTemplate
                 | Self::NoMedusaHeads
         )

@@ -7,6 +7,7 @@ use crate::error::EngineError;
 use crate::request::GenerationMode;
 use crate::speculative::tree::TokenSource;
 use crate::token::TokenId;
+use crate::token_choice::TokenLogprobs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "snake_case")]
@@ -84,6 +85,11 @@ pub struct RunSummary {
     /// Time spent drafting and verifying (speculative modes).
     pub draft_ms: f64,
     pub verify_ms: f64,
+    /// When asked for: per generated token, its log-probability and the most likely tokens at
+    /// its place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<TokenLogprobs>>", optional)]
+    pub logprobs: Vec<TokenLogprobs>,
     /// When asked for: per generated token, the final hidden state whose logits produced it
     /// (`n_embd` values each, in order).
     #[serde(skip)]
@@ -236,6 +242,8 @@ pub enum GenerationEvent {
         text: String,
         token_ids: Vec<TokenId>,
         sources: Vec<TokenSource>,
+        /// Per token, when the request asked for log-probabilities; else empty.
+        logprobs: Vec<TokenLogprobs>,
     },
     /// A speculative step finished (not sent in normal mode).
     Step(StepEvent),

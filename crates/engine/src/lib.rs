@@ -13,6 +13,7 @@ mod config;
 pub mod cost_cache;
 mod diagnostics;
 mod drafter_pool;
+mod embeddings;
 mod engine;
 mod engine_loading;
 mod engine_metrics;
@@ -20,6 +21,7 @@ mod error;
 mod events;
 mod exact_kernels;
 mod generation_stream;
+mod grammar;
 mod info;
 mod llama_runtime;
 pub mod medusa;
@@ -49,9 +51,10 @@ mod valid_request;
 pub use compute::{ComputeDevice, ComputeInfo};
 pub use config::{
     default_threads, EngineConfig, LoadProgress, DEFAULT_BATCH_SIZE, DEFAULT_CTX_SIZE,
-    DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL,
+    DEFAULT_DRAFT_CONFIDENCE, DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL, MAX_DRAFT_CONFIDENCE,
 };
 pub use diagnostics::BaselineRun;
+pub use embeddings::{Embedding, MAX_EMBEDDING_INPUTS};
 pub use engine::Engine;
 pub use engine_metrics::EngineMetrics;
 pub use error::EngineError;
@@ -60,12 +63,14 @@ pub use events::{
     GenerationEvent, RunSummary, StepEvent, StepToken, StepTree, StopReason,
 };
 pub use generation_stream::{Canceller, GenerationSender, GenerationStream};
+pub use grammar::{json_object_grammar, json_schema_grammar};
 pub use info::ModelInfo;
 pub use prompt::RenderedPrompt;
 pub use quantize::{file_type_name, quantize, quantize_type_names, QuantType, QuantizeReport};
 pub use request::{
-    AcceptanceRule, ChatMessage, DraftPolicy, GenerateRequest, GenerationMode, Prompt,
-    SamplingParams, CHAT_ROLES, MAX_DRAFT_TOKENS, MAX_TOKENS_LIMIT,
+    AcceptanceRule, ChatMessage, DraftPolicy, GenerateRequest, GenerationMode, LogitBias, Prompt,
+    SamplingParams, CHAT_ROLES, MAX_DRAFT_TOKENS, MAX_LOGIT_BIAS, MAX_TOKENS_LIMIT,
+    MAX_TOP_LOGPROBS,
 };
 pub use request_draft::RequestDraft;
 pub use sampler::{argmax, Sampler, TokenProb};
@@ -73,6 +78,6 @@ pub use sampling_defaults::SamplingDefaults;
 pub use speculative::tree::{TokenSource, TreeSpec};
 pub use step_profile::StepProfile;
 pub use token::TokenId;
-pub use token_choice::TokenChoice;
+pub use token_choice::{PromptLogprobs, TokenChoice, TokenLogprobs};
 pub use utf8::Utf8Stream;
 pub use valid_request::ValidRequest;

@@ -108,6 +108,13 @@ impl<'m> LlamaRuntime<'m> {
         self.returns_hidden_states
     }
 
+    /// Threads decoding on the CPU (all cores when the layers are on a GPU).
+    pub(crate) fn threads(&self) -> usize {
+        self.cpu_threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        })
+    }
+
     pub(crate) fn n_ctx_seq(&self) -> usize {
         self.n_ctx_seq
     }

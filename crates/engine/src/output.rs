@@ -9,6 +9,7 @@ use crate::events::{GenerationEvent, StopReason};
 use crate::speculative::tree::TokenSource;
 use crate::stop::{StopMatcher, StopScan};
 use crate::token::TokenId;
+use crate::token_choice::TokenLogprobs;
 use crate::utf8::Utf8Stream;
 
 pub(crate) struct OutputSink<'a> {
@@ -20,6 +21,8 @@ pub(crate) struct OutputSink<'a> {
     piece: Vec<u8>,
     pub(crate) text: String,
     pub(crate) generated: Vec<TokenId>,
+    /// Per generated token, when the request asked for log-probabilities.
+    pub(crate) logprobs: Vec<TokenLogprobs>,
     /// Prompt and generated tokens: what the repetition penalty and drafters look at.
     pub(crate) history: Vec<TokenId>,
 }
@@ -41,6 +44,7 @@ impl<'a> OutputSink<'a> {
             piece: Vec::with_capacity(32),
             text: String::new(),
             generated: Vec::new(),
+            logprobs: Vec::new(),
             history: prompt.iter().map(|t| t.0).collect(),
         }
     }
@@ -64,8 +68,19 @@ impl<'a> OutputSink<'a> {
         token_text(self.model, token)
     }
 
-    /// Emits one token. Returns why the run ends, if this token ends it.
-    pub(crate) fn push(&mut self, token: TokenId, source: TokenSource) -> Option<StopReason> {
+    /// A token's bytes, special tokens by name (see [`token_bytes`]).
+    pub(crate) fn token_bytes(&self, token: TokenId) -> Vec<u8> {
+        token_bytes(self.model, token)
+    }
+
+    /// Emits one token, with its log-probabilities when the request asked for them. Returns why
+    /// the run ends, if this token ends it.
+    pub(crate) fn push(
+        &mut self,
+        token: TokenId,
+        source: TokenSource,
+        logprobs: Option<TokenLogprobs>,
+    ) -> Option<StopReason> {
         let vocab = self.model.vocab();
         if vocab.is_eog(LlamaToken(token)) {
             return Some(StopReason::EndOfGeneration);
@@ -75,10 +90,12 @@ impl<'a> OutputSink<'a> {
         self.piece.clear();
         vocab.token_to_piece_into(LlamaToken(token), &mut self.piece, false, None);
         let chunk = self.utf8.push(&self.piece);
+        let logprobs: Vec<TokenLogprobs> = logprobs.into_iter().collect();
+        self.logprobs.extend(logprobs.iter().cloned());
         match self.stops.push(&chunk) {
-            StopScan::Continue(chunk) => self.emit(chunk, vec![token], vec![source]),
+            StopScan::Continue(chunk) => self.emit(chunk, vec![token], vec![source], logprobs),
             StopScan::Stopped { text, .. } => {
-                self.emit(text, vec![token], vec![source]);
+                self.emit(text, vec![token], vec![source], logprobs);
                 return Some(StopReason::StopString);
             }
         }
@@ -92,25 +109,32 @@ impl<'a> OutputSink<'a> {
         }
         match self.stops.push(&self.utf8.finish()) {
             StopScan::Stopped { text, .. } => {
-                self.emit(text, vec![], vec![]);
+                self.emit(text, vec![], vec![], vec![]);
                 StopReason::StopString
             }
             StopScan::Continue(chunk) => {
                 let rest = chunk + &self.stops.flush();
                 if !rest.is_empty() {
-                    self.emit(rest, vec![], vec![]);
+                    self.emit(rest, vec![], vec![], vec![]);
                 }
                 reason
             }
         }
     }
 
-    fn emit(&mut self, text: String, token_ids: Vec<TokenId>, sources: Vec<TokenSource>) {
+    fn emit(
+        &mut self,
+        text: String,
+        token_ids: Vec<TokenId>,
+        sources: Vec<TokenSource>,
+        logprobs: Vec<TokenLogprobs>,
+    ) {
         self.text.push_str(&text);
         self.send(GenerationEvent::Text {
             text,
             token_ids,
             sources,
+            logprobs,
         });
     }
 }
@@ -118,9 +142,14 @@ impl<'a> OutputSink<'a> {
 /// A token's own text, for showing it alone: special tokens by name, a piece of a character
 /// spanning several tokens as replacement characters.
 pub(crate) fn token_text(model: &LlamaModel, token: TokenId) -> String {
+    String::from_utf8_lossy(&token_bytes(model, token)).into_owned()
+}
+
+/// A token's bytes, special tokens by name.
+pub(crate) fn token_bytes(model: &LlamaModel, token: TokenId) -> Vec<u8> {
     let mut piece = Vec::with_capacity(16);
     model
         .vocab()
         .token_to_piece_into(LlamaToken(token), &mut piece, true, None);
-    String::from_utf8_lossy(&piece).into_owned()
+    piece
 }

@@ -5,6 +5,7 @@ use ts_rs::TS;
 
 use crate::error::EngineError;
 use crate::speculative::tree::TreeSpec;
+use crate::token::TokenId;
 
 /// How drafted tokens are accepted (speculative modes).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -130,11 +131,32 @@ pub struct SamplingParams {
     pub min_p: f32,
     /// 1 disables the repetition penalty.
     pub repeat_penalty: f32,
-    /// How many recent tokens the penalty looks at.
+    /// How many recent tokens the penalties look at.
     pub repeat_last_n: usize,
+    /// Subtracted once from the logit of every token in the penalty window (OpenAI's
+    /// `presence_penalty`); 0 disables it.
+    pub presence_penalty: f32,
+    /// Subtracted from a token's logit once per time it occurs in the window (OpenAI's
+    /// `frequency_penalty`); 0 disables it.
+    pub frequency_penalty: f32,
+    /// Added to these tokens' logits before anything else (OpenAI's `logit_bias`); -100 bans
+    /// a token.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<LogitBias>>", optional)]
+    pub logit_bias: Vec<LogitBias>,
     /// Fixes the random draws; without it a seed is picked and reported with the run.
     pub seed: Option<u64>,
 }
+
+/// One entry of [`SamplingParams::logit_bias`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, TS)]
+pub struct LogitBias {
+    pub token: TokenId,
+    pub bias: f32,
+}
+
+/// The largest logit bias taken (OpenAI's bound).
+pub const MAX_LOGIT_BIAS: f32 = 100.0;
 
 impl Default for SamplingParams {
     fn default() -> Self {
@@ -145,6 +167,9 @@ impl Default for SamplingParams {
             min_p: 0.05,
             repeat_penalty: 1.0,
             repeat_last_n: 64,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            logit_bias: Vec::new(),
             seed: None,
         }
     }
@@ -175,8 +200,19 @@ impl SamplingParams {
         check_range("top_p", self.top_p, f32::MIN_POSITIVE, 1.0)?;
         check_range("min_p", self.min_p, 0.0, 1.0)?;
         check_range("repeat_penalty", self.repeat_penalty, 0.01, 10.0)?;
+        check_range("presence_penalty", self.presence_penalty, -2.0, 2.0)?;
+        check_range("frequency_penalty", self.frequency_penalty, -2.0, 2.0)?;
         if self.repeat_last_n > 1 << 16 {
             return Err(invalid("repeat_last_n", "must be at most 65536".into()));
+        }
+        for entry in &self.logit_bias {
+            check_range("logit_bias", entry.bias, -MAX_LOGIT_BIAS, MAX_LOGIT_BIAS)?;
+            if entry.token < 0 {
+                return Err(invalid(
+                    "logit_bias",
+                    format!("token ids are not negative, got {}", entry.token),
+                ));
+            }
         }
         Ok(())
     }
@@ -216,6 +252,14 @@ pub struct GenerateRequest {
     /// a prompt to answer (vLLM's `continue_final_message`).
     #[serde(default)]
     pub continue_final_message: bool,
+    /// GBNF the output must follow (llama-server's `grammar`; JSON schemas arrive converted,
+    /// see [`crate::json_schema_grammar`]). Drafted tokens it forbids are rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<String>,
+    /// Report each generated token's log-probability and this many most likely alternatives
+    /// (at most [`MAX_TOP_LOGPROBS`]), from the verifying decode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<usize>,
     /// Return the final hidden state behind every generated token (to train heads); needs an
     /// engine loaded with `EngineConfig::hidden_states` or heads.
     #[serde(skip)]
@@ -228,6 +272,20 @@ fn lossless() -> AcceptanceRule {
 
 fn yes() -> bool {
     true
+}
+
+/// Most alternatives per token a request may ask log-probabilities for (OpenAI's bound).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// Refuses more alternatives per token than [`MAX_TOP_LOGPROBS`], naming the field `name`.
+pub(crate) fn check_top_logprobs(name: &'static str, top: usize) -> Result<(), EngineError> {
+    if top > MAX_TOP_LOGPROBS {
+        return Err(invalid(
+            name,
+            format!("must be between 0 and {MAX_TOP_LOGPROBS}, got {top}"),
+        ));
+    }
+    Ok(())
 }
 
 /// Upper bound on drafted tokens per step: leaves need sequence ids, which llama.cpp caps.
@@ -301,6 +359,8 @@ impl GenerateRequest {
             cache_prompt: true,
             continue_final_message: false,
             draft: DraftPolicy::Auto,
+            grammar: None,
+            logprobs: None,
             record_hidden_states: false,
         }
     }
@@ -384,6 +444,16 @@ impl GenerateRequest {
             }
         }
         self.draft.validate(self.mode)?;
+        if let Some(top) = self.logprobs {
+            check_top_logprobs("top_logprobs", top)?;
+        }
+        if let Some(grammar) = &self.grammar {
+            if grammar.trim().is_empty() || grammar.contains('\0') {
+                return Err(EngineError::InvalidGrammar(
+                    "the grammar is empty or contains a NUL character".into(),
+                ));
+            }
+        }
         if self.max_tokens == 0 || self.max_tokens > MAX_TOKENS_LIMIT {
             return Err(invalid(
                 "max_tokens",

@@ -76,6 +76,8 @@ pub(crate) struct Drafting {
     fixed: bool,
     /// A guess not drafted, being checked against the output.
     shadow: Option<Shadow>,
+    /// Standard deviations below the observed acceptance the budget plans with.
+    confidence_z: f64,
 }
 
 impl Drafting {
@@ -103,6 +105,7 @@ impl Drafting {
             max_draft: setup.max_draft,
             fixed: setup.fixed,
             shadow: None,
+            confidence_z: setup.confidence_z,
         })
     }
 
@@ -192,6 +195,7 @@ impl Drafting {
             .map(|(p, &cap)| DraftOption {
                 stats: p.stats(),
                 cap,
+                confidence_z: self.confidence_z,
             })
             .collect();
         let choice = choose_draft_lens(cost, &options, limit, batch);
@@ -199,7 +203,12 @@ impl Drafting {
         if !choice.drafts() {
             // The figures of the first drafter that had something to propose.
             let first = caps.iter().position(|&cap| cap > 0).expect("a candidate");
-            let shortest = shortest_draft(cost, self.proposers[first].stats(), batch);
+            let shortest = shortest_draft(
+                cost,
+                self.proposers[first].stats(),
+                self.confidence_z,
+                batch,
+            );
             self.follow_declined(&early);
             return Err((not_worth_it(shortest), Some(decision)));
         }
@@ -236,7 +245,7 @@ impl Drafting {
                         class: p.class,
                         accepted,
                         tried,
-                        cautious_rate: p.stats().cautious_rate(),
+                        cautious_rate: p.stats().cautious_rate(self.confidence_z),
                         proposed,
                         drafted,
                     }

@@ -1,8 +1,13 @@
-//! Token selection from logits: greedy, or sampled with llama.cpp's usual filters.
+//! Token selection from logits: greedy, or sampled with llama.cpp's usual filters, optionally
+//! held to a grammar.
 //!
-//! Order follows llama.cpp's default chain: repetition penalty, top-k, top-p, min-p, then
-//! temperature over the survivors and a seeded draw. Temperature 0 means greedy.
+//! Order follows llama.cpp's default chain: logit bias, penalties (repetition, presence,
+//! frequency), the grammar, top-k, top-p, min-p, then temperature over the survivors and a seeded
+//! draw. Temperature 0 means greedy.
 
+use std::borrow::Cow;
+
+use crate::grammar::Grammar;
 use crate::request::SamplingParams;
 use crate::rng::SplitMix64;
 use crate::token::TokenId;
@@ -18,6 +23,7 @@ pub struct TokenProb {
 pub struct Sampler {
     params: SamplingParams,
     rng: SplitMix64,
+    grammar: Option<Grammar>,
 }
 
 impl Sampler {
@@ -26,36 +32,92 @@ impl Sampler {
         Self {
             params,
             rng: SplitMix64::new(seed),
+            grammar: None,
         }
+    }
+
+    /// Holds every choice to `grammar`.
+    pub(crate) fn with_grammar(mut self, grammar: Option<Grammar>) -> Self {
+        self.grammar = grammar;
+        self
     }
 
     pub fn is_greedy(&self) -> bool {
         self.params.temperature <= 0.0
     }
 
-    /// Picks the next token. `recent` is the token history the repetition penalty looks at.
+    /// Picks the next token. `recent` is the token history the penalties look at. The choice is
+    /// not yet part of the output: [`Sampler::accept`] makes it so.
     pub fn sample(&mut self, logits: &[f32], recent: &[TokenId]) -> TokenId {
-        let penalised;
-        let logits = if self.penalty_applies(recent) {
-            penalised = self.penalise(logits, recent);
-            &penalised[..]
-        } else {
-            logits
-        };
-        if self.is_greedy() {
-            return argmax(logits);
+        if !self.is_greedy() {
+            let dist = self.distribution(logits, recent);
+            return self.draw(&dist);
         }
-        let dist = self.filtered_distribution(logits);
-        self.draw(&dist)
+        let adjusted = self.adjust(logits, recent);
+        let best = argmax(&adjusted);
+        let Some(grammar) = self.grammar.as_mut() else {
+            return best;
+        };
+        // Most tokens the model prefers are allowed: checking one, then a shortlist, is far
+        // cheaper than masking the whole vocabulary.
+        if grammar.allows(best, adjusted[best as usize]) {
+            return best;
+        }
+        if let Some(top) = grammar.top_allowed(&adjusted, 1) {
+            return top[0].0;
+        }
+        let mut masked = adjusted.into_owned();
+        grammar.mask(&mut masked);
+        let best = argmax(&masked);
+        if masked[best as usize] == f32::NEG_INFINITY {
+            grammar.end_token()
+        } else {
+            best
+        }
     }
 
-    /// The distribution a sampled draw would use (penalty and filters applied), highest first.
-    pub fn distribution(&self, logits: &[f32], recent: &[TokenId]) -> Vec<TokenProb> {
-        if self.penalty_applies(recent) {
-            self.filtered_distribution(&self.penalise(logits, recent))
-        } else {
-            self.filtered_distribution(logits)
+    /// Makes `token` part of the output: the grammar, if any, moves past it.
+    pub fn accept(&mut self, token: TokenId) {
+        if let Some(grammar) = self.grammar.as_mut() {
+            grammar.accept(token);
         }
+    }
+
+    /// The distribution a sampled draw would use (bias, penalties, grammar and filters
+    /// applied), highest first.
+    pub fn distribution(&mut self, logits: &[f32], recent: &[TokenId]) -> Vec<TokenProb> {
+        let adjusted = self.adjust(logits, recent);
+        let Some(grammar) = self.grammar.as_mut() else {
+            return self.filtered_distribution(&adjusted);
+        };
+        let end_token = grammar.end_token();
+        // Top-k keeps the k likeliest allowed tokens: when a shortlist holds them, the rest of
+        // the vocabulary need not be checked.
+        let top_k = self.params.top_k as usize;
+        let masked = match (top_k > 0)
+            .then(|| grammar.top_allowed(&adjusted, top_k))
+            .flatten()
+        {
+            Some(top) => {
+                let mut masked = vec![f32::NEG_INFINITY; adjusted.len()];
+                for (token, logit) in top {
+                    masked[token as usize] = logit;
+                }
+                masked
+            }
+            None => {
+                let mut masked = adjusted.into_owned();
+                grammar.mask(&mut masked);
+                masked
+            }
+        };
+        if masked.iter().all(|&l| l == f32::NEG_INFINITY) {
+            return vec![TokenProb {
+                token: end_token,
+                prob: 1.0,
+            }];
+        }
+        self.filtered_distribution(&masked)
     }
 
     /// Uniform in [0, 1) from this sampler's seeded stream.
@@ -63,28 +125,51 @@ impl Sampler {
         self.rng.next_f64() as f32
     }
 
-    fn penalty_applies(&self, recent: &[TokenId]) -> bool {
-        self.params.repeat_penalty != 1.0 && self.params.repeat_last_n > 0 && !recent.is_empty()
-    }
-
-    /// llama.cpp's rule: divide positive logits, multiply negative ones, once per distinct token.
-    fn penalise(&self, logits: &[f32], recent: &[TokenId]) -> Vec<f32> {
+    /// The logits after the bias and the penalties; borrowed when neither applies.
+    fn adjust<'l>(&self, logits: &'l [f32], recent: &[TokenId]) -> Cow<'l, [f32]> {
+        let p = &self.params;
+        let penalised = p.repeat_last_n > 0
+            && !recent.is_empty()
+            && (p.repeat_penalty != 1.0 || p.presence_penalty != 0.0 || p.frequency_penalty != 0.0);
+        if p.logit_bias.is_empty() && !penalised {
+            return Cow::Borrowed(logits);
+        }
         let mut out = logits.to_vec();
-        let window = &recent[recent.len().saturating_sub(self.params.repeat_last_n)..];
-        let mut seen: Vec<TokenId> = window.to_vec();
-        seen.sort_unstable();
-        seen.dedup();
-        let penalty = self.params.repeat_penalty;
-        for token in seen {
-            if let Some(logit) = usize::try_from(token).ok().and_then(|i| out.get_mut(i)) {
-                *logit = if *logit > 0.0 {
-                    *logit / penalty
-                } else {
-                    *logit * penalty
-                };
+        for entry in &p.logit_bias {
+            if let Some(logit) = usize::try_from(entry.token)
+                .ok()
+                .and_then(|i| out.get_mut(i))
+            {
+                *logit += entry.bias;
             }
         }
-        out
+        if penalised {
+            self.penalise(&mut out, recent);
+        }
+        Cow::Owned(out)
+    }
+
+    /// llama.cpp's rules, once per distinct token in the window: the repetition penalty divides
+    /// positive logits and multiplies negative ones; the frequency penalty subtracts per
+    /// occurrence, the presence penalty once.
+    fn penalise(&self, logits: &mut [f32], recent: &[TokenId]) {
+        let p = &self.params;
+        let mut window: Vec<TokenId> =
+            recent[recent.len().saturating_sub(p.repeat_last_n)..].to_vec();
+        window.sort_unstable();
+        for run in window.chunk_by(|a, b| a == b) {
+            let Some(logit) = usize::try_from(run[0]).ok().and_then(|i| logits.get_mut(i)) else {
+                continue;
+            };
+            if p.repeat_penalty != 1.0 {
+                *logit = if *logit > 0.0 {
+                    *logit / p.repeat_penalty
+                } else {
+                    *logit * p.repeat_penalty
+                };
+            }
+            *logit -= run.len() as f32 * p.frequency_penalty + p.presence_penalty;
+        }
     }
 
     /// The distribution the draw uses, sorted by probability (highest first), summing to 1.
@@ -189,7 +274,54 @@ mod tests {
         // Token 1 (logit 3.0) was just used: 3.0 / 2 = 1.5 < 2.0, so token 0 wins.
         assert_eq!(s.sample(&[2.0, 3.0, -1.0], &[1, 1]), 0);
         // Negative logits are multiplied, pushing them further down.
-        assert_eq!(s.penalise(&[2.0, -1.0], &[1]), vec![2.0, -2.0]);
+        assert_eq!(s.adjust(&[2.0, -1.0], &[1]).into_owned(), vec![2.0, -2.0]);
+    }
+
+    #[test]
+    fn presence_and_frequency_penalties_subtract_per_token_and_per_occurrence() {
+        let mut p = params(0.0);
+        p.presence_penalty = 0.5;
+        p.frequency_penalty = 0.25;
+        let s = Sampler::new(p, 1);
+        // Token 0 twice: 3 - 0.5 - 2 * 0.25; token 2 once: 1 - 0.5 - 0.25; token 1 unseen.
+        assert_eq!(
+            s.adjust(&[3.0, 2.0, 1.0], &[0, 2, 0]).into_owned(),
+            vec![2.0, 2.0, 0.25]
+        );
+        // Only the window counts.
+        let mut p = params(0.0);
+        p.frequency_penalty = 1.0;
+        p.repeat_last_n = 1;
+        let s = Sampler::new(p, 1);
+        assert_eq!(
+            s.adjust(&[3.0, 2.0], &[0, 0, 1]).into_owned(),
+            vec![3.0, 1.0]
+        );
+    }
+
+    #[test]
+    fn logit_bias_moves_a_token_and_minus_100_bans_it() {
+        let mut p = params(0.0);
+        p.logit_bias = vec![
+            crate::request::LogitBias {
+                token: 0,
+                bias: -100.0,
+            },
+            crate::request::LogitBias {
+                token: 2,
+                bias: 2.5,
+            },
+        ];
+        let mut s = Sampler::new(p, 1);
+        assert_eq!(s.sample(&[5.0, 1.0, 3.0], &[]), 2);
+        let mut p = params(1.0);
+        p.logit_bias = vec![crate::request::LogitBias {
+            token: 0,
+            bias: -100.0,
+        }];
+        let dist = Sampler::new(p, 1).distribution(&[5.0, 1.0], &[]);
+        assert_eq!(dist[0].token, 1);
+        assert!(dist[1].prob < 1e-30);
     }
 
     #[test]

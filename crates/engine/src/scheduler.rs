@@ -13,9 +13,11 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use crate::clock::ms_since;
 use crate::diagnostics::Diagnostic;
 use crate::drafter_pool::DrafterPool;
+use crate::embeddings::Embedding;
 use crate::engine_metrics::{Shared, StepCount};
 use crate::error::EngineError;
 use crate::events::GenerationEvent;
+use crate::grammar::Grammar;
 use crate::llama_runtime::{random_seed, LlamaRuntime};
 use crate::output::OutputSink;
 use crate::prompt::RenderedPrompt;
@@ -39,6 +41,11 @@ pub(crate) enum Command {
     RenderPrompt {
         prompt: Prompt,
         reply: std_mpsc::Sender<Result<RenderedPrompt, EngineError>>,
+    },
+    /// Runs at once, in a context of its own.
+    Embed {
+        texts: Vec<String>,
+        reply: std_mpsc::Sender<Result<Vec<Embedding>, EngineError>>,
     },
     /// Waits until nothing is decoding.
     Diagnostic(Diagnostic),
@@ -141,6 +148,15 @@ impl<'m> Scheduler<'m> {
             Command::RenderPrompt { prompt, reply } => {
                 let _ = reply.send(self.runtime.render_prompt(&prompt));
             }
+            Command::Embed { texts, reply } => {
+                let _span = tracing::info_span!("embed", texts = texts.len()).entered();
+                let _ = reply.send(crate::embeddings::embed(
+                    self.runtime.model(),
+                    self.runtime.threads(),
+                    self.runtime.n_ctx_seq(),
+                    &texts,
+                ));
+            }
             Command::Diagnostic(diagnostic) if self.idle() => self.run_diagnostic(diagnostic),
             Command::Diagnostic(diagnostic) => self.diagnostics.push_back(diagnostic),
             Command::Shutdown => {}
@@ -216,6 +232,11 @@ impl<'m> Scheduler<'m> {
         let prompt = self
             .runtime
             .prompt_tokens(&request.prompt, request.continue_final_message)?;
+        let grammar = request
+            .grammar
+            .as_deref()
+            .map(|gbnf| Grammar::new(self.runtime.model(), gbnf))
+            .transpose()?;
         // Measuring decode costs clears the KV cache, so it only happens with nothing running.
         if !draft.drafters.is_empty() && self.runtime.cost_model().is_none() && self.active() == 0 {
             self.drop_prompt_cache();
@@ -250,6 +271,7 @@ impl<'m> Scheduler<'m> {
             prompt,
             seed,
             draft,
+            grammar,
             queued_at,
         });
         if let Some(hit) = hit {

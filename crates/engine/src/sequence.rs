@@ -14,6 +14,7 @@ use crate::events::{
     tokens_per_second, DraftDecision, DraftNode, DraftSkip, GenerationEvent, RunSummary, StepEvent,
     StepToken, StepTree, StopReason,
 };
+use crate::grammar::Grammar;
 use crate::llama_runtime::LlamaRuntime;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
@@ -27,6 +28,7 @@ use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
 use crate::speculative::verify::{verify, Verdict};
 use crate::step_profile::StepProfile;
 use crate::token::TokenId;
+use crate::token_choice::{self, TokenLogprobs};
 
 pub(crate) struct Sequence<'m> {
     /// Main sequence id in the KV cache (the slot).
@@ -82,6 +84,7 @@ pub(crate) struct NewSequence<'m> {
     pub(crate) prompt: Vec<LlamaToken>,
     pub(crate) seed: u64,
     pub(crate) draft: DraftSetup,
+    pub(crate) grammar: Option<Grammar>,
     pub(crate) queued_at: Instant,
 }
 
@@ -93,7 +96,7 @@ impl<'m> Sequence<'m> {
         });
         Self {
             id: new.id,
-            sampler: Sampler::new(new.request.sampling.clone(), new.seed),
+            sampler: Sampler::new(new.request.sampling.clone(), new.seed).with_grammar(new.grammar),
             request: new.request,
             cancel: new.cancel,
             prompt: new.prompt,
@@ -160,6 +163,8 @@ impl<'m> Sequence<'m> {
         let token = self
             .sampler
             .sample(runtime.logits(index), &self.out.history);
+        self.sampler.accept(token);
+        let logprobs = self.logprobs(runtime, index, token);
         self.ttft_ms = Some(ms_since(self.queued_at));
         if runtime.returns_hidden_states() {
             self.keep_hidden(runtime, index)?;
@@ -167,8 +172,25 @@ impl<'m> Sequence<'m> {
         self.record_hidden(runtime, [index])?;
         self.stats.record(1, &[], 0.0, 0.0);
         self.pos = self.prompt.len();
-        self.ending = self.out.push(token, TokenSource::Base);
+        self.ending = self.out.push(token, TokenSource::Base, logprobs);
         Ok(())
+    }
+
+    /// `token`'s log-probabilities from the logits at batch `index` it was chosen from, when the
+    /// request asked for them: the served model's own figures, whoever drafted the token.
+    fn logprobs(
+        &self,
+        runtime: &LlamaRuntime,
+        index: i32,
+        token: TokenId,
+    ) -> Option<TokenLogprobs> {
+        let top = self.request.logprobs?;
+        Some(token_choice::logprobs(
+            runtime.logits(index),
+            token,
+            top,
+            |t| self.out.token_bytes(t),
+        ))
     }
 
     /// Drafts this step's tree, at most `max_nodes` tokens; the budget weighs the expected
@@ -276,14 +298,7 @@ impl<'m> Sequence<'m> {
             let index = plan.root_index + verdict.accepted.last().map_or(0, |&n| n as i32 + 1);
             self.keep_hidden(runtime, index)?;
         }
-        // The root's state produced the first emitted token, each accepted node's the next.
-        let emitted_from = std::iter::once(plan.root_index).chain(
-            verdict
-                .accepted
-                .iter()
-                .map(|&n| plan.root_index + n as i32 + 1),
-        );
-        self.record_hidden(runtime, emitted_from)?;
+        self.record_hidden(runtime, chosen_at(plan, verdict))?;
         let tree = &plan.tree;
         let mut tokens: Vec<TokenId> = verdict.accepted.iter().map(|&n| tree.tokens[n]).collect();
         let mut sources: Vec<TokenSource> =
@@ -314,8 +329,13 @@ impl<'m> Sequence<'m> {
                 decision: plan.decision.clone().map(Box::new),
             }));
         }
-        for (token, source) in tokens.into_iter().zip(sources) {
-            if let Some(reason) = self.out.push(token, source) {
+        for ((token, source), index) in tokens
+            .into_iter()
+            .zip(sources)
+            .zip(chosen_at(plan, verdict))
+        {
+            let logprobs = self.logprobs(runtime, index, token);
+            if let Some(reason) = self.out.push(token, source, logprobs) {
                 self.ending = Some(reason);
                 break;
             }
@@ -398,6 +418,7 @@ impl<'m> Sequence<'m> {
             stop_reason,
             seed: self.seed,
             token_ids: std::mem::take(&mut self.out.generated),
+            logprobs: std::mem::take(&mut self.out.logprobs),
             mode: self.request.mode,
             steps: self.stats.steps,
             mean_accepted: self.stats.mean_accepted(),
@@ -423,6 +444,13 @@ impl<'m> Sequence<'m> {
         tracing::warn!(seq = self.id, error = %err, "generation failed");
         self.out.send(GenerationEvent::Failed(err));
     }
+}
+
+/// Batch indices of the logits that chose a step's emitted tokens: the root's for the first,
+/// each accepted node's for the next (and their hidden states).
+fn chosen_at<'v>(plan: &StepPlan, verdict: &'v Verdict) -> impl Iterator<Item = i32> + 'v {
+    let root = plan.root_index;
+    std::iter::once(root).chain(verdict.accepted.iter().map(move |&n| root + n as i32 + 1))
 }
 
 /// Running totals behind a run's mean accepted length and per-depth acceptance.

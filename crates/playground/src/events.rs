@@ -1,6 +1,6 @@
 //! A run's events as the UI receives them, over HTTP (server-sent events) and IPC alike.
 
-use engine::{GenerationEvent, RunSummary, StepEvent, TokenId, TokenSource};
+use engine::{GenerationEvent, RunSummary, StepEvent, TokenId, TokenLogprobs, TokenSource};
 use serde::Serialize;
 use ts_rs::TS;
 
@@ -20,6 +20,10 @@ pub enum RunEvent {
         text: String,
         token_ids: Vec<TokenId>,
         sources: Vec<TokenSource>,
+        /// Per token, when the run asked for log-probabilities.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        logprobs: Option<Vec<TokenLogprobs>>,
     },
     /// One speculative step (medusa and lookup modes only).
     Step(StepEvent),
@@ -50,10 +54,12 @@ impl RunEvent {
                 text,
                 token_ids,
                 sources,
+                logprobs,
             } => Self::Text {
                 text,
                 token_ids,
                 sources,
+                logprobs: (!logprobs.is_empty()).then_some(logprobs),
             },
             GenerationEvent::Step(step) => Self::Step(step),
             GenerationEvent::Finished(summary) => Self::Finished(FinishedEvent { run_id, summary }),
@@ -93,6 +99,7 @@ mod tests {
                 text: "Hi".into(),
                 token_ids: vec![1, 2],
                 sources: vec![TokenSource::Base, TokenSource::Head(0)],
+                logprobs: Vec::new(),
             },
         );
         assert_eq!(

@@ -9,11 +9,13 @@
 //! -> [`Playground::check`] (the one validation) -> [`runs::start`] (queued on the engine, recorded
 //! in the store) -> [`RunEvent`]s back to the adapter.
 
+pub mod catalog;
 pub mod comparing;
 pub mod contract;
 pub mod conversations;
 pub mod divergence;
 mod draft;
+mod embeddings;
 mod error;
 pub mod event_socket;
 mod events;
@@ -27,6 +29,7 @@ mod requests;
 mod run_counters;
 pub mod run_order;
 pub mod runs;
+mod scoring;
 mod targets;
 pub mod tuning;
 
@@ -39,5 +42,5 @@ pub use playground::{CheckedRequest, Playground};
 pub use remotes::{AddRemoteRequest, RemoteInfo, Remotes};
 pub use requests::{LoadModelRequest, PlaygroundRequest, SetTreeRequest, PLAYGROUND_MAX_TOKENS};
 pub use run_counters::{Histogram, RunCounters, RunCountsSnapshot, RunLatencies, SpecDecodeCounts};
-pub use runs::{Collected, RunHandle};
+pub use runs::{Collected, RecordedEvent, RunHandle};
 pub use targets::RunTarget;

@@ -95,6 +95,20 @@ impl Playground {
         self.inner.host.current()
     }
 
+    /// Runs `work` on the loaded engine from a blocking thread, since engine calls wait for the
+    /// engine's own thread; a task that could not finish is an internal error with `code`.
+    pub(crate) async fn on_engine<T: Send + 'static>(
+        &self,
+        code: &'static str,
+        work: impl FnOnce(&engine::Engine) -> Result<T, engine::EngineError> + Send + 'static,
+    ) -> Result<T, AppError> {
+        let engine = self.model()?.engine.clone();
+        tokio::task::spawn_blocking(move || work(&engine))
+            .await
+            .map_err(|e| AppError::internal(code, e.to_string()))?
+            .map_err(AppError::from)
+    }
+
     /// What the model served now is (unavailable while none is loaded).
     pub fn model_info(&self) -> Result<ModelInfo, AppError> {
         Ok(self.model()?.engine.info().clone())

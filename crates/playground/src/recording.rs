@@ -15,7 +15,7 @@ use engine::{
 };
 use store::{
     DraftDecisionRecord, DraftNodeRecord, DraftSkipRecord, DrafterEvidenceRecord, RunOutcome,
-    StepRecord, StepTokenRecord, StepTreeRecord, Store,
+    StepRecord, StepTokenRecord, StepTreeRecord, Store, TokenLogprobRecord, TopLogprobRecord,
 };
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -261,8 +261,25 @@ fn outcome(summary: &RunSummary) -> RunOutcome {
         // A remote engine's summary has no token ids, even when it generated.
         token_ids: (!summary.token_ids.is_empty() || summary.tokens_generated == 0)
             .then(|| summary.token_ids.clone()),
+        // Only runs that asked for them carry log-probabilities.
+        logprobs: (!summary.logprobs.is_empty())
+            .then(|| summary.logprobs.iter().map(logprob_record).collect()),
         seed: summary.seed,
         finished_at: Utc::now(),
+    }
+}
+
+fn logprob_record(token: &engine::TokenLogprobs) -> TokenLogprobRecord {
+    let top = |choice: &engine::TokenChoice| TopLogprobRecord {
+        token_id: choice.token_id,
+        text: choice.text.clone(),
+        logprob: choice.logprob,
+    };
+    TokenLogprobRecord {
+        token_id: token.chosen.token_id,
+        text: token.chosen.text.clone(),
+        logprob: token.chosen.logprob,
+        top: token.top.iter().map(top).collect(),
     }
 }
 

@@ -57,6 +57,17 @@ pub struct PlaygroundRequest {
     /// The remote engine's model; default: the first it lists.
     #[serde(default)]
     pub model: Option<String>,
+    /// The answer must be JSON: `true` for any JSON object, or a JSON schema it must follow.
+    #[serde(default)]
+    #[ts(optional, type = "boolean | Record<string, unknown>")]
+    pub json: Option<serde_json::Value>,
+    /// GBNF text the answer must follow (llama.cpp's grammar format); not with `json`.
+    #[serde(default)]
+    pub grammar: Option<String>,
+    /// Report each generated token's log-probability and this many likeliest alternatives
+    /// (0 to 20), with the `text` events and the run's summary.
+    #[serde(default)]
+    pub logprobs: Option<usize>,
 }
 
 impl PlaygroundRequest {
@@ -81,7 +92,34 @@ impl PlaygroundRequest {
         request.max_draft_tokens = self.max_draft_tokens;
         request.cache_prompt = self.cache_prompt.unwrap_or(true);
         request.continue_final_message = self.continue_final_message.unwrap_or(false);
+        request.grammar = output_grammar(self.json.as_ref(), self.grammar)?;
+        request.logprobs = self.logprobs;
         Ok(request)
+    }
+}
+
+/// The grammar a request's `json` or `grammar` asks for, if any.
+fn output_grammar(
+    json: Option<&serde_json::Value>,
+    grammar: Option<String>,
+) -> Result<Option<String>, AppError> {
+    use serde_json::Value;
+    let from_json = match json {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => None,
+        Some(Value::Bool(true)) => Some(engine::json_object_grammar()?),
+        Some(schema @ Value::Object(_)) => Some(engine::json_schema_grammar(schema)?),
+        Some(_) => {
+            return Err(AppError::invalid_parameter(
+                "json is true (any JSON object) or a JSON schema object",
+            )
+            .with_param("json"))
+        }
+    };
+    match (from_json, grammar.filter(|g| !g.trim().is_empty())) {
+        (Some(_), Some(_)) => {
+            Err(AppError::invalid_parameter("give json or grammar, not both").with_param("grammar"))
+        }
+        (from_json, grammar) => Ok(from_json.or(grammar)),
     }
 }
 
@@ -187,6 +225,36 @@ mod tests {
         assert_eq!(request.mode, GenerationMode::Lookup);
         assert_eq!(request.sampling.temperature, 0.0);
         assert_eq!(request.sampling.top_k, SamplingParams::default().top_k);
+    }
+
+    #[test]
+    fn json_becomes_a_grammar_and_log_probabilities_pass_through() {
+        let request = |body: &str| {
+            serde_json::from_str::<PlaygroundRequest>(body)
+                .unwrap()
+                .into_request()
+        };
+        let any = request(r#"{"prompt": "Hi", "json": true, "logprobs": 2}"#).unwrap();
+        assert_eq!(any.grammar, Some(engine::json_object_grammar().unwrap()));
+        assert_eq!(any.logprobs, Some(2));
+        let schema = request(r#"{"prompt": "Hi", "json": {"type": "integer"}}"#).unwrap();
+        assert!(schema.grammar.unwrap().contains("root ::="));
+        assert_eq!(
+            request(r#"{"prompt": "Hi", "json": false}"#)
+                .unwrap()
+                .grammar,
+            None
+        );
+        let raw = request(r#"{"prompt": "Hi", "grammar": "root ::= \"a\""}"#).unwrap();
+        assert_eq!(raw.grammar.as_deref(), Some("root ::= \"a\""));
+        let both = request(r#"{"prompt": "Hi", "json": true, "grammar": "root ::= \"a\""}"#);
+        assert_eq!(both.unwrap_err().param.as_deref(), Some("grammar"));
+        let bad = request(r##"{"prompt": "Hi", "json": {"$ref": "#/nowhere"}}"##).unwrap_err();
+        assert_eq!(bad.code, "invalid_json_schema");
+        assert_eq!(
+            request(r#"{"prompt": "Hi", "json": 3}"#).unwrap_err().code,
+            "invalid_parameter"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use engine::{
     DraftPolicy, GenerateRequest, GenerationEvent, GenerationMode, GenerationStream, Prompt,
     RunSummary, ValidRequest,
 };
-use futures_util::stream::{self, Stream};
+use futures_util::stream::{self, Stream, StreamExt};
 use store::{ConversationTurn, HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord};
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tracing::Instrument;
@@ -66,10 +66,10 @@ impl RunHandle {
         Err(engine::EngineError::EngineStopped.into())
     }
 
-    /// `first`, then the rest of the run's events as the UI receives them, ending with the
-    /// terminal one. Dropping the stream drops the handle, which cancels the run (it is still
-    /// recorded).
-    fn into_events(self, first: GenerationEvent) -> impl Stream<Item = RunEvent> + Send {
+    /// `first`, then the run's later events, ending with its terminal one (a failure when the
+    /// engine went away). Dropping the stream drops the handle, which cancels the run (it is
+    /// still recorded).
+    pub fn events_from(self, first: GenerationEvent) -> impl Stream<Item = RecordedEvent> + Send {
         stream::unfold(
             (self, Some(first), false),
             |(mut handle, pending, done)| async move {
@@ -82,14 +82,24 @@ impl RunHandle {
                         engine::EngineError::EngineStopped,
                     ))),
                 };
-                let event = match event {
-                    Ok(event) => RunEvent::new(handle.run_id, event),
-                    Err(err) => RunEvent::failed(handle.run_id, &err),
-                };
-                let terminal = event.is_terminal();
+                let terminal = !matches!(
+                    event,
+                    Ok(GenerationEvent::Started { .. }
+                        | GenerationEvent::Text { .. }
+                        | GenerationEvent::Step(_))
+                );
                 Some((event, (handle, None, terminal)))
             },
         )
+    }
+
+    /// [`RunHandle::events_from`] as the UI receives them.
+    fn into_events(self, first: GenerationEvent) -> impl Stream<Item = RunEvent> + Send {
+        let run_id = self.run_id;
+        self.events_from(first).map(move |event| match event {
+            Ok(event) => RunEvent::new(run_id, event),
+            Err(err) => RunEvent::failed(run_id, &err),
+        })
     }
 }
 
@@ -131,6 +141,12 @@ impl Playground {
     ) -> Result<RunHandle, AppError> {
         match target {
             RunTarget::Local => start(self, self.check(request)?, conversation).await,
+            RunTarget::Remote { .. } if request.logprobs.is_some() => Err(AppError::new(
+                crate::ErrorKind::Invalid,
+                "unsupported_parameter",
+                "log-probabilities come from the model served here; a remote engine's are not read",
+            )
+            .with_param("logprobs")),
             RunTarget::Remote { engine, model } => {
                 start_remote(self, &engine, model, request, conversation).await
             }

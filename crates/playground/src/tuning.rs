@@ -26,7 +26,8 @@ impl Playground {
     /// Measures the loaded heads and this machine's decode costs and predicts each tree size's
     /// speed (see `engine::tuning`). Takes about a minute on a small model.
     pub async fn tune(&self, request: TuneRequest) -> Result<TuneReport, AppError> {
-        let model = self.model()?;
+        // Without a model, that is the answer, whatever the request.
+        self.model()?;
         let mut options = TuneOptions::default();
         if let Some(max_tokens) = request.max_tokens {
             if !(8..=1024).contains(&max_tokens) {
@@ -40,14 +41,11 @@ impl Playground {
             options.max_nodes = max_nodes;
         }
         let _guard = self.begin_tuning()?;
-        let engine = model.engine.clone();
-        tokio::task::spawn_blocking(move || {
-            engine::tuning::tune_engine(&engine, &options, |done, total| {
+        self.on_engine("tune_failed", move |engine| {
+            engine::tuning::tune_engine(engine, &options, |done, total| {
                 tracing::info!(done, total, "tuning: prompt measured");
             })
         })
         .await
-        .map_err(|e| AppError::internal("tune_failed", e.to_string()))?
-        .map_err(AppError::from)
     }
 }

@@ -99,6 +99,7 @@ impl Answer {
             stop_reason,
             seed: request.sampling.seed.unwrap_or(0),
             token_ids: Vec::new(),
+            logprobs: Vec::new(),
             mode: request.mode,
             steps: if tokens == 0 { 0 } else { steps },
             mean_accepted: if tokens == 0 {

@@ -250,6 +250,7 @@ impl RemoteEngine {
                     text,
                     token_ids: Vec::new(),
                     sources: Vec::new(),
+                    logprobs: Vec::new(),
                 };
                 if !sender.send(text_event) || sender.is_cancelled() {
                     return Ok(true);
@@ -527,6 +528,14 @@ fn request_body(request: &RemoteRequest) -> (&'static str, CompletionRequest) {
         min_p: Some(s.min_p),
         repeat_penalty: Some(s.repeat_penalty),
         repeat_last_n: Some(s.repeat_last_n),
+        presence_penalty: (s.presence_penalty != 0.0).then_some(s.presence_penalty),
+        frequency_penalty: (s.frequency_penalty != 0.0).then_some(s.frequency_penalty),
+        logit_bias: s
+            .logit_bias
+            .iter()
+            .map(|b| (b.token.to_string(), b.bias))
+            .collect(),
+        grammar: r.grammar.clone(),
         seed: s.seed,
         stop: r.stop.clone(),
         stream: true,

@@ -81,9 +81,15 @@ impl ApiKey {
                 }
             }
         }
+        // OpenAI clients know this case by OpenAI's code.
+        let code = if crate::openai::is_openai_path(uri.path()) {
+            "invalid_api_key"
+        } else {
+            "unauthorized"
+        };
         Admission::Refused(AppError::new(
             ErrorKind::Unauthorized,
-            "unauthorized",
+            code,
             "this server needs its API key: send `Authorization: Bearer KEY`, or open the link \
              with `?token=KEY` that `medusa serve` printed",
         ))

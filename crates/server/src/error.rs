@@ -38,6 +38,11 @@ impl ApiError {
         Self(AppError::not_found(message))
     }
 
+    /// Names the request field at fault.
+    pub fn param(self, param: &str) -> Self {
+        Self(self.0.with_param(param))
+    }
+
     pub fn status(&self) -> StatusCode {
         match self.0.kind {
             ErrorKind::Invalid => StatusCode::BAD_REQUEST,

@@ -322,10 +322,7 @@ async fn generate(
     };
     match started {
         None => {
-            let error = ErrorBody {
-                code: "cancelled".into(),
-                message: "cancelled before it started".into(),
-            };
+            let error = ErrorBody::plain("cancelled", "cancelled before it started");
             let _ = outgoing.send(&StreamMessage::Refused { id, error });
         }
         Some(Err(err)) => {

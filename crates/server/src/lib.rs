@@ -5,6 +5,7 @@
 
 mod api;
 mod auth;
+mod catalog_api;
 mod conversations_api;
 mod error;
 mod event_socket;
@@ -29,6 +30,7 @@ use axum::routing::{any, delete, get, post, put};
 use axum::{Extension, Router};
 use extract::BodyLimit;
 use metrics::RequestCounts;
+use playground::catalog::Catalog;
 use playground::Playground;
 use tokio::net::TcpListener;
 use tower_http::services::{ServeDir, ServeFile};
@@ -75,6 +77,13 @@ pub struct ServerState {
     playground: Playground,
     requests: Arc<RequestCounts>,
     access: Arc<AccessPolicy>,
+    catalog: Arc<Catalog>,
+}
+
+impl FromRef<ServerState> for Arc<Catalog> {
+    fn from_ref(state: &ServerState) -> Self {
+        state.catalog.clone()
+    }
 }
 
 impl FromRef<ServerState> for Playground {
@@ -95,11 +104,18 @@ pub fn router_with_ui(
     ui_dir: Option<&Path>,
     access: AccessPolicy,
 ) -> Router {
+    // Downloads go to the models cache, which `serve` lets `/api/model` load from.
+    let download_dir = models::cache_dir()
+        .ok()
+        .or_else(|| access.loadable_dirs.first().cloned())
+        .unwrap_or_else(|| std::env::temp_dir().join("medusa-models"));
+    let catalog = Arc::new(Catalog::new(download_dir, access.loadable_dirs.clone()));
     let access = Arc::new(access);
     let state = ServerState {
         playground,
         requests: Arc::default(),
         access: access.clone(),
+        catalog,
     };
     let api_not_found = || async { ApiError::not_found("no such endpoint") };
     let router = Router::new()
@@ -108,7 +124,14 @@ pub fn router_with_ui(
         .route("/compare", post(simple_api::compare))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
+        .route("/v1/responses", post(openai::responses))
+        .route("/v1/embeddings", post(openai::embeddings))
         .route("/v1/models", get(openai::models))
+        .route("/chat/completions", post(openai::chat_completions))
+        .route("/completions", post(openai::completions))
+        .route("/responses", post(openai::responses))
+        .route("/embeddings", post(openai::embeddings))
+        .route("/models", get(openai::models))
         .route("/api/runs", get(api::list_runs))
         .route("/api/runs/export", get(api::export_runs))
         .route(
@@ -126,6 +149,12 @@ pub fn router_with_ui(
         .route("/api/info", get(api::info))
         .route("/api/model", post(api::load_model))
         .route("/api/model/tree", put(api::set_tree))
+        .route("/api/models/local", get(catalog_api::on_disk))
+        .route("/api/models/local/{file}", delete(catalog_api::delete))
+        .route("/api/catalog", get(catalog_api::search))
+        .route("/api/catalog/download", post(catalog_api::download))
+        .route("/api/catalog/cancel", post(catalog_api::cancel))
+        .route("/api/catalog/{owner}/{name}", get(catalog_api::files))
         .route("/api/tune", post(api::tune))
         .route("/api/divergence", post(api::divergence))
         .route(

@@ -39,7 +39,7 @@ pub struct SimpleRequest {
 
 impl SimpleRequest {
     fn to_request(&self, mode: GenerationMode) -> Result<GenerateRequest, AppError> {
-        let sampling = self.sampling.over(SamplingParams::greedy());
+        let sampling = self.sampling.over(SamplingParams::greedy())?;
         let mut request = GenerateRequest::new(
             Prompt::Text(self.prompt.clone().unwrap_or_default()),
             self.max_length.unwrap_or(DEFAULT_MAX_LENGTH),

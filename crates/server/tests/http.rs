@@ -252,6 +252,742 @@ fn completions_and_models() {
 }
 
 #[test]
+fn openai_fields_not_supported_yet_are_refused_by_name_not_ignored() {
+    let refused = |body: Value, param: &str| {
+        let (status, answer) = post("/v1/chat/completions", &body);
+        assert_eq!(status, 400, "{answer}");
+        let error = &answer["error"];
+        assert_eq!(error["code"], "unsupported_parameter", "{answer}");
+        assert_eq!(error["type"], "invalid_request_error", "{answer}");
+        assert_eq!(error["param"], param, "{answer}");
+        error["message"].as_str().unwrap().to_owned()
+    };
+    let hi = json!([{"role": "user", "content": "Hi"}]);
+    let tool = json!([{"name": "f", "parameters": {"type": "object"}}]);
+    refused(json!({"messages": hi, "functions": tool}), "functions");
+    let (status, answer) = post("/v1/chat/completions", &json!({"messages": hi, "n": 9}));
+    assert_eq!(
+        (status, answer["error"]["param"].as_str()),
+        (400, Some("n"))
+    );
+
+    // Values that ask for nothing pass, and the routes answer without `/v1` too.
+    let (status, answer) = post(
+        "/chat/completions",
+        &json!({"messages": hi, "max_tokens": 2, "tools": [], "tool_choice": "none",
+                "response_format": {"type": "text"}, "logprobs": false,
+                "presence_penalty": 0, "frequency_penalty": 0.0}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["object"], "chat.completion");
+    let (status, answer) = post(
+        "/completions",
+        &json!({"prompt": "The sky is", "max_tokens": 2}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let (status, _) = get("/models");
+    assert_eq!(status, 200);
+
+    // A prompt longer than the context, by OpenAI's code and field.
+    let long = "word ".repeat(3000);
+    let (status, answer) = post(
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": long}], "max_tokens": 2}),
+    );
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(
+        answer["error"]["code"], "context_length_exceeded",
+        "{answer}"
+    );
+    assert_eq!(answer["error"]["param"], "messages");
+    let (status, answer) = post("/v1/completions", &json!({"prompt": long, "max_tokens": 2}));
+    assert_eq!(
+        (status, answer["error"]["param"].as_str()),
+        (400, Some("prompt")),
+        "{answer}"
+    );
+}
+
+#[test]
+fn openai_json_mode_schemas_grammars_and_logprobs_are_honoured() {
+    let ask = json!([{"role": "user", "content": "Give the name and age of a cat as JSON."}]);
+    // JSON mode: the answer is a JSON object.
+    let (status, answer) = post(
+        "/v1/chat/completions",
+        &json!({"messages": ask, "max_tokens": 160, "temperature": 0,
+                "response_format": {"type": "json_object"}}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["choices"][0]["finish_reason"], "stop", "{answer}");
+    let content = answer["choices"][0]["message"]["content"].as_str().unwrap();
+    let object: Value = serde_json::from_str(content).expect("JSON mode answers JSON");
+    assert!(object.is_object(), "{content}");
+
+    // A schema, as the openai SDK's `parse` sends it.
+    let schema = json!({"type": "object", "additionalProperties": false,
+                        "properties": {"name": {"type": "string", "maxLength": 20},
+                                       "legs": {"type": "integer"}},
+                        "required": ["name", "legs"]});
+    let (status, answer) = post(
+        "/v1/chat/completions",
+        &json!({"messages": ask, "max_tokens": 160, "temperature": 0, "mode": "lookup",
+                "response_format": {"type": "json_schema",
+                                    "json_schema": {"name": "Cat", "strict": true, "schema": schema}}}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let content = answer["choices"][0]["message"]["content"].as_str().unwrap();
+    let cat: Value = serde_json::from_str(content).expect("schema answers JSON");
+    assert!(cat["name"].is_string() && cat["legs"].is_i64(), "{cat}");
+
+    // A raw grammar (llama-server's field) on text completions.
+    let (status, answer) = post(
+        "/v1/completions",
+        &json!({"prompt": "Is the sky blue? Answer:", "max_tokens": 8, "temperature": 0,
+                "grammar": "root ::= \" yes\" | \" no\""}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let text = answer["choices"][0]["text"].as_str().unwrap();
+    assert!(text == " yes" || text == " no", "{text:?}");
+
+    // What cannot be honoured is refused with the field and the reason.
+    let bad = |body: Value, code: &str, param: &str| {
+        let (status, answer) = post("/v1/chat/completions", &body);
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        assert_eq!(answer["error"]["param"], param, "{answer}");
+        answer["error"]["message"].as_str().unwrap().to_owned()
+    };
+    let hi = json!([{"role": "user", "content": "Hi"}]);
+    let dangling = bad(
+        json!({"messages": hi, "response_format": {"type": "json_schema",
+               "json_schema": {"name": "X", "schema": {"$ref": "#/$defs/Missing"}}}}),
+        "invalid_json_schema",
+        "response_format",
+    );
+    assert!(dangling.contains("#/$defs/Missing"), "{dangling}");
+    bad(
+        json!({"messages": hi, "grammar": "root ::= nowhere"}),
+        "invalid_grammar",
+        "grammar",
+    );
+    let xml = bad(
+        json!({"messages": hi, "response_format": {"type": "xml"}}),
+        "invalid_parameter",
+        "response_format",
+    );
+    assert!(xml.contains("'xml'"), "{xml}");
+    bad(
+        json!({"messages": hi, "logit_bias": {"cat": 5}}),
+        "invalid_parameter",
+        "logit_bias",
+    );
+    bad(
+        json!({"messages": hi, "top_logprobs": 2}),
+        "invalid_parameter",
+        "top_logprobs",
+    );
+
+    // Log-probabilities: chat's entries, and the legacy lists of text completions.
+    let (status, answer) = post(
+        "/v1/chat/completions",
+        &json!({"messages": hi, "max_tokens": 4, "temperature": 0,
+                "logprobs": true, "top_logprobs": 2}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let entries = answer["choices"][0]["logprobs"]["content"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        entries.len() as u64,
+        answer["usage"]["completion_tokens"],
+        "{answer}"
+    );
+    // The history keeps them with the run, as the answer gave them.
+    let (_, run) = get(&format!("/api/runs/{}", answer["run_id"]));
+    let kept = run["run"]["logprobs"]
+        .as_array()
+        .expect("kept with the run");
+    assert_eq!(kept.len(), entries.len(), "{run}");
+    for (kept, entry) in kept.iter().zip(entries) {
+        assert_eq!(kept["text"], entry["token"]);
+        assert_eq!(kept["logprob"], entry["logprob"]);
+        assert_eq!(kept["top"].as_array().unwrap().len(), 2);
+    }
+    let content = answer["choices"][0]["message"]["content"].as_str().unwrap();
+    let joined: String = entries
+        .iter()
+        .map(|e| e["token"].as_str().unwrap())
+        .collect();
+    assert_eq!(joined, content);
+    for entry in entries {
+        let top = entry["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 2, "{entry}");
+        // Greedy: the chosen token is the likeliest.
+        assert_eq!(top[0]["token"], entry["token"], "{entry}");
+        assert!(entry["logprob"].as_f64().unwrap() <= 0.0);
+    }
+    let (status, answer) = post(
+        "/v1/completions",
+        &json!({"prompt": "The sky is", "max_tokens": 3, "temperature": 0, "logprobs": 1}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let lists = &answer["choices"][0]["logprobs"];
+    assert_eq!(lists["tokens"].as_array().unwrap().len(), 3, "{answer}");
+    assert_eq!(lists["text_offset"][0], 0, "{answer}");
+    assert_eq!(
+        lists["top_logprobs"][0].as_object().unwrap().len(),
+        1,
+        "{answer}"
+    );
+    let (_, plain) = post(
+        "/v1/completions",
+        &json!({"prompt": "The sky is", "max_tokens": 2}),
+    );
+    assert_eq!(plain["choices"][0]["logprobs"], Value::Null);
+    // A run that did not ask keeps none.
+    let (_, run) = get(&format!("/api/runs/{}", plain["run_id"]));
+    assert!(run["run"].get("logprobs").is_none(), "{run}");
+}
+
+#[test]
+fn openai_tools_are_called_under_their_grammar_and_results_go_back_in() {
+    let ask = json!([{"role": "user", "content": "What is the weather in Paris?"}]);
+    let tools = json!([
+        {"type": "function", "function": {"name": "get_weather",
+         "description": "Current weather in a city",
+         "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
+                        "required": ["city"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "get_time", "description": "The time now"}},
+    ]);
+    let call = |extra: Value| {
+        let mut body = json!({"messages": ask, "tools": tools, "max_tokens": 64, "temperature": 0});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let (status, answer) = post("/v1/chat/completions", &body);
+        assert_eq!(status, 200, "{answer}");
+        answer
+    };
+
+    // A call is required: the answer is one, with arguments that follow the tool's schema.
+    let required = call(json!({"tool_choice": "required"}));
+    let choice = &required["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{required}");
+    assert_eq!(choice["message"]["content"], Value::Null, "{required}");
+    let calls = choice["message"]["tool_calls"].as_array().unwrap();
+    assert_eq!(
+        calls.len(),
+        1,
+        "one call unless parallel calls are asked for: {required}"
+    );
+    assert_eq!(calls[0]["type"], "function");
+    assert!(calls[0]["id"].as_str().unwrap().starts_with("call_"));
+    let name = calls[0]["function"]["name"].as_str().unwrap();
+    let arguments: Value =
+        serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
+    match name {
+        "get_weather" => assert!(
+            arguments["city"].is_string() && arguments.as_object().unwrap().len() == 1,
+            "{arguments}"
+        ),
+        "get_time" => assert!(arguments.is_object(), "{arguments}"),
+        other => panic!("a tool that was not offered: {other}"),
+    }
+
+    // A named tool is the one called, and drafting calls it exactly as plain decoding does.
+    let named = json!({"type": "function", "function": {"name": "get_weather"}});
+    let plain = call(json!({"tool_choice": named}));
+    let plain_call = &plain["choices"][0]["message"]["tool_calls"][0]["function"];
+    assert_eq!(plain_call["name"], "get_weather", "{plain}");
+    for mode in ["lookup", "auto"] {
+        let drafted = call(json!({"tool_choice": named, "mode": mode}));
+        assert_eq!(
+            drafted["choices"][0]["message"]["tool_calls"][0]["function"], *plain_call,
+            "{mode}: {drafted}"
+        );
+    }
+
+    // Streamed: the call comes as a tool-call delta, then the finish reason.
+    let data = sse_data(
+        "/v1/chat/completions",
+        &json!({"messages": ask, "tools": tools, "tool_choice": named, "max_tokens": 64,
+                "temperature": 0, "stream": true}),
+    );
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let deltas: Vec<&Value> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"].get("tool_calls"))
+        .collect();
+    assert_eq!(deltas.len(), 1, "{data:?}");
+    assert_eq!(deltas[0][0]["index"], 0);
+    assert_eq!(deltas[0][0]["function"], *plain_call);
+    let finishes: Vec<&Value> = chunks
+        .iter()
+        .map(|c| &c["choices"][0]["finish_reason"])
+        .filter(|f| !f.is_null())
+        .collect();
+    assert_eq!(finishes, [&json!("tool_calls")]);
+
+    // The call and its result go back in: the model reads the result under the tool's name.
+    let call_message = plain["choices"][0]["message"].clone();
+    let id = call_message["tool_calls"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut messages = ask.as_array().unwrap().clone();
+    messages.push(call_message);
+    messages.push(json!({"role": "tool", "tool_call_id": id, "content": "18 degrees and sunny"}));
+    let (status, answer) = post(
+        "/v1/chat/completions",
+        &json!({"messages": messages, "tools": tools, "tool_choice": "none", "max_tokens": 8,
+                "temperature": 0}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["choices"][0]["message"]["content"].is_string(),
+        "{answer}"
+    );
+    let (_, run) = get(&format!("/api/runs/{}", answer["run_id"]));
+    let prompt = &run["run"]["prompt"]["content"];
+    assert_eq!(
+        prompt[1]["content"].as_str().unwrap(),
+        format!(
+            r#"{{"tool_calls":[{{"name":"get_weather","arguments":{}}}]}}"#,
+            plain_call["arguments"].as_str().unwrap()
+        ),
+        "{run}"
+    );
+    assert_eq!(prompt[2]["role"], "user", "{run}");
+    assert_eq!(
+        prompt[2]["content"],
+        r#"{"tool_response":{"name":"get_weather","content":"18 degrees and sunny"}}"#,
+        "{run}"
+    );
+
+    // What cannot be honoured is refused with the field and the reason.
+    let refused =
+        |body: Value, path: &str, param: &str| refused_by(path, &body, "invalid_parameter", param);
+    let chat = "/v1/chat/completions";
+    let unknown = json!({"type": "function", "function": {"name": "get_news"}});
+    refused(
+        json!({"messages": ask, "tools": tools, "tool_choice": unknown}),
+        chat,
+        "tool_choice",
+    );
+    refused(
+        json!({"messages": ask, "tool_choice": "required"}),
+        chat,
+        "tool_choice",
+    );
+    refused(
+        json!({"messages": ask, "tools": tools, "grammar": "root ::= \"a\""}),
+        chat,
+        "grammar",
+    );
+    refused(
+        json!({"prompt": "Hi", "tools": tools}),
+        "/v1/completions",
+        "tools",
+    );
+}
+
+#[test]
+fn the_responses_api_answers_whole_and_as_typed_events() {
+    let (status, whole) = post(
+        "/v1/responses",
+        &json!({"input": "Name a colour.", "instructions": "Answer in one word.",
+                "max_output_tokens": 6, "temperature": 0}),
+    );
+    assert_eq!(status, 200, "{whole}");
+    assert_eq!(whole["object"], "response");
+    assert!(whole["id"].as_str().unwrap().starts_with("resp_"));
+    assert!(
+        ["completed", "incomplete"].contains(&whole["status"].as_str().unwrap()),
+        "{whole}"
+    );
+    let item = &whole["output"][0];
+    assert_eq!(
+        (item["type"].as_str(), item["role"].as_str()),
+        (Some("message"), Some("assistant"))
+    );
+    let text = item["content"][0]["text"].as_str().unwrap().to_owned();
+    assert_eq!(item["content"][0]["type"], "output_text");
+    assert_eq!(
+        whole["usage"]["output_tokens"], whole["timings"]["predicted_n"],
+        "{whole}"
+    );
+    let (_, run) = get(&format!("/api/runs/{}", whole["run_id"]));
+    assert_eq!(
+        run["run"]["prompt"]["content"][0]["content"],
+        "Answer in one word."
+    );
+
+    // Streamed: the same text in deltas, between the events that open and close its item,
+    // numbered in order, and the whole response last.
+    let data = sse_data(
+        "/responses",
+        &json!({"input": [{"role": "developer", "content": "Answer in one word."},
+                          {"role": "user", "content": [{"type": "input_text", "text": "Name a colour."}]}],
+                "max_output_tokens": 6, "temperature": 0, "stream": true}),
+    );
+    let events: Vec<Value> = data
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let deltas = types
+        .iter()
+        .filter(|t| **t == "response.output_text.delta")
+        .count();
+    assert!(deltas >= 1, "{types:?}");
+    let mut expected = vec![
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+    ];
+    expected.extend(std::iter::repeat_n("response.output_text.delta", deltas));
+    expected.extend([
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+    ]);
+    let last = *types.last().unwrap();
+    assert!(
+        ["response.completed", "response.incomplete"].contains(&last),
+        "{types:?}"
+    );
+    expected.push(last);
+    assert_eq!(types, expected);
+    for (n, event) in events.iter().enumerate() {
+        assert_eq!(event["sequence_number"], n as u64);
+    }
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| e.get("delta").and_then(Value::as_str))
+        .collect();
+    assert_eq!(streamed, text, "greedy: the same text whole and streamed");
+    assert_eq!(
+        events.last().unwrap()["response"]["output"][0]["content"][0]["text"],
+        text
+    );
+
+    // Function tools, flat as this API writes them, and a named choice.
+    let tools = json!([{"type": "function", "name": "get_weather",
+                        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
+                                       "required": ["city"]}}]);
+    let (status, called) = post(
+        "/v1/responses",
+        &json!({"input": "What is the weather in Paris?", "tools": tools, "max_output_tokens": 64,
+                "tool_choice": {"type": "function", "name": "get_weather"}, "temperature": 0}),
+    );
+    assert_eq!(status, 200, "{called}");
+    let call = &called["output"][0];
+    assert_eq!(call["type"], "function_call", "{called}");
+    assert_eq!(call["name"], "get_weather");
+    assert!(call["call_id"].as_str().unwrap().starts_with("call_"));
+    let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    assert!(arguments["city"].is_string(), "{arguments}");
+
+    // The call and its output go back in as input items.
+    let (status, answer) = post(
+        "/v1/responses",
+        &json!({"input": [{"role": "user", "content": "What is the weather in Paris?"},
+                          {"type": "function_call", "call_id": call["call_id"], "name": "get_weather",
+                           "arguments": call["arguments"]},
+                          {"type": "function_call_output", "call_id": call["call_id"], "output": "18 C"}],
+                "max_output_tokens": 4, "temperature": 0}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let (_, run) = get(&format!("/api/runs/{}", answer["run_id"]));
+    assert_eq!(
+        run["run"]["prompt"]["content"][2]["content"],
+        r#"{"tool_response":{"name":"get_weather","content":"18 C"}}"#
+    );
+
+    // What is not kept here is refused by name, and chat's fields by this API's names.
+    let refused =
+        |body: Value, code: &str, param: &str| refused_by("/v1/responses", &body, code, param);
+    refused(
+        json!({"input": "Hi", "previous_response_id": "resp_1"}),
+        "unsupported_parameter",
+        "previous_response_id",
+    );
+    refused(
+        json!({"input": [{"type": "input_image", "image_url": "x"}]}),
+        "unsupported_parameter",
+        "input",
+    );
+    refused(
+        json!({"input": "Hi", "tools": [{"type": "web_search"}]}),
+        "unsupported_parameter",
+        "tools",
+    );
+    refused(json!({}), "invalid_parameter", "input");
+    refused(
+        json!({"input": "Hi", "text": {"format": {"type": "json_schema", "name": "X",
+               "schema": {"type": "string", "pattern": "[a-z]+"}}}}),
+        "invalid_json_schema",
+        "text.format",
+    );
+    refused(
+        json!({"input": "word ".repeat(3000)}),
+        "context_length_exceeded",
+        "input",
+    );
+}
+
+#[test]
+fn embeddings_are_unit_vectors_as_numbers_or_base64() {
+    let texts = json!([
+        "The cat sat on the mat.",
+        "A cat was sitting on a rug.",
+        "Stock markets fell sharply today."
+    ]);
+    let (status, answer) = post("/v1/embeddings", &json!({"input": texts}));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["object"], "list");
+    let vectors: Vec<Vec<f64>> = answer["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            assert_eq!(
+                (item["object"].as_str(), item["index"].as_u64()),
+                (Some("embedding"), Some(i as u64))
+            );
+            item["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    for vector in &vectors {
+        assert_eq!(vector.len(), vectors[0].len());
+        assert!((dot(vector, vector) - 1.0).abs() < 1e-4);
+    }
+    // Two sentences about a cat are nearer each other than either is to the markets.
+    assert!(dot(&vectors[0], &vectors[1]) > dot(&vectors[0], &vectors[2]));
+    assert!(answer["usage"]["prompt_tokens"].as_u64().unwrap() >= 3);
+
+    // One text alone, as base64: the same numbers, whatever else was in the batch.
+    let (status, one) = post(
+        "/embeddings",
+        &json!({"input": "The cat sat on the mat.", "encoding_format": "base64"}),
+    );
+    assert_eq!(status, 200, "{one}");
+    let bytes = base64_decode(one["data"][0]["embedding"].as_str().unwrap());
+    let decoded: Vec<f64> = bytes
+        .chunks_exact(4)
+        .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+        .collect();
+    assert_eq!(decoded.len(), vectors[0].len());
+    for (a, b) in decoded.iter().zip(&vectors[0]) {
+        assert!((a - b).abs() < 1e-5, "{a} {b}");
+    }
+
+    let refused =
+        |body: Value, code: &str, param: &str| refused_by("/v1/embeddings", &body, code, param);
+    refused(
+        json!({"input": [[1, 2, 3]]}),
+        "unsupported_parameter",
+        "input",
+    );
+    refused(
+        json!({"input": "Hi", "dimensions": 8}),
+        "unsupported_parameter",
+        "dimensions",
+    );
+    refused(
+        json!({"input": "Hi", "encoding_format": "hex"}),
+        "invalid_parameter",
+        "encoding_format",
+    );
+    refused(json!({"input": []}), "invalid_parameter", "input");
+    refused(
+        json!({"input": "word ".repeat(3000)}),
+        "context_length_exceeded",
+        "input",
+    );
+}
+
+/// Posts `body` to `path` and checks that it is refused: 400 with `code`, naming `param`.
+fn refused_by(path: &str, body: &Value, code: &str, param: &str) {
+    let (status, answer) = post(path, body);
+    assert_eq!(status, 400, "{answer}");
+    let error = &answer["error"];
+    assert_eq!(
+        (error["code"].as_str(), error["param"].as_str()),
+        (Some(code), Some(param)),
+        "{answer}"
+    );
+}
+
+/// Standard base64 (the test's own decoder, so that it checks the server's encoder).
+fn base64_decode(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits = 0u32;
+    let mut count = 0;
+    let mut out = Vec::new();
+    for c in text.bytes().filter(|&c| c != b'=') {
+        let value = ALPHABET
+            .iter()
+            .position(|&a| a == c)
+            .expect("base64 alphabet") as u32;
+        bits = (bits << 6) | value;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+            bits &= (1 << count) - 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn echo_scores_a_given_text_as_generation_would() {
+    // A continuation written by the model, then scored as a given text.
+    let (status, generated) = post(
+        "/v1/completions",
+        &json!({"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0,
+                "logprobs": 1, "echo": true}),
+    );
+    assert_eq!(status, 200, "{generated}");
+    let choice = &generated["choices"][0];
+    let text = choice["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("The capital of France is") && text.len() > 24,
+        "{text:?}"
+    );
+    let lists = &choice["logprobs"];
+    let tokens: Vec<&str> = lists["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tokens.concat(),
+        text,
+        "the tokens spell the prompt and the answer"
+    );
+    assert_eq!(
+        lists["token_logprobs"][0],
+        Value::Null,
+        "nothing predicts the first token"
+    );
+    assert_eq!(lists["top_logprobs"][0], Value::Null);
+    let offsets: Vec<u64> = lists["text_offset"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_u64().unwrap())
+        .collect();
+    let mut at = 0;
+    for (token, offset) in tokens.iter().zip(&offsets) {
+        assert_eq!(*offset, at);
+        at += token.chars().count() as u64;
+    }
+
+    let (status, scored) = post(
+        "/v1/completions",
+        &json!({"prompt": text, "max_tokens": 0, "echo": true, "logprobs": 2}),
+    );
+    assert_eq!(status, 200, "{scored}");
+    let choice = &scored["choices"][0];
+    assert_eq!(choice["text"], text);
+    assert_eq!(choice["finish_reason"], "length");
+    let scored_lists = &choice["logprobs"];
+    let scored_tokens = scored_lists["tokens"].as_array().unwrap();
+    assert_eq!(
+        scored["usage"]["prompt_tokens"].as_u64(),
+        Some(scored_tokens.len() as u64)
+    );
+    assert_eq!(scored["usage"]["completion_tokens"], 0);
+    // Text read back may split differently from how it was written (two "\n" tokens become
+    // one "\n\n"); where the tokens agree, so do the figures. The prompt's five and the first
+    // written token at least agree.
+    let same = tokens
+        .iter()
+        .zip(scored_tokens)
+        .take_while(|(a, b)| b.as_str() == Some(**a))
+        .count();
+    assert!(same >= 6, "{scored}");
+    for i in 1..same {
+        let given = scored_lists["token_logprobs"][i].as_f64().unwrap();
+        let written = lists["token_logprobs"][i].as_f64().unwrap();
+        assert!(
+            (given - written).abs() < 1e-3,
+            "token {i}: scored {given}, generated {written}"
+        );
+        assert_eq!(
+            scored_lists["top_logprobs"][i].as_object().unwrap().len(),
+            2
+        );
+    }
+
+    // Streamed, the prompt comes first, in a chunk of its own.
+    let data = sse_data(
+        "/v1/completions",
+        &json!({"prompt": "The capital of France is", "max_tokens": 2, "temperature": 0,
+                "echo": true, "stream": true}),
+    );
+    let first: Value = serde_json::from_str(&data[0]).unwrap();
+    assert_eq!(first["choices"][0]["text"], "The capital of France is");
+
+    let (status, answer) = post(
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "Hi"}], "echo": true}),
+    );
+    assert_eq!(
+        (status, answer["error"]["param"].as_str()),
+        (400, Some("echo")),
+        "{answer}"
+    );
+}
+
+#[test]
+fn openai_n_choices_run_side_by_side_and_differ_when_sampled() {
+    let (status, answer) = post(
+        "/v1/completions",
+        &json!({"prompt": "Once upon a time", "max_tokens": 6, "n": 3,
+                "temperature": 1.0, "seed": 5}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let choices = answer["choices"].as_array().unwrap();
+    let indices: Vec<u64> = choices
+        .iter()
+        .map(|c| c["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(indices, vec![0, 1, 2]);
+    assert_eq!(answer["usage"]["completion_tokens"], 18, "{answer}");
+    let texts: std::collections::HashSet<&str> = choices
+        .iter()
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        texts.len() > 1,
+        "seeds seed + i gave the same text: {texts:?}"
+    );
+    // The same request again gives the same choices: each keeps its own seed.
+    let (_, again) = post(
+        "/v1/completions",
+        &json!({"prompt": "Once upon a time", "max_tokens": 6, "n": 3,
+                "temperature": 1.0, "seed": 5}),
+    );
+    assert_eq!(again["choices"], answer["choices"]);
+}
+
+#[test]
 fn history_lists_exports_and_imports() {
     for prompt in ["Export me", "Export me too"] {
         let (status, _) = post(
@@ -607,7 +1343,7 @@ fn bad_input_is_refused_with_a_code() {
         post("/v1/chat/completions", &body)
     };
     assert_error(chat(json!({"mode": "fast"})), 400, "invalid_parameter");
-    assert_error(chat(json!({"n": 2})), 400, "invalid_parameter");
+    assert_error(chat(json!({"n": 0})), 400, "invalid_parameter");
     assert_error(chat(json!({"max_tokens": 0})), 400, "invalid_parameter");
     assert_error(chat(json!({"top_p": 0})), 400, "invalid_parameter");
     assert_error(
@@ -651,7 +1387,8 @@ fn bad_input_is_refused_with_a_code() {
             &json!({"prompt": long, "max_tokens": 4, "stream": true}),
         ),
         400,
-        "prompt_too_long",
+        // OpenAI's code on the OpenAI routes.
+        "context_length_exceeded",
     );
     assert_error(
         post("/api/generate", &json!({"prompt": long, "max_tokens": 4})),
@@ -1029,7 +1766,14 @@ fn with_a_key_every_request_but_health_needs_it() {
     ] {
         let (status, answer) = request(&format!("GET {path} HTTP/1.1"));
         assert_eq!(status, 401, "{path}: {answer}");
-        assert!(answer.contains("unauthorized"), "{answer}");
+        // OpenAI clients know the case by OpenAI's code.
+        let code = if path.starts_with("/v1/") {
+            "\"invalid_api_key\""
+        } else {
+            "\"unauthorized\""
+        };
+        assert!(answer.contains(code), "{answer}");
+        assert!(answer.contains("\"authentication_error\""), "{answer}");
         assert!(
             answer.to_lowercase().contains("www-authenticate: bearer"),
             "{answer}"

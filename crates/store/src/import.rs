@@ -277,6 +277,12 @@ fn check_run(run: &Run, latest: DateTime<Utc>) -> Result<(), String> {
             "token_ids holds {token_count} tokens (at most {MAX_TOKEN_IDS})"
         ));
     }
+    let logprob_count = run.logprobs.as_ref().map_or(0, Vec::len);
+    if logprob_count > MAX_TOKEN_IDS {
+        return Err(format!(
+            "logprobs holds {logprob_count} tokens (at most {MAX_TOKEN_IDS})"
+        ));
+    }
     let prompt_bytes = match &run.prompt {
         PromptRecord::Text(text) => text.len(),
         PromptRecord::Chat(messages) => messages.iter().map(|m| m.content.len()).sum(),

@@ -57,6 +57,6 @@ pub use records::{
     Comparison, ComparisonRun, ConversationTurn, DraftDecisionRecord, DraftNodeRecord,
     DraftSkipRecord, DrafterEvidenceRecord, HeadsRef, MessageRecord, ModeFigures, ModelRef, NewRun,
     PromptRecord, Run, RunOutcome, RunStatus, RunWithSteps, SpeedVerdict, Spread, StepRecord,
-    StepTokenRecord, StepTreeRecord,
+    StepTokenRecord, StepTreeRecord, TokenLogprobRecord, TopLogprobRecord,
 };
 pub use write::StoreHealth;

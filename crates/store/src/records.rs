@@ -162,8 +162,28 @@ pub struct RunOutcome {
     /// The generated token ids, in order; `None` when the engine gave none (a remote engine).
     #[serde(default)]
     pub token_ids: Option<Vec<i32>>,
+    /// Each generated token's log-probability, when the run asked for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<TokenLogprobRecord>>,
     pub seed: u64,
     pub finished_at: DateTime<Utc>,
+}
+
+/// A generated token's log-probability (natural log, the served model's own) and the likeliest
+/// tokens at its place, most likely first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct TokenLogprobRecord {
+    pub token_id: i32,
+    pub text: String,
+    pub logprob: f32,
+    pub top: Vec<TopLogprobRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct TopLogprobRecord {
+    pub token_id: i32,
+    pub text: String,
+    pub logprob: f32,
 }
 
 /// One decoding step of a run.
@@ -363,6 +383,11 @@ pub struct Run {
     /// kept.
     #[serde(default)]
     pub token_ids: Option<Vec<i32>>,
+    /// Each generated token's log-probability and the likeliest tokens at its place, kept only
+    /// for runs that asked for them (rows stay small otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub logprobs: Option<Vec<TokenLogprobRecord>>,
     pub seed: Option<u64>,
     pub error: Option<String>,
     pub finished_at: Option<DateTime<Utc>>,
@@ -401,6 +426,7 @@ impl Run {
             draft_tokens: None,
             accepted_draft_tokens: None,
             token_ids: None,
+            logprobs: None,
             seed: None,
             error: None,
             finished_at: None,
@@ -431,6 +457,7 @@ impl Run {
             draft_tokens: self.draft_tokens,
             accepted_draft_tokens: self.accepted_draft_tokens,
             token_ids: self.token_ids.clone(),
+            logprobs: self.logprobs.clone(),
             seed: self.seed?,
             finished_at: self.finished_at?,
         })

@@ -23,7 +23,7 @@ const RUN_COLUMNS: &str = "id, uid, created_at, status, mode, model_name, model_
      sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
      tokens_generated, ttft_ms, total_ms, tokens_per_second, decode_tokens_per_second, steps, \
      mean_accepted, acceptance_by_depth, seed, error, finished_at, engine, draft_tokens, \
-     accepted_draft_tokens, token_ids";
+     accepted_draft_tokens, token_ids, logprobs";
 
 const STEP_COLUMNS: &str = "step_index, tree_size, tree_depth, accepted_len, tokens, sources, \
      depth_hits, draft_ms, verify_ms, tree, skip, decision";
@@ -149,6 +149,10 @@ impl Store {
             .and_then(|o| o.token_ids.as_ref())
             .map(to_json)
             .transpose()?;
+        let logprobs = o
+            .and_then(|o| o.logprobs.as_ref())
+            .map(to_json)
+            .transpose()?;
         let write = async {
             let mut tx = self.begin_write().await?;
             // Only a running run can end: a finished run is never overwritten, and a run marked
@@ -157,8 +161,8 @@ impl Store {
                 "UPDATE runs SET status = ?, output = ?, stop_reason = ?, prompt_tokens = ?, \
                  tokens_generated = ?, ttft_ms = ?, total_ms = ?, tokens_per_second = ?, \
                  decode_tokens_per_second = ?, steps = ?, mean_accepted = ?, acceptance_by_depth = ?, \
-                 draft_tokens = ?, accepted_draft_tokens = ?, token_ids = ?, seed = ?, error = ?, \
-                 finished_at = ? \
+                 draft_tokens = ?, accepted_draft_tokens = ?, token_ids = ?, logprobs = ?, seed = ?, \
+                 error = ?, finished_at = ? \
                  WHERE id = ? AND status = 'running'",
             )
             .bind(end.status.as_str())
@@ -176,6 +180,7 @@ impl Store {
             .bind(o.and_then(|o| o.draft_tokens))
             .bind(o.and_then(|o| o.accepted_draft_tokens))
             .bind(token_ids)
+            .bind(logprobs)
             .bind(o.map(|o| o.seed.to_string()))
             .bind(end.error)
             .bind(encode_time(&finished_at))
@@ -268,9 +273,9 @@ pub(crate) async fn insert_run(conn: &mut SqliteConnection, run: &Run) -> Result
          sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
          tokens_generated, ttft_ms, total_ms, tokens_per_second, decode_tokens_per_second, steps, \
          mean_accepted, acceptance_by_depth, seed, error, finished_at, engine, draft_tokens, \
-         accepted_draft_tokens, token_ids) \
+         accepted_draft_tokens, token_ids, logprobs) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
-         ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(run.uid.to_string())
     .bind(encode_time(&run.created_at))
@@ -308,6 +313,7 @@ pub(crate) async fn insert_run(conn: &mut SqliteConnection, run: &Run) -> Result
     .bind(run.draft_tokens)
     .bind(run.accepted_draft_tokens)
     .bind(run.token_ids.as_ref().map(to_json).transpose()?)
+    .bind(run.logprobs.as_ref().map(to_json).transpose()?)
     .execute(&mut *conn)
     .await;
     match result {
@@ -437,6 +443,7 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
     let seed: Option<String> = row.try_get("seed")?;
     let finished_at: Option<String> = row.try_get("finished_at")?;
     let token_ids: Option<String> = row.try_get("token_ids")?;
+    let logprobs: Option<String> = row.try_get("logprobs")?;
     Ok(Run {
         id: row.try_get("id")?,
         uid: decode_uuid("uid", &uid)?,
@@ -477,6 +484,7 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
         draft_tokens: row.try_get("draft_tokens")?,
         accepted_draft_tokens: row.try_get("accepted_draft_tokens")?,
         token_ids: token_ids.map(|t| from_json("token_ids", &t)).transpose()?,
+        logprobs: logprobs.map(|l| from_json("logprobs", &l)).transpose()?,
         seed: seed
             .map(|s| s.parse::<u64>().map_err(|e| decode_error("seed", e)))
             .transpose()?,

@@ -8,6 +8,8 @@ import {
   storedRun,
   turnSegments,
   turnText,
+  wholeAnswer,
+  withEarlierRun,
   withStoredRun,
   type Turn,
 } from './chat';
@@ -138,6 +140,28 @@ describe('canContinue', () => {
     expect(canContinue(writing, true)).toBe(false);
     const [, empty] = restoredTurns([message(1, 'user', 'Q'), message(2, 'assistant', '', null)], 0);
     expect(canContinue(empty, true)).toBe(false);
+  });
+});
+
+describe('a continued answer', () => {
+  /** A finished run that wrote `tokens` in `ms`. */
+  function ran(tokens: number, ms: number): RunState {
+    const run = emptyRun();
+    applyEvent(run, { type: 'finished', ...finished('max_tokens'), tokens_generated: tokens, total_ms: ms });
+    return run;
+  }
+
+  it('counts every run that wrote it, the last one too', () => {
+    const earlier = withEarlierRun(withEarlierRun(undefined, ran(64, 2000)), ran(64, 2000));
+    expect(earlier).toEqual({ runs: 2, tokens: 128, ms: 4000 });
+    expect(wholeAnswer(earlier, ran(32, 1000))).toEqual({ runs: 3, tokens: 160, tokensPerSecond: 32 });
+  });
+
+  it('says nothing for an answer one run wrote, or before the last run finished', () => {
+    expect(wholeAnswer(undefined, ran(10, 100))).toBeNull();
+    expect(wholeAnswer({ runs: 1, tokens: 5, ms: 50 }, emptyRun())).toBeNull();
+    // A run that never started adds nothing.
+    expect(withEarlierRun(undefined, emptyRun())).toBeUndefined();
   });
 });
 

@@ -42,6 +42,34 @@ export interface Turn {
   loading?: boolean;
   /** Why a restored answer's run could not be shown. */
   loadError?: string;
+  /** The runs this page saw write the answer before its current one (it was continued). */
+  earlier?: EarlierRuns;
+}
+
+/** What the runs before a continued answer's current one wrote, and how long they took. */
+export interface EarlierRuns {
+  runs: number;
+  tokens: number;
+  ms: number;
+}
+
+/** `earlier` with `run` added, as an answer is continued. */
+export function withEarlierRun(earlier: EarlierRuns | undefined, run: RunState | undefined): EarlierRuns | undefined {
+  if (!run || (run.tokens === 0 && !run.summary)) return earlier;
+  const ms = run.summary?.total_ms ?? (run.startedAt !== null && run.endedAt !== null ? run.endedAt - run.startedAt : 0);
+  const sum = earlier ?? { runs: 0, tokens: 0, ms: 0 };
+  return { runs: sum.runs + 1, tokens: sum.tokens + (run.summary?.tokens_generated ?? run.tokens), ms: sum.ms + ms };
+}
+
+/**
+ * The whole answer's figures once a continued answer's current run finished: tokens and tokens
+ * per second over all its runs; null for an answer written by one run.
+ */
+export function wholeAnswer(earlier: EarlierRuns | undefined, run: RunState): { runs: number; tokens: number; tokensPerSecond: number } | null {
+  if (!earlier || !run.summary) return null;
+  const tokens = earlier.tokens + run.summary.tokens_generated;
+  const ms = earlier.ms + run.summary.total_ms;
+  return { runs: earlier.runs + 1, tokens, tokensPerSecond: ms > 0 ? (tokens * 1000) / ms : 0 };
 }
 
 /** What a turn says: a question's text, or an answer's text so far. */

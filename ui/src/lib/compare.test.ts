@@ -171,8 +171,8 @@ describe('sideLabel', () => {
 describe('divergenceText', () => {
   const divergence = (expected: number, got: number, nearTie: boolean): Divergence => ({
     at: 6,
-    expected: { token_id: 11, text: ' recursion', logprob: expected, rank: 1 },
-    got: { token_id: 12, text: ' a', logprob: got, rank: 2 },
+    expected: { token_id: 11, text: ' recursion', bytes: [], logprob: expected, rank: 1 },
+    got: { token_id: 12, text: ' a', bytes: [], logprob: got, rank: 2 },
     near_tie: nearTie,
   });
 

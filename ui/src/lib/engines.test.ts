@@ -13,6 +13,7 @@ import {
   targetKey,
   targetLabel,
   targetProblem,
+  unaskedRemotes,
 } from './engines';
 
 function remote(fields: Partial<RemoteEngineInfo>): RemoteEngineInfo {
@@ -83,6 +84,16 @@ describe('targetGroups', () => {
         ],
       },
     ]);
+  });
+
+  it('finds the engines not asked yet, to ask them once', () => {
+    const engines = [
+      remote({ models: ['a'] }),
+      remote({ name: 'dead', error: unreachable }),
+      remote({ name: 'fresh', url: 'http://h:1' }),
+    ];
+    expect(unaskedRemotes(engines)).toEqual(['fresh']);
+    expect(unaskedRemotes([])).toEqual([]);
   });
 
   it('keeps the models of an engine that failed after listing them, saying so', () => {

@@ -70,6 +70,11 @@ export interface TargetGroup {
   options: TargetOption[];
 }
 
+/** The remote engines the backend has not asked for their models yet (as after a restart). */
+export function unaskedRemotes(remotes: readonly RemoteEngineInfo[]): string[] {
+  return remotes.filter((r) => r.models.length === 0 && !r.error).map((r) => r.name);
+}
+
 /**
  * The remote engines' choices, one group per engine: each model it listed; an engine that listed
  * none is one disabled choice saying why, or, when it was not asked yet, its first model (a run

@@ -24,6 +24,17 @@ describe('generation settings', () => {
     expect(fields.max_draft_tokens).toBe(8);
   });
 
+  it('asks for JSON: any object with an empty schema box, else the schema typed', () => {
+    expect(requestFields({ ...DEFAULT_SETTINGS, json: true }).json).toBe(true);
+    const schema = '{"type": "object", "required": ["name"]}';
+    expect(requestFields({ ...DEFAULT_SETTINGS, json: true, json_schema: schema }).json).toEqual({ type: 'object', required: ['name'] });
+    // A schema left in the box while JSON is off is neither checked nor sent.
+    expect(settingsProblem({ ...DEFAULT_SETTINGS, json_schema: '{oops' })).toBeNull();
+    expect(requestFields({ ...DEFAULT_SETTINGS, json_schema: schema }).json).toBeUndefined();
+    expect(settingsProblem({ ...DEFAULT_SETTINGS, json: true, json_schema: '{oops' })).toMatch(/^the JSON schema is not JSON: /);
+    expect(settingsProblem({ ...DEFAULT_SETTINGS, json: true, json_schema: '[1]' })).toBe('the JSON schema must be an object, such as {"type": "object"}');
+  });
+
   it("starts chats from the model's sampling, else from the chat default the backend reports", () => {
     const info = (from_model: string[]) =>
       ({
@@ -54,7 +65,7 @@ describe('generation settings', () => {
       max_tokens: 64,
       sampling: { temperature: 0.7, top_k: 20, top_p: 0.9, min_p: 0.1, repeat_penalty: 1.1, repeat_last_n: 64, seed: 42 },
     } as unknown as RunRecord;
-    const base = { ...DEFAULT_SETTINGS, max_draft_tokens: 6 };
+    const base = { ...DEFAULT_SETTINGS, max_draft_tokens: 6, json: true, json_schema: '{}' };
     expect(runSettings(run, base)).toEqual({
       temperature: 0.7,
       top_k: 20,
@@ -64,6 +75,8 @@ describe('generation settings', () => {
       seed: '42',
       max_tokens: 64,
       max_draft_tokens: 6,
+      json: true,
+      json_schema: '{}',
     });
     const fresh = { ...run, sampling: { temperature: 0 } } as unknown as RunRecord;
     expect(runSettings(fresh, { ...base, seed: '7' })).toMatchObject({ temperature: 0, top_k: 40, seed: '', max_tokens: 64 });

@@ -13,6 +13,10 @@ export interface GenerationSettings {
   max_tokens: number;
   /** 0: the engine's own budget. */
   max_draft_tokens: number;
+  /** The answer must be JSON: any JSON object, or one that follows `json_schema`. */
+  json: boolean;
+  /** A JSON schema (as text) the answer must follow when `json` is on; empty for any object. */
+  json_schema: string;
 }
 
 /** Greedy decoding, the settings comparisons start from: every mode must then answer alike. */
@@ -25,6 +29,8 @@ export const DEFAULT_SETTINGS: GenerationSettings = {
   seed: '',
   max_tokens: 256,
   max_draft_tokens: 0,
+  json: false,
+  json_schema: '',
 };
 
 /**
@@ -66,11 +72,29 @@ export function settingsProblem(s: GenerationSettings): string | null {
   if (!(Number.isInteger(s.max_draft_tokens) && s.max_draft_tokens >= 0)) {
     return 'max draft tokens must be a whole number ≥ 0';
   }
+  if (s.json) return schemaProblem(s.json_schema);
   return null;
 }
 
+/** What is wrong with a JSON schema typed into the schema box, or null (empty is fine). */
+export function schemaProblem(text: string): string | null {
+  if (text.trim() === '') return null;
+  try {
+    const schema: unknown = JSON.parse(text);
+    return typeof schema === 'object' && schema !== null && !Array.isArray(schema) ? null : 'the JSON schema must be an object, such as {"type": "object"}';
+  } catch (err) {
+    return `the JSON schema is not JSON: ${(err as Error).message}`;
+  }
+}
+
+/** The settings the presets keep: lengths, the seed and the answer's format. */
+export function keptByPresets(s: GenerationSettings): Pick<GenerationSettings, 'seed' | 'max_tokens' | 'max_draft_tokens' | 'json' | 'json_schema'> {
+  const { seed, max_tokens, max_draft_tokens, json, json_schema } = s;
+  return { seed, max_tokens, max_draft_tokens, json, json_schema };
+}
+
 /** The request fields the settings stand for. */
-export function requestFields(s: GenerationSettings): Pick<PlaygroundRequest, 'sampling' | 'max_tokens' | 'max_draft_tokens'> {
+export function requestFields(s: GenerationSettings): Pick<PlaygroundRequest, 'sampling' | 'max_tokens' | 'max_draft_tokens' | 'json'> {
   const sampling: Partial<SamplingParams> = {
     temperature: s.temperature,
     top_k: s.top_k,
@@ -83,7 +107,14 @@ export function requestFields(s: GenerationSettings): Pick<PlaygroundRequest, 's
     sampling,
     max_tokens: s.max_tokens,
     ...(s.max_draft_tokens > 0 ? { max_draft_tokens: s.max_draft_tokens } : {}),
+    ...jsonField(s.json, s.json_schema),
   };
+}
+
+/** The request's `json` field: none, any JSON object, or the typed schema (checked first). */
+export function jsonField(json: boolean, schema: string): Pick<PlaygroundRequest, 'json'> {
+  if (!json) return {};
+  return { json: schema.trim() === '' ? true : (JSON.parse(schema) as Record<string, unknown>) };
 }
 
 /**

@@ -17,7 +17,7 @@ use crate::medusa::heads::MedusaHeads;
 use crate::request::Prompt;
 use crate::speculative::costs::{CostModel, DecodeCosts};
 use crate::token::TokenId;
-use crate::token_choice::TokenChoice;
+use crate::token_choice::{PromptLogprobs, TokenChoice};
 
 type Reply<T> = std_mpsc::Sender<Result<T, EngineError>>;
 
@@ -32,6 +32,11 @@ pub(crate) enum Diagnostic {
         continuation: Vec<TokenId>,
         tokens: Vec<TokenId>,
         reply: Reply<Vec<TokenChoice>>,
+    },
+    PromptLogprobs {
+        prompt: Prompt,
+        top: usize,
+        reply: Reply<PromptLogprobs>,
     },
     DecodeCosts {
         /// Measure again (and keep the result) rather than answer what is known.
@@ -89,6 +94,9 @@ impl Diagnostic {
                     None => Err(EngineError::NoMedusaHeads),
                 };
                 let _ = reply.send(measured);
+            }
+            Diagnostic::PromptLogprobs { prompt, top, reply } => {
+                let _ = reply.send(probes::prompt_logprobs(runtime, &prompt, top));
             }
             Diagnostic::DecodeCosts { fresh, reply } => {
                 let costs = if fresh {

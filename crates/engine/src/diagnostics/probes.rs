@@ -11,10 +11,10 @@ use crate::error::EngineError;
 use crate::llama_runtime::LlamaRuntime;
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
-use crate::output::token_text;
+use crate::output::token_bytes;
 use crate::request::Prompt;
 use crate::token::TokenId;
-use crate::token_choice::{self, TokenChoice};
+use crate::token_choice::{self, PromptLogprobs, TokenChoice};
 
 /// How likely each of `tokens` is as the next token after `prompt` + `continuation`.
 pub(super) fn next_token_choices(
@@ -56,10 +56,42 @@ pub(super) fn next_token_choices(
     let choices = token_choice::choices(
         runtime.logits(runtime.batch_len() as i32 - 1),
         tokens,
-        |token| token_text(model, token),
+        |token| token_bytes(model, token),
     );
     runtime.clear_kv();
     Ok(choices)
+}
+
+/// How likely each token of `prompt` was after those before it, with the `top` likeliest at
+/// each place (an evaluation's score of a given text).
+pub(super) fn prompt_logprobs(
+    runtime: &mut LlamaRuntime<'_>,
+    prompt: &Prompt,
+    top: usize,
+) -> Result<PromptLogprobs, EngineError> {
+    let tokens: Vec<TokenId> = runtime
+        .prompt_tokens(prompt, false)?
+        .iter()
+        .map(|t| t.0)
+        .collect();
+    let model = runtime.model();
+    let first_token = String::from_utf8_lossy(&token_bytes(model, tokens[0])).into_owned();
+    let mut rest = Vec::with_capacity(tokens.len() - 1);
+    runtime.clear_kv();
+    let decoded = decode_in_chunks(runtime, &tokens, 0, |runtime, positions| {
+        for (index, position) in positions.enumerate() {
+            if let Some(&next) = tokens.get(position + 1) {
+                let logits = runtime.logits(index as i32);
+                rest.push(token_choice::logprobs(logits, next, top, |token| {
+                    token_bytes(model, token)
+                }));
+            }
+        }
+        Ok(())
+    });
+    runtime.clear_kv();
+    decoded?;
+    Ok(PromptLogprobs { first_token, rest })
 }
 
 /// How often the heads guess right along `continuation` (text the model wrote after `prompt`):

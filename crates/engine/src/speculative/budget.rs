@@ -135,24 +135,24 @@ impl AcceptanceStats {
         (self.accepted, self.tried)
     }
 
-    /// A cautious acceptance rate: the lower end of the Wilson score interval at
-    /// [`CONFIDENCE_Z`] standard deviations. Nothing seen gives 0, and the bound rises toward
-    /// the observed rate as evidence accumulates.
-    pub fn cautious_rate(&self) -> f64 {
+    /// A cautious acceptance rate: the lower end of the Wilson score interval at `z` standard
+    /// deviations. Nothing seen gives 0, and the bound rises toward the observed rate as
+    /// evidence accumulates.
+    pub fn cautious_rate(&self, z: f64) -> f64 {
         if self.tried == 0 {
             return 0.0;
         }
         let n = f64::from(self.tried);
         let p = f64::from(self.accepted) / n;
-        let z2 = CONFIDENCE_Z * CONFIDENCE_Z;
+        let z2 = z * z;
         let centre = p + z2 / (2.0 * n);
-        let margin = CONFIDENCE_Z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+        let margin = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
         ((centre - margin) / (1.0 + z2 / n)).clamp(0.0, 1.0)
     }
 }
 
-/// How many standard deviations below the observed acceptance the budget plans with: the usual
-/// one-sided 90% bound.
+/// How many standard deviations below the observed acceptance the budget plans with by
+/// default: the usual one-sided 90% bound (the sweep on `bench/tuning/` is in BENCHMARKS).
 pub const CONFIDENCE_Z: f64 = 1.28;
 
 /// What the other requests put in a step's batch, whatever one request drafts.
@@ -185,6 +185,7 @@ pub fn choose_draft_len_in_batch(
         &[DraftOption {
             stats,
             cap: max_len,
+            confidence_z: CONFIDENCE_Z,
         }],
         max_len,
         batch,
@@ -198,6 +199,8 @@ pub fn choose_draft_len_in_batch(
 pub struct DraftOption<'a> {
     pub stats: &'a AcceptanceStats,
     pub cap: usize,
+    /// Standard deviations below the observed acceptance the budget plans with.
+    pub confidence_z: f64,
 }
 
 /// What the budget chose for a step, with the figures it weighed.
@@ -252,7 +255,7 @@ pub fn choose_draft_lens(
         .iter()
         .zip(&caps)
         .map(|(o, &cap)| {
-            let rate = o.stats.cautious_rate();
+            let rate = o.stats.cautious_rate(o.confidence_z);
             (1..=cap as i32).map(|d| rate.powi(d)).collect()
         })
         .collect();
@@ -330,10 +333,11 @@ pub struct ShortestDraft {
 pub fn shortest_draft(
     cost: &CostModel,
     stats: &AcceptanceStats,
+    confidence_z: f64,
     batch: BatchLoad,
 ) -> ShortestDraft {
     ShortestDraft {
-        expected_tokens: 1.0 + stats.cautious_rate(),
+        expected_tokens: 1.0 + stats.cautious_rate(confidence_z),
         step_ms: cost.cautious_cost(batch.tokens + 2) + stats.draft_ms,
         plain_ms: cost.cost(batch.tokens + 1),
     }
@@ -381,17 +385,17 @@ mod tests {
 
     #[test]
     fn the_cautious_rate_rises_toward_the_observed_one_with_evidence() {
-        assert_eq!(AcceptanceStats::default().cautious_rate(), 0.0);
+        assert_eq!(AcceptanceStats::default().cautious_rate(CONFIDENCE_Z), 0.0);
         let rates: Vec<f64> = [10, 100, 1000, 100_000]
             .iter()
-            .map(|&n| stats_with(n, n * 7 / 10).cautious_rate())
+            .map(|&n| stats_with(n, n * 7 / 10).cautious_rate(CONFIDENCE_Z))
             .collect();
         assert!(rates.windows(2).all(|w| w[0] < w[1]), "{rates:?}");
         assert!(rates.iter().all(|&r| r < 0.7), "{rates:?}");
         assert!(rates[3] > 0.69, "{rates:?}");
         // 7 of 10 is weak evidence: about 0.5 at 1.28 standard deviations.
         assert!((rates[0] - 0.4976).abs() < 1e-3, "{rates:?}");
-        assert!(stats_with(50, 50).cautious_rate() < 1.0);
+        assert!(stats_with(50, 50).cautious_rate(CONFIDENCE_Z) < 1.0);
     }
 
     #[test]
@@ -400,6 +404,30 @@ mod tests {
         let cost = CostModel::new(vec![(1, 10.0), (2, 16.0), (9, 58.0)]);
         assert_eq!(choose_draft_len(&cost, &stats_with(4, 3), 8), 0);
         assert!(choose_draft_len(&cost, &stats_with(400, 300), 8) > 0);
+    }
+
+    #[test]
+    fn a_higher_confidence_waits_for_more_evidence() {
+        // 30 of 40 accepted: the bound is 0.68 at 1 standard deviation, 0.59 at 2; a second token
+        // pays from 0.6.
+        let cost = CostModel::new(vec![(1, 10.0), (2, 16.0), (9, 58.0)]);
+        let stats = stats_with(40, 30);
+        let len_at = |confidence_z| {
+            choose_draft_lens(
+                &cost,
+                &[DraftOption {
+                    stats: &stats,
+                    cap: 8,
+                    confidence_z,
+                }],
+                8,
+                BatchLoad::default(),
+            )
+            .lens[0]
+        };
+        assert_eq!(len_at(2.0), 0);
+        assert_eq!(len_at(1.0), 1);
+        assert_eq!(len_at(0.0), 1);
     }
 
     #[test]
@@ -432,6 +460,7 @@ mod tests {
             &[DraftOption {
                 stats: &stats,
                 cap: 2,
+                confidence_z: CONFIDENCE_Z,
             }],
             2,
             BatchLoad::default(),
@@ -570,10 +599,12 @@ mod tests {
             DraftOption {
                 stats: lookup.0,
                 cap: lookup.1,
+                confidence_z: CONFIDENCE_Z,
             },
             DraftOption {
                 stats: medusa,
                 cap: 16,
+                confidence_z: CONFIDENCE_Z,
             },
         ]
     }

@@ -22,8 +22,9 @@ pub struct Verdict {
 }
 
 /// Walks the tree from the root. `logits_at(None)` are the root's logits, `logits_at(Some(i))`
-/// node i's. `history` ends with the root token; it is extended while walking (the repetition
-/// penalty must see accepted tokens) and restored before returning.
+/// node i's. `history` ends with the root token; it is extended while walking (the penalties
+/// must see accepted tokens) and restored before returning. The sampler accepts every token of
+/// the verdict (its grammar moves past them), so they must all be emitted.
 pub fn verify<'l>(
     tree: &DraftTree,
     layout: &TreeLayout,
@@ -55,9 +56,13 @@ pub fn verify<'l>(
             Some(child) => {
                 accepted.push(child);
                 history.push(tree.tokens[child]);
+                sampler.accept(tree.tokens[child]);
                 node = Some(child);
             }
-            None => break next,
+            None => {
+                sampler.accept(next);
+                break next;
+            }
         }
     };
     history.truncate(restore_len);

@@ -7,7 +7,7 @@ use serde_json::json;
 use store::{
     DraftDecisionRecord, DraftNodeRecord, DraftSkipRecord, DrafterEvidenceRecord, HeadsRef,
     MessageRecord, ModelRef, NewRun, PromptRecord, Run, RunOutcome, RunStatus, StepRecord,
-    StepTokenRecord, StepTreeRecord, Store,
+    StepTokenRecord, StepTreeRecord, Store, TokenLogprobRecord, TopLogprobRecord,
 };
 use tempfile::TempDir;
 use uuid::Uuid;
@@ -89,6 +89,16 @@ pub fn outcome(output: &str, tokens_per_second: f64, minutes: i64) -> RunOutcome
         draft_tokens: Some(70),
         accepted_draft_tokens: Some(24),
         token_ids: Some(vec![7, 0, -1, i32::MAX]),
+        logprobs: Some(vec![TokenLogprobRecord {
+            token_id: 7,
+            text: " ü".into(),
+            logprob: -0.5,
+            top: vec![TopLogprobRecord {
+                token_id: 0,
+                text: "\n".into(),
+                logprob: -1.25,
+            }],
+        }]),
         seed: u64::MAX,
         finished_at: at(minutes) + Duration::seconds(3),
     }
@@ -201,6 +211,7 @@ pub fn expected_finished(id: i64, new: &NewRun, outcome: &RunOutcome) -> Run {
         draft_tokens: outcome.draft_tokens,
         accepted_draft_tokens: outcome.accepted_draft_tokens,
         token_ids: outcome.token_ids.clone(),
+        logprobs: outcome.logprobs.clone(),
         seed: Some(outcome.seed),
         error: None,
         finished_at: Some(outcome.finished_at),

@@ -33,13 +33,33 @@ min_p: number,
  */
 repeat_penalty: number, 
 /**
- * How many recent tokens the penalty looks at.
+ * How many recent tokens the penalties look at.
  */
 repeat_last_n: number, 
+/**
+ * Subtracted once from the logit of every token in the penalty window (OpenAI's
+ * `presence_penalty`); 0 disables it.
+ */
+presence_penalty: number, 
+/**
+ * Subtracted from a token's logit once per time it occurs in the window (OpenAI's
+ * `frequency_penalty`); 0 disables it.
+ */
+frequency_penalty: number, 
+/**
+ * Added to these tokens' logits before anything else (OpenAI's `logit_bias`); -100 bans
+ * a token.
+ */
+logit_bias?: Array<LogitBias>, 
 /**
  * Fixes the random draws; without it a seed is picked and reported with the run.
  */
 seed: number | null, };
+
+/**
+ * One entry of [`SamplingParams::logit_bias`].
+ */
+export type LogitBias = { token: number, bias: number, };
 
 /**
  * Body of a generation from the UI (`/api/generate`, the desktop app's `generate`): a raw
@@ -80,6 +100,19 @@ engine?: string,
  */
 model?: string, 
 /**
+ * The answer must be JSON: `true` for any JSON object, or a JSON schema it must follow.
+ */
+json?: boolean | Record<string, unknown>, 
+/**
+ * GBNF text the answer must follow (llama.cpp's grammar format); not with `json`.
+ */
+grammar?: string, 
+/**
+ * Report each generated token's log-probability and this many likeliest alternatives
+ * (0 to 20), with the `text` events and the run's summary.
+ */
+logprobs?: number, 
+/**
  * Medusa mode: `"auto"` (the default: as much of the tree sized for this machine as pays,
  * or the model's default tree set in Settings), or a tree drafted in full at every step
  * whatever it costs: `"tuned"` (the fastest tree the tuner found here), `"mc_sim_7b_63"`,
@@ -108,7 +141,11 @@ export type TokenSource = 'model' | 'lookup' | `medusa_head_${number}`;
  * One event of a run, `{"type": ..., ...}`. A run sends `started`, then `text` and (in the
  * speculative modes) `step` events, and ends with `finished` or `failed`.
  */
-export type RunEvent = { "type": "started", run_id: number, prompt_tokens: number, } | { "type": "text", text: string, token_ids: Array<number>, sources: Array<TokenSource>, } | { "type": "step" } & StepEvent | { "type": "finished" } & FinishedEvent | { "type": "failed", run_id: number, code: string, message: string, };
+export type RunEvent = { "type": "started", run_id: number, prompt_tokens: number, } | { "type": "text", text: string, token_ids: Array<number>, sources: Array<TokenSource>, 
+/**
+ * Per token, when the run asked for log-probabilities.
+ */
+logprobs?: Array<TokenLogprobs>, } | { "type": "step" } & StepEvent | { "type": "finished" } & FinishedEvent | { "type": "failed", run_id: number, code: string, message: string, };
 
 /**
  * One speculative step: what was drafted and what the base model kept.
@@ -290,7 +327,12 @@ draft_tokens: number | null, accepted_draft_tokens: number | null,
 /**
  * Time spent drafting and verifying (speculative modes).
  */
-draft_ms: number, verify_ms: number, };
+draft_ms: number, verify_ms: number, 
+/**
+ * When asked for: per generated token, its log-probability and the most likely tokens at
+ * its place.
+ */
+logprobs?: Array<TokenLogprobs>, };
 
 /**
  * Statistics of one finished run.
@@ -351,7 +393,12 @@ draft_tokens: number | null, accepted_draft_tokens: number | null,
 /**
  * Time spent drafting and verifying (speculative modes).
  */
-draft_ms: number, verify_ms: number, };
+draft_ms: number, verify_ms: number, 
+/**
+ * When asked for: per generated token, its log-probability and the most likely tokens at
+ * its place.
+ */
+logprobs?: Array<TokenLogprobs>, };
 
 export type StopReason = "end_of_generation" | "max_tokens" | "stop_string" | "context_full" | "cancelled";
 
@@ -359,7 +406,16 @@ export type StopReason = "end_of_generation" | "max_tokens" | "stop_string" | "c
  * How every error reaches the UI: the body of HTTP errors (`{"error": ...}`) and of rejected
  * desktop commands.
  */
-export type ApiErrorBody = { code: string, message: string, };
+export type ApiErrorBody = { code: string, message: string, 
+/**
+ * The error's class in OpenAI's terms (`invalid_request_error`, `authentication_error`,
+ * `permission_error`, `server_error`), which OpenAI clients read.
+ */
+type?: string, 
+/**
+ * The request field at fault, where one is.
+ */
+param?: string, };
 
 /**
  * What the page sends.
@@ -404,6 +460,10 @@ export type TokenChoice = { token_id: number,
  */
 text: string, 
 /**
+ * The token's bytes: a piece of a character spanning several tokens is not text alone.
+ */
+bytes: Array<number>, 
+/**
  * Natural log of the model's probability for it (temperature 1, nothing filtered).
  */
 logprob: number, 
@@ -411,6 +471,15 @@ logprob: number,
  * 1 for the model's most likely token, 2 for the next, and so on.
  */
 rank: number, };
+
+/**
+ * A generated token's log-probability and the most likely tokens at its place.
+ */
+export type TokenLogprobs = { chosen: TokenChoice, 
+/**
+ * Most likely first; as many as the request asked for.
+ */
+top: Array<TokenChoice>, };
 
 /**
  * The model (or the load in progress), heads, tree, modes, engine metrics and the database.
@@ -956,6 +1025,141 @@ cross_checked_tokens_per_step: number | null,
 tree: Array<Array<number>>, };
 
 /**
+ * The model files the playground may load, folder by folder.
+ */
+export type ModelsOnDisk = { 
+/**
+ * Where downloads are saved (the models cache).
+ */
+download_dir: string, folders: Array<ModelsFolder>, };
+
+export type ModelsFolder = { path: string, models: Array<DiskModel>, };
+
+/**
+ * A GGUF file in one of the folders.
+ */
+export type DiskModel = { file_name: string, path: string, size_bytes: number, 
+/**
+ * The weight format its name says, e.g. `Q4_K_M`.
+ */
+quantization: string | null, 
+/**
+ * A download that has not finished (`size_bytes` arrived so far); downloading it again
+ * resumes.
+ */
+partial: boolean, 
+/**
+ * Medusa heads rather than a model.
+ */
+heads: boolean, 
+/**
+ * The model or heads running now.
+ */
+loaded: boolean, 
+/**
+ * In the download folder, so it may be deleted from here.
+ */
+deletable: boolean, };
+
+/**
+ * Search results, or the suggested models when the search is empty.
+ */
+export type CatalogSearch = { 
+/**
+ * The hub asked (`HF_ENDPOINT`, else Hugging Face).
+ */
+hub: string, suggested: boolean, results: Array<CatalogEntry>, };
+
+/**
+ * A repository of GGUF files.
+ */
+export type CatalogEntry = { 
+/**
+ * `owner/name`.
+ */
+repo: string, downloads: number | null, likes: number | null, license: string | null, 
+/**
+ * For suggestions: the parameter count and why it is suggested.
+ */
+parameters: string | null, note: string | null, };
+
+/**
+ * A repository's GGUF files.
+ */
+export type RepoFiles = { repo: string, license: string | null, files: Array<HubFile>, };
+
+/**
+ * One GGUF file of a repository.
+ */
+export type HubFile = { repo: string, 
+/**
+ * Path in the repository (`Q4_K_M/model.gguf` in repositories with folders).
+ */
+path: string, size_bytes: number, 
+/**
+ * SHA-256 of the content, in hex, where the hub keeps the file in LFS (GGUFs always are).
+ */
+sha256: string | null, 
+/**
+ * The weight format its name says, e.g. `Q4_K_M`.
+ */
+quantization: string | null, 
+/**
+ * One part of a model split over several files (`-00001-of-00003.gguf`).
+ */
+split: boolean, };
+
+/**
+ * Download a repository's file into the models cache.
+ */
+export type DownloadRequest = { repo: string, 
+/**
+ * The file's path in the repository.
+ */
+file: string, };
+
+/**
+ * Deletes a file from the download folder.
+ */
+export type DeleteModelRequest = { file_name: string, 
+/**
+ * The unfinished download of that name rather than the model.
+ */
+partial: boolean, };
+
+/**
+ * What a download reports, in order: progress (the first one says where it resumed), then
+ * `done` or `failed`.
+ */
+export type DownloadEvent = { "type": "progress" } & DownloadProgress | { "type": "done" } & Downloaded | { "type": "failed", error: ApiErrorBody, };
+
+/**
+ * How far a download has got.
+ */
+export type DownloadProgress = { 
+/**
+ * Bytes on disk so far, what an earlier attempt kept included.
+ */
+downloaded: number, total: number, 
+/**
+ * Bytes kept from an earlier attempt that this one started from.
+ */
+resumed_from: number, };
+
+/**
+ * A finished download.
+ */
+export type Downloaded = { path: string, 
+/**
+ * False when the file was already in the directory.
+ */
+downloaded: boolean, 
+/**
+ * Whether the content was checked against a SHA-256 the hub listed.
+ */
+checksum_verified: boolean, };
+
+/**
  * Filters, order and paging of the run history (listing and export).
  */
 export type RunQuery = { mode?: Mode, 
@@ -1016,7 +1220,12 @@ draft_tokens: number | null, accepted_draft_tokens: number | null,
  * The generated token ids, in order: the playground's own runs recorded since they were
  * kept.
  */
-token_ids: Array<number> | null, seed: number | null, error: string | null, finished_at: string | null, };
+token_ids: Array<number> | null, 
+/**
+ * Each generated token's log-probability and the likeliest tokens at its place, kept only
+ * for runs that asked for them (rows stay small otherwise).
+ */
+logprobs?: Array<TokenLogprobRecord>, seed: number | null, error: string | null, finished_at: string | null, };
 
 /**
  * Where a run is in its life.
@@ -1110,6 +1319,14 @@ model_token: StepTokenRecord, };
  * A token and its text.
  */
 export type StepTokenRecord = { token: number, text: string, };
+
+/**
+ * A generated token's log-probability (natural log, the served model's own) and the likeliest
+ * tokens at its place, most likely first.
+ */
+export type TokenLogprobRecord = { token_id: number, text: string, logprob: number, top: Array<TopLogprobRecord>, };
+
+export type TopLogprobRecord = { token_id: number, text: string, logprob: number, };
 
 /**
  * One drafted token.

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { attachmentName, errorFrom, HttpTransport, queryString } from './http';
+import { attachmentName, errorFrom, HttpTransport, queryString, readLines } from './http';
 import { ApiError } from './transport';
 import type { RunEvent } from './types';
 
@@ -201,6 +201,48 @@ describe('HttpTransport remote engines', () => {
     );
     vi.stubGlobal('fetch', vi.fn(async () => json(404, { error: { code: 'remote_not_found', message: 'no lab' } })));
     await expect(new HttpTransport().removeRemote('lab')).rejects.toEqual(new ApiError('remote_not_found', 'no lab', 404));
+  });
+});
+
+describe('HttpTransport models', () => {
+  /** A body arriving in these chunks. */
+  const streamed = (chunks: string[]) =>
+    new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const chunk of chunks) controller.enqueue(new TextEncoder().encode(chunk));
+        controller.close();
+      },
+    });
+
+  it('reads lines that arrive split across chunks', async () => {
+    const lines: string[] = [];
+    await readLines(streamed(['{"a":1}\n{"b"', ':2}\n\n', '{"c":3}']), (line) => lines.push(line));
+    expect(lines).toEqual(['{"a":1}', '{"b":2}', '{"c":3}']);
+  });
+
+  it('hands each event of a download to the caller, in order', async () => {
+    const body = '{"type":"progress","downloaded":0,"total":4,"resumed_from":0}\n{"type":"done","path":"/m/x.gguf","downloaded":true,"checksum_verified":true}\n';
+    const fetch = vi.fn().mockResolvedValue(new Response(streamed([body.slice(0, 30), body.slice(30)]), { status: 200 }));
+    vi.stubGlobal('fetch', fetch);
+    const events: string[] = [];
+    await new HttpTransport().downloadModel({ repo: 'a/b', file: 'x.gguf' }, (e) => events.push(e.type));
+    expect(events).toEqual(['progress', 'done']);
+    expect(fetch.mock.calls[0][0]).toBe('/api/catalog/download');
+    expect(fetch.mock.calls[0][1].body).toBe('{"repo":"a/b","file":"x.gguf"}');
+  });
+
+  it('asks for a repository by its two parts and deletes files by name', async () => {
+    const fetch = vi.fn(async () => new Response(null, { status: 204 }));
+    vi.stubGlobal('fetch', fetch);
+    fetch.mockResolvedValueOnce(json(200, { repo: 'Qwen/Q-GGUF', license: null, files: [] }));
+    await new HttpTransport().catalogFiles('Qwen/Q-GGUF');
+    await new HttpTransport().deleteModel({ file_name: 'a b.gguf', partial: true });
+    await new HttpTransport().searchCatalog(' qwen ');
+    expect(fetch.mock.calls.map((c) => (c as unknown[])[0])).toEqual([
+      '/api/catalog/Qwen/Q-GGUF',
+      '/api/models/local/a%20b.gguf?partial=true',
+      '/api/catalog?q=qwen',
+    ]);
   });
 });
 

@@ -6,6 +6,12 @@ import { EventSocket, eventsUrl } from './socket';
 import { ApiError, type RunHandle, type Transport } from './transport';
 import type {
   AddRemoteRequest,
+  CatalogSearch,
+  DeleteModelRequest,
+  DownloadEvent,
+  DownloadRequest,
+  ModelsOnDisk,
+  RepoFiles,
   Comparison,
   Conversation,
   ConversationExport,
@@ -58,6 +64,22 @@ export async function errorFrom(response: Response): Promise<ApiError> {
 export function attachmentName(header: string | null): string | null {
   const match = header && /filename="?([^";]+)"?/.exec(header);
   return match ? match[1] : null;
+}
+
+/** Calls `onLine` with each non-empty line of a streamed body, as it arrives. */
+export async function readLines(body: ReadableStream<Uint8Array>, onLine: (line: string) => void): Promise<void> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let pending = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    pending += decoder.decode(value, { stream: true });
+    const lines = pending.split('\n');
+    pending = lines.pop() ?? '';
+    for (const line of lines) if (line.trim()) onLine(line);
+  }
+  if (pending.trim()) onLine(pending);
 }
 
 export class HttpTransport implements Transport {
@@ -222,6 +244,46 @@ export class HttpTransport implements Transport {
 
   async removeRemote(name: string): Promise<void> {
     await this.request(`/api/remotes/${encodeURIComponent(name)}`, { method: 'DELETE' });
+  }
+
+  localModels(): Promise<ModelsOnDisk> {
+    return this.request('/api/models/local');
+  }
+
+  searchCatalog(query: string): Promise<CatalogSearch> {
+    return this.request(`/api/catalog${queryString({ q: query.trim() })}`);
+  }
+
+  catalogFiles(repo: string): Promise<RepoFiles> {
+    return this.request(`/api/catalog/${repo.split('/').map(encodeURIComponent).join('/')}`);
+  }
+
+  async downloadModel(request: DownloadRequest, onEvent: (event: DownloadEvent) => void): Promise<void> {
+    let response: Response;
+    try {
+      response = await fetch(`${this.base}/api/catalog/download`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify(request),
+      });
+    } catch (err) {
+      throw new ApiError('network', `cannot reach the server: ${(err as Error).message}`);
+    }
+    if (!response.ok || !response.body) throw await errorFrom(response);
+    await readLines(response.body, (line) => onEvent(JSON.parse(line) as DownloadEvent));
+  }
+
+  async cancelDownload(fileName: string): Promise<void> {
+    await this.post('/api/catalog/cancel', { file_name: fileName });
+  }
+
+  async deleteModel(request: DeleteModelRequest): Promise<void> {
+    const path = `/api/models/local/${encodeURIComponent(request.file_name)}${queryString({ partial: request.partial || undefined })}`;
+    await this.request(path, { method: 'DELETE' });
+  }
+
+  onFileDrop(): () => void {
+    return () => {};
   }
 
   async pickFile(): Promise<string | null> {

@@ -7,12 +7,53 @@ const { invoke, FakeChannel } = vi.hoisted(() => ({
   },
 }));
 vi.mock('@tauri-apps/api/core', () => ({ invoke, Channel: FakeChannel }));
+const { dragDrop, unlisten } = vi.hoisted(() => ({
+  dragDrop: { handler: null as null | ((event: { payload: unknown }) => void) },
+  unlisten: vi.fn(),
+}));
+vi.mock('@tauri-apps/api/webview', () => ({
+  getCurrentWebview: () => ({
+    onDragDropEvent: async (handler: (event: { payload: unknown }) => void) => {
+      dragDrop.handler = handler;
+      return unlisten;
+    },
+  }),
+}));
 
 const { TauriTransport, toApiError } = await import('./tauri');
 const { ApiError, Run } = await import('./transport');
 
 beforeEach(() => {
   invoke.mockReset();
+});
+
+describe('TauriTransport file drops', () => {
+  it('hands the dropped paths on, ignores the drag moving, and stops listening', async () => {
+    const dropped: string[][] = [];
+    const stop = new TauriTransport().onFileDrop((paths) => dropped.push(paths));
+    await Promise.resolve();
+    dragDrop.handler?.({ payload: { type: 'over', position: { x: 1, y: 1 } } });
+    dragDrop.handler?.({ payload: { type: 'drop', paths: ['/m/a.gguf'], position: { x: 1, y: 1 } } });
+    expect(dropped).toEqual([['/m/a.gguf']]);
+    await Promise.resolve();
+    stop();
+    expect(unlisten).toHaveBeenCalledOnce();
+  });
+});
+
+describe('TauriTransport downloads', () => {
+  it('passes each event on and resolves once the last one came', async () => {
+    const events: string[] = [];
+    invoke.mockImplementation(async (_command: string, args: { onEvent: InstanceType<typeof FakeChannel<{ type: string }>> }) => {
+      args.onEvent.onmessage({ type: 'progress' });
+      // The last event arrives after the command resolved.
+      setTimeout(() => args.onEvent.onmessage({ type: 'done' }), 10);
+    });
+    await new TauriTransport().downloadModel({ repo: 'a/b', file: 'x.gguf' }, (e) => events.push(e.type));
+    expect(events).toEqual(['progress', 'done']);
+    expect(invoke.mock.calls[0][0]).toBe('download_model');
+    expect(invoke.mock.calls[0][1].request).toEqual({ repo: 'a/b', file: 'x.gguf' });
+  });
 });
 
 describe('TauriTransport', () => {

@@ -1,9 +1,16 @@
 // The desktop transport: the app's Tauri commands, with a Channel per generation.
 
 import { Channel, invoke } from '@tauri-apps/api/core';
+import { getCurrentWebview } from '@tauri-apps/api/webview';
 import { ApiError, Run, type RunHandle, type Transport } from './transport';
 import type {
   AddRemoteRequest,
+  CatalogSearch,
+  DeleteModelRequest,
+  DownloadEvent,
+  DownloadRequest,
+  ModelsOnDisk,
+  RepoFiles,
   Comparison,
   Conversation,
   ConversationExport,
@@ -190,6 +197,57 @@ export class TauriTransport implements Transport {
 
   async removeRemote(name: string): Promise<void> {
     await call('remove_remote', { name });
+  }
+
+  localModels(): Promise<ModelsOnDisk> {
+    return call('list_local_models');
+  }
+
+  searchCatalog(query: string): Promise<CatalogSearch> {
+    return call('search_catalog', { query });
+  }
+
+  catalogFiles(repo: string): Promise<RepoFiles> {
+    return call('catalog_files', { repo });
+  }
+
+  async downloadModel(request: DownloadRequest, onEvent: (event: DownloadEvent) => void): Promise<void> {
+    let ended: () => void = () => {};
+    const last = new Promise<void>((resolve) => (ended = resolve));
+    const channel = new Channel<DownloadEvent>();
+    channel.onmessage = (event) => {
+      onEvent(event);
+      if (event.type !== 'progress') ended();
+    };
+    // The command resolves once the download ended; its last event may still be on its way.
+    await call('download_model', { request, onEvent: channel });
+    await last;
+  }
+
+  async cancelDownload(fileName: string): Promise<void> {
+    await call('cancel_download', { fileName });
+  }
+
+  async deleteModel(request: DeleteModelRequest): Promise<void> {
+    await call('delete_model', { request });
+  }
+
+  onFileDrop(onDrop: (paths: string[]) => void): () => void {
+    let stopped = false;
+    let unlisten: (() => void) | null = null;
+    void getCurrentWebview()
+      .onDragDropEvent((event) => {
+        if (event.payload.type === 'drop' && event.payload.paths.length > 0) onDrop(event.payload.paths);
+      })
+      .then((stop) => {
+        if (stopped) stop();
+        else unlisten = stop;
+      })
+      .catch(() => {});
+    return () => {
+      stopped = true;
+      unlisten?.();
+    };
   }
 
   pickFile(kind: 'model' | 'heads'): Promise<string | null> {

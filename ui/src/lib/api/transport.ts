@@ -3,6 +3,12 @@
 // `tauri::ipc::Channel`). Views only see `Transport`.
 
 import type {
+  CatalogSearch,
+  DeleteModelRequest,
+  DownloadEvent,
+  DownloadRequest,
+  ModelsOnDisk,
+  RepoFiles,
   Comparison,
   Conversation,
   ConversationExport,
@@ -124,6 +130,26 @@ export interface Transport {
   addRemote(request: AddRemoteRequest): Promise<RemoteEngineInfo>;
   /** Removes a remote engine; runs it made keep its name in the history. */
   removeRemote(name: string): Promise<void>;
+  /** The model files the backend may load, folder by folder (downloads go to the first). */
+  localModels(): Promise<ModelsOnDisk>;
+  /** The model hub's GGUF repositories matching `query`; the suggested ones when it is empty. */
+  searchCatalog(query: string): Promise<CatalogSearch>;
+  /** A repository's GGUF files with their sizes, formats and checksums. */
+  catalogFiles(repo: string): Promise<RepoFiles>;
+  /**
+   * Downloads a hub file into the models folder, resuming an earlier attempt; its events
+   * (progress, then `done` or `failed`) go to `onEvent`, and the promise resolves after the last.
+   */
+  downloadModel(request: DownloadRequest, onEvent: (event: DownloadEvent) => void): Promise<void>;
+  /** Stops a download, keeping what arrived for the next attempt. */
+  cancelDownload(fileName: string): Promise<void>;
+  /** Deletes a model (or, with `partial`, an unfinished download) from the download folder. */
+  deleteModel(request: DeleteModelRequest): Promise<void>;
+  /**
+   * Desktop only: calls `onDrop` with the paths of files dropped on the window; returns the
+   * function that stops listening. The browser transport never calls it (a page sees no paths).
+   */
+  onFileDrop(onDrop: (paths: string[]) => void): () => void;
   /** Desktop only: a native file picker. The browser transport returns null (type a path). */
   pickFile(kind: 'model' | 'heads'): Promise<string | null>;
 }

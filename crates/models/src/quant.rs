@@ -1,0 +1,57 @@
+//! The quantization a GGUF file's name says it holds (`qwen2.5-0.5b-instruct-q4_k_m.gguf`:
+//! `Q4_K_M`), as model hubs name their files; the file itself is not read.
+
+/// llama.cpp's weight formats, longest first so that `Q4_K_M` is not read as `Q4_K`.
+const FORMATS: &[&str] = &[
+    "IQ2_XXS", "IQ3_XXS", "IQ1_S", "IQ1_M", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XS", "IQ3_S", "IQ3_M",
+    "IQ4_XS", "IQ4_NL", "Q2_K_S", "Q2_K_L", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M",
+    "Q4_K_L", "Q5_K_S", "Q5_K_M", "Q5_K_L", "Q6_K_L", "TQ1_0", "TQ2_0", "Q2_K", "Q3_K", "Q4_K",
+    "Q5_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "BF16", "F16", "F32",
+];
+
+/// The weight format in a file name, upper-cased (`Q4_K_M`), if it names one between
+/// separators.
+pub fn quantization_in_name(file_name: &str) -> Option<&'static str> {
+    let stem = file_name
+        .rsplit('/')
+        .next()
+        .unwrap_or(file_name)
+        .to_ascii_uppercase()
+        .replace('-', "_");
+    let stem = stem.strip_suffix(".GGUF").unwrap_or(&stem);
+    let bytes = stem.as_bytes();
+    let separator = |i: usize| matches!(bytes.get(i), Some(b'_' | b'.'));
+    let ends_there = |i: usize| i == bytes.len() || separator(i);
+    (0..bytes.len())
+        .filter(|&i| i == 0 || separator(i - 1))
+        .find_map(|i| {
+            FORMATS
+                .iter()
+                .find(|f| stem[i..].starts_with(**f) && ends_there(i + f.len()))
+        })
+        .copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantization_in_name;
+
+    #[test]
+    fn reads_the_format_hubs_put_in_file_names() {
+        let cases = [
+            ("qwen2.5-0.5b-instruct-q4_k_m.gguf", Some("Q4_K_M")),
+            ("SmolLM2-135M-Instruct.Q4_1.gguf", Some("Q4_1")),
+            ("Llama-3.2-1B-Instruct-IQ2_XXS.gguf", Some("IQ2_XXS")),
+            ("phi-4-mini-instruct-bf16.gguf", Some("BF16")),
+            ("model-Q8_0-00001-of-00002.gguf", Some("Q8_0")),
+            ("tinyllama-1.1b-chat-v1.0.Q2_K.gguf", Some("Q2_K")),
+            ("gemma-3-1b-it-f16.gguf", Some("F16")),
+            ("mistral-7b.gguf", None),
+            // Not a format: letters around it.
+            ("sq4_0x.gguf", None),
+        ];
+        for (name, format) in cases {
+            assert_eq!(quantization_in_name(name), format, "{name}");
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! Text embeddings from the model served here.
+
+use engine::Embedding;
+
+use crate::{AppError, Playground, RunTarget};
+
+impl Playground {
+    /// Each text's embedding by the model `model` names (none: the one served here). Remote
+    /// engines' embeddings are not read.
+    pub async fn embed(
+        &self,
+        model: Option<&str>,
+        texts: Vec<String>,
+    ) -> Result<Vec<Embedding>, AppError> {
+        if let RunTarget::Remote { engine, .. } = self.target_named(model).await? {
+            return Err(AppError::invalid_parameter(format!(
+                "embeddings come from the model served here, not from the remote engine '{engine}'"
+            ))
+            .with_param("model"));
+        }
+        self.on_engine("embedding_failed", move |engine| engine.embed(texts))
+            .await
+    }
+}

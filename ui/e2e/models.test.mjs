@@ -1,0 +1,151 @@
+// Settings' models card end to end: a real `medusa serve` whose model hub is a local HTTP server
+// answering in Hugging Face's URL layout, and headless Chromium. Search, a repository's files,
+// a download with progress, a cancel that keeps what arrived, the download resumed, the file
+// listed on disk and deleted.
+
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { medusa, screenshots, startBrowser, startServer } from './harness.mjs';
+
+const LONG = 240_000;
+const REPO = 'tester/Tiny-Chat-GGUF';
+const FILE = 'tiny-chat-Q4_K_M.gguf';
+const content = Buffer.alloc(3 << 20, 0).map((_, i) => (i * 31) % 251);
+const sha256 = createHash('sha256').update(content).digest('hex');
+/** Range headers of the file's requests, in order. */
+const ranges = [];
+
+/** Serves the repository slowly (64 KiB every 40 ms), so that a download can be watched and cut. */
+function hub() {
+  return createServer((req, res) => {
+    const url = new URL(req.url, 'http://hub');
+    const json = (body) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    if (url.pathname === '/api/models') {
+      const term = (url.searchParams.get('search') ?? '').toLowerCase();
+      return json(REPO.toLowerCase().includes(term) ? [{ id: REPO, downloads: 1234, likes: 5, tags: ['gguf', 'license:mit'] }] : []);
+    }
+    if (url.pathname === `/api/models/${REPO}`) return json({ id: REPO, tags: ['gguf', 'license:mit'] });
+    if (url.pathname === `/api/models/${REPO}/tree/main`) {
+      return json([
+        { type: 'file', path: 'README.md', size: 10 },
+        { type: 'file', path: FILE, size: 134, lfs: { oid: sha256, size: content.length, pointerSize: 134 } },
+        { type: 'file', path: 'tiny-chat-Q8_0-00001-of-00002.gguf', size: 134, lfs: { oid: sha256, size: content.length } },
+      ]);
+    }
+    if (url.pathname === `/${REPO}/resolve/main/${FILE}`) {
+      const range = req.headers.range ?? null;
+      ranges.push(range);
+      const start = range ? Number(/bytes=(\d+)-/.exec(range)[1]) : 0;
+      const headers = { 'Content-Length': content.length - start, 'Content-Type': 'application/octet-stream' };
+      if (range) headers['Content-Range'] = `bytes ${start}-${content.length - 1}/${content.length}`;
+      res.writeHead(range ? 206 : 200, headers);
+      let at = start;
+      const timer = setInterval(() => {
+        if (at >= content.length || res.destroyed) {
+          clearInterval(timer);
+          res.end();
+          return;
+        }
+        res.write(content.subarray(at, at + (64 << 10)));
+        at += 64 << 10;
+      }, 40);
+      req.on('close', () => clearInterval(timer));
+      return;
+    }
+    res.writeHead(404).end();
+  });
+}
+
+const modelsDir = mkdtempSync(join(tmpdir(), 'medusa-catalog-'));
+let fakeHub;
+let server;
+let browser;
+let page;
+
+before(async () => {
+  fakeHub = hub();
+  await new Promise((resolve) => fakeHub.listen(0, '127.0.0.1', resolve));
+  const model = execFileSync(medusa, ['fetch-model'], { encoding: 'utf8' }).trim();
+  server = await startServer({
+    extraArgs: ['--model', model],
+    extraEnv: { MEDUSA_MODELS_DIR: modelsDir, HF_ENDPOINT: `http://127.0.0.1:${fakeHub.address().port}` },
+  });
+  browser = await startBrowser();
+  page = await browser.newPage({ viewport: { width: 1360, height: 1000 } });
+  page.setDefaultTimeout(LONG);
+  page.on('dialog', (dialog) => dialog.accept());
+  await page.goto(server.url);
+  await page.getByTestId('tab-settings').click();
+  await page.getByTestId('settings-models').waitFor();
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.stop();
+  fakeHub?.close();
+});
+
+test('an empty search suggests models, and a search lists the hub repositories with licence', async () => {
+  const card = page.getByTestId('settings-models');
+  await card.getByTestId('models-search-button').click();
+  await card.getByTestId('models-result').first().waitFor();
+  assert.match(await card.innerText(), /Suggested instruct models/);
+  assert.match(await card.getByTestId('models-result').first().innerText(), /HuggingFaceTB\/SmolLM2-360M-Instruct-GGUF\s+360M parameters/);
+
+  await card.getByTestId('models-search').fill('tiny');
+  await card.getByTestId('models-search-button').click();
+  const result = card.locator(`[data-testid="models-result"][data-repo="${REPO}"]`);
+  await result.waitFor();
+  assert.match(await result.innerText(), /1\.2k downloads · mit/);
+
+  await result.getByTestId('models-open-repo').click();
+  await card.getByTestId('models-repo').waitFor();
+  assert.match(await card.getByTestId('models-repo').innerText(), /licence mit/);
+  const files = card.getByTestId('models-repo-file');
+  assert.equal(await files.count(), 2, 'GGUF files only');
+  assert.match(await files.nth(0).innerText(), /tiny-chat-Q4_K_M\.gguf\s+3 MB · Q4_K_M/);
+  assert.match(await files.nth(1).innerText(), /split over several files/);
+  assert.equal(await files.nth(1).getByTestId('models-download').count(), 0);
+});
+
+test('a download shows progress, a cancel keeps what arrived, and the next download resumes', async () => {
+  const card = page.getByTestId('settings-models');
+  const row = card.locator(`[data-testid="models-repo-file"][data-file="${FILE}"]`);
+  await row.getByTestId('models-download').click();
+  const status = row.getByTestId('models-download-status');
+  await status.filter({ hasText: /of 3 MB \(\d+%\)/ }).waitFor();
+  await row.getByTestId('models-cancel').click();
+  await status.filter({ hasText: /cancelled/ }).waitFor();
+  const partial = card.locator(`[data-testid="models-disk-file"][data-file="${FILE}"]`);
+  await partial.filter({ hasText: /unfinished/ }).waitFor();
+  const kept = statSync(join(modelsDir, `${FILE}.part`)).size;
+  assert.ok(kept > 0 && kept < content.length, `kept ${kept}`);
+
+  await row.getByTestId('models-download').click();
+  await status.filter({ hasText: /Saved \(resumed\), SHA-256 checked/ }).waitFor();
+  assert.equal(ranges.length, 2);
+  assert.equal(ranges[0], null);
+  assert.match(ranges[1], /^bytes=\d+-$/);
+  assert.ok(Number(/\d+/.exec(ranges[1])[0]) >= kept);
+  assert.ok(readFileSync(join(modelsDir, FILE)).equals(content), 'the whole file, checked');
+  assert.equal(existsSync(join(modelsDir, `${FILE}.part`)), false);
+  await partial.filter({ hasText: /3 MB · Q4_K_M/ }).waitFor();
+  await screenshots(page, 'settings-models', { fullPage: true });
+});
+
+test('a downloaded file is deleted from the models folder', async () => {
+  const card = page.getByTestId('settings-models');
+  const listed = card.locator(`[data-testid="models-disk-file"][data-file="${FILE}"]`);
+  await listed.getByTestId('models-delete').click();
+  await listed.waitFor({ state: 'detached' });
+  assert.equal(existsSync(join(modelsDir, FILE)), false);
+});

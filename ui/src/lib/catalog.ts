@@ -1,0 +1,59 @@
+// The models card's words and figures: sizes, a download's progress, which heads go with a
+// model, and what each file on disk may do.
+
+import type { DiskModel, DownloadProgress, HubFile } from './api/types';
+
+/** A size as people read it: "98 MB", "1.07 GB". */
+export function sizeText(bytes: number): string {
+  if (bytes >= 1e9) return `${(bytes / 1e9).toFixed(2)} GB`;
+  if (bytes >= 1e6) return `${Math.round(bytes / 1e6)} MB`;
+  if (bytes >= 1e3) return `${Math.round(bytes / 1e3)} kB`;
+  return `${bytes} B`;
+}
+
+/**
+ * "412 MB of 1.07 GB (38%) · 12 MB/s · 54 s left": the speed from what this attempt fetched in
+ * `elapsedMs` (bytes kept from an earlier attempt are not counted as fetched now).
+ */
+export function progressText(p: DownloadProgress, elapsedMs: number): string {
+  const share = p.total > 0 ? Math.floor((p.downloaded / p.total) * 100) : 0;
+  const parts = [`${sizeText(p.downloaded)} of ${sizeText(p.total)} (${share}%)`];
+  const fetched = p.downloaded - p.resumed_from;
+  if (elapsedMs >= 500 && fetched > 0) {
+    const perSecond = fetched / (elapsedMs / 1000);
+    parts.push(`${sizeText(perSecond)}/s`);
+    const left = (p.total - p.downloaded) / perSecond;
+    if (p.downloaded < p.total) parts.push(`${durationText(left)} left`);
+  }
+  if (p.resumed_from > 0) parts.push(`resumed at ${sizeText(p.resumed_from)}`);
+  return parts.join(' · ');
+}
+
+function durationText(seconds: number): string {
+  if (seconds < 90) return `${Math.max(1, Math.round(seconds))} s`;
+  if (seconds < 5400) return `${Math.round(seconds / 60)} min`;
+  return `${(seconds / 3600).toFixed(1)} h`;
+}
+
+/** The heads file made for `model` in the same folder (`NAME.medusa.gguf` beside `NAME.gguf`). */
+export function headsFor(model: DiskModel, folder: DiskModel[]): DiskModel | null {
+  const stem = model.file_name.replace(/\.gguf$/i, '');
+  return folder.find((m) => m.heads && !m.partial && m.file_name.toLowerCase() === `${stem}.medusa.gguf`.toLowerCase()) ?? null;
+}
+
+/** A file's base name, the one it is saved under. */
+export function fileNameOf(file: HubFile): string {
+  return file.path.split('/').pop() ?? file.path;
+}
+
+/** Why a hub file cannot be downloaded here, or null. */
+export function downloadRefusal(file: HubFile): string | null {
+  return file.split ? 'one part of a model split over several files, which cannot be loaded here yet' : null;
+}
+
+/** "1.2M downloads": counts as the hub shows them. */
+export function countText(n: number): string {
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)}M`;
+  if (n >= 1e3) return `${(n / 1e3).toFixed(1)}k`;
+  return String(n);
+}
