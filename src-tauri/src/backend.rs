@@ -75,6 +75,7 @@ pub async fn start(options: BackendOptions) -> Result<Playground, BackendError> 
         LoadRequest {
             model,
             heads,
+            draft_model: None,
             tree,
             ctx_size: None,
             exact: None,

@@ -85,7 +85,9 @@ impl BenchArgs {
     /// lookup) and the grammar, if one is given.
     pub fn with_drafts(&self, request: GenerateRequest) -> GenerateRequest {
         let mut request = self.model.with_default_draft(request);
-        if let (GenerationMode::Lookup, Some(n)) = (request.mode, self.draft_length) {
+        if let (GenerationMode::Lookup | GenerationMode::Draft, Some(n)) =
+            (request.mode, self.draft_length)
+        {
             request.draft = DraftPolicy::Length(n);
         }
         request.grammar = self.output_grammar.clone();

@@ -48,15 +48,16 @@ pub struct GenerateArgs {
 /// How tokens are produced: plainly, or drafted and verified.
 #[derive(Args, Debug, Clone)]
 pub struct SpeculativeArgs {
-    /// normal, medusa, lookup or auto (lookup and the heads, each where it pays) (default:
-    /// normal; auto for `chat`).
+    /// normal, medusa, lookup, auto (lookup, the heads and the draft model, each where it
+    /// pays) or draft (the draft model, `--draft-model`) (default: normal; auto for `chat`).
     #[arg(long)]
     pub mode: Option<GenerationMode>,
     /// Most drafted tokens per step (speculative modes, `--tree auto`).
     #[arg(long)]
     pub max_draft: Option<usize>,
-    /// Lookup mode: draft this many tokens at every step that finds a match, whatever they
-    /// cost (default: as many as pay).
+    /// Lookup and draft modes: draft this many tokens at every step that has a guess, whatever
+    /// they cost (default: as many as pay). The draft model's chain ends early at a guess it
+    /// gives less than 75%.
     #[arg(long, value_name = "N")]
     pub draft_length: Option<usize>,
     /// Accept drafted tokens by typical acceptance (threshold 0.09, alpha 0.3) instead of
@@ -70,7 +71,8 @@ impl SpeculativeArgs {
     pub fn apply(&self, mut request: GenerateRequest, mode: GenerationMode) -> GenerateRequest {
         request.mode = mode;
         request.max_draft_tokens = self.max_draft;
-        if let (GenerationMode::Lookup, Some(n)) = (mode, self.draft_length) {
+        if let (GenerationMode::Lookup | GenerationMode::Draft, Some(n)) = (mode, self.draft_length)
+        {
             request.draft = DraftPolicy::Length(n);
         }
         if self.typical {

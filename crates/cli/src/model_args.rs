@@ -1,5 +1,6 @@
-//! The options that pick and load a model (context, threads, GPU layers, Medusa heads and tree),
-//! shared by the commands that load one, and `medusa info`, which prints what was loaded.
+//! The options that pick and load a model (context, threads, GPU layers, Medusa heads and tree,
+//! draft model), shared by the commands that load one, and `medusa info`, which prints what was
+//! loaded.
 
 use std::path::PathBuf;
 
@@ -41,6 +42,10 @@ pub struct ModelArgs {
     /// Load no Medusa heads, not even the default model's.
     #[arg(long, conflicts_with = "heads")]
     pub no_heads: bool,
+    /// A smaller GGUF with this model's vocabulary that drafts for it (`--mode draft`, and part
+    /// of auto), e.g. a lower-precision copy made with `medusa quantize`.
+    #[arg(long, value_name = "FILE", env = "MEDUSA_DRAFT_MODEL")]
+    pub draft_model: Option<PathBuf>,
     /// Where the heads run: `fastest` (both places timed when they load), `threads` (the
     /// engine's thread pool) or `ggml` (a ggml backend: the GPU the model went to, else ggml's
     /// CPU backend).
@@ -99,6 +104,7 @@ impl ModelArgs {
             }
             (None, Some(_)) => None,
         };
+        config.draft_model_path = self.draft_model.clone();
         config.tree = match self.tree.trim() {
             // Known only once the heads are loaded and the costs measured: given per request.
             "auto" | TUNED => None,
@@ -187,6 +193,20 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
             "chat template {}",
             if info.has_chat_template { "yes" } else { "no" }
         );
+        if let Some(draft) = &info.draft_model {
+            println!(
+                "draft model  {} ({}, {:.1} M parameters)",
+                draft.name,
+                draft.file_type,
+                draft.n_params as f64 / 1e6
+            );
+            if let (Some(agreement), Some(ms)) = (draft.agreement, draft.ms_per_token) {
+                println!(
+                    "             agreed with the model on {:.0}% of its confident guesses at load; {ms:.1} ms per drafted token",
+                    agreement * 100.0
+                );
+            }
+        }
         if let Some(heads) = &info.heads {
             let vocabulary = heads.vocab_subset.map_or_else(
                 || "all tokens".to_owned(),

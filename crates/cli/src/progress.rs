@@ -160,6 +160,7 @@ pub fn step_line(step: &StepEvent) -> String {
             TokenSource::Base => "base".to_owned(),
             TokenSource::Head(k) => format!("head{k}"),
             TokenSource::Lookup => "lookup".to_owned(),
+            TokenSource::DraftModel => "draft".to_owned(),
         })
         .collect();
     format!(

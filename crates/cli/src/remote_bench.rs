@@ -177,7 +177,7 @@ fn bench_request(
                 TreeSpec::from_name_or_file(name).with_context(|| format!("--tree {name}"))?,
             ),
         },
-        GenerationMode::Lookup => args
+        GenerationMode::Lookup | GenerationMode::Draft => args
             .draft_length
             .map_or(DraftPolicy::Auto, DraftPolicy::Length),
         _ => DraftPolicy::Auto,

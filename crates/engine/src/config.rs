@@ -30,6 +30,9 @@ pub struct EngineConfig {
     pub gpu_layers: u32,
     /// Medusa heads file (`*.medusa.gguf`) for this model, enabling Medusa mode.
     pub heads_path: Option<PathBuf>,
+    /// A smaller GGUF with the model's vocabulary that drafts tokens for it (draft mode, and
+    /// part of auto).
+    pub draft_model_path: Option<PathBuf>,
     /// Where the heads are evaluated: the faster of the engine's thread pool and a ggml backend
     /// (the model's GPU, or ggml's CPU backend) unless one is asked for.
     pub heads_placement: HeadsPlacement,
@@ -88,6 +91,7 @@ impl EngineConfig {
             max_queued: DEFAULT_MAX_QUEUED,
             gpu_layers: 999,
             heads_path: None,
+            draft_model_path: None,
             heads_placement: HeadsPlacement::Fastest,
             tree: None,
             decode_costs_dir: None,

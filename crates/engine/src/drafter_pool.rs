@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::draft_model::Agreement;
 use crate::medusa::heads::MedusaHeads;
 use crate::medusa::heads_drafter::MedusaDrafter;
 use crate::medusa::plan::MedusaPlan;
@@ -13,6 +14,8 @@ use crate::request_draft::RequestDraft;
 use crate::speculative::budget::AcceptanceStats;
 use crate::speculative::drafter::Drafter;
 use crate::speculative::lookup::LookupDrafter;
+use crate::speculative::model_drafter::DraftModelDrafter;
+use crate::speculative::tree::DRAFT_MODEL;
 
 /// The loaded heads and the tree Medusa mode drafts with on this machine.
 pub(crate) struct MedusaSetup {
@@ -62,6 +65,8 @@ pub(crate) struct DraftSetup {
 
 pub(crate) struct DrafterPool {
     medusa: Option<MedusaSetup>,
+    /// Where the draft model's acceptance starts before any request has drafted with it.
+    draft_model_prior: Option<AcceptanceStats>,
     /// What finished requests learnt, by drafter name and evidence class, for drafters whose
     /// acceptance carries over from one request to the next.
     learnt: HashMap<&'static str, Vec<AcceptanceStats>>,
@@ -70,9 +75,16 @@ pub(crate) struct DrafterPool {
 }
 
 impl DrafterPool {
-    pub(crate) fn new(medusa: Option<MedusaSetup>, confidence_z: f64) -> Self {
+    pub(crate) fn new(
+        medusa: Option<MedusaSetup>,
+        draft_model: Option<Agreement>,
+        confidence_z: f64,
+    ) -> Self {
         Self {
             medusa,
+            draft_model_prior: draft_model.map(|a| {
+                AcceptanceStats::with_rate(a.rate, PRIOR_WEIGHT, a.ms_per_token).priced_per_token()
+            }),
             learnt: HashMap::new(),
             confidence_z,
         }
@@ -96,6 +108,9 @@ impl DrafterPool {
                 tree.clone(),
             )));
         }
+        if draft.draft_model {
+            drafters.push(Box::new(DraftModelDrafter::default()));
+        }
         DraftSetup {
             drafters: drafters
                 .into_iter()
@@ -118,13 +133,13 @@ impl DrafterPool {
         }
         match self.learnt.get(drafter.name()) {
             Some(learnt) => learnt.iter().map(|s| s.as_prior(PRIOR_WEIGHT)).collect(),
-            None => self
-                .medusa
-                .as_ref()
-                .filter(|_| drafter.name() == "medusa")
-                .and_then(|m| m.heldout_prior.clone())
-                .into_iter()
-                .collect(),
+            None => match drafter.name() {
+                "medusa" => self.medusa.as_ref().and_then(|m| m.heldout_prior.clone()),
+                DRAFT_MODEL => self.draft_model_prior.clone(),
+                _ => None,
+            }
+            .into_iter()
+            .collect(),
         }
     }
 
@@ -154,7 +169,7 @@ mod tests {
 
     #[test]
     fn what_requests_learnt_carries_over_by_class_and_weighs_as_a_few_tries() {
-        let mut drafters = DrafterPool::new(None, CONFIDENCE_Z);
+        let mut drafters = DrafterPool::new(None, None, CONFIDENCE_Z);
         let lookup = LookupDrafter::default();
         assert!(drafters.prior(&lookup).is_empty(), "nothing learnt yet");
         let mut copying = AcceptanceStats::default();

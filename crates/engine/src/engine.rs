@@ -116,7 +116,12 @@ impl Engine {
             }),
             _ => None,
         };
-        let draft = RequestDraft::resolve(&request, heads, default_tree)?;
+        let draft = RequestDraft::resolve(
+            &request,
+            heads,
+            default_tree,
+            self.info.draft_model.is_some(),
+        )?;
         if request.record_hidden_states && !self.returns_hidden_states {
             return Err(EngineError::InvalidParameter {
                 name: "record_hidden_states",

@@ -14,10 +14,11 @@ use crate::backend::{backend, clear_recent_errors, take_recent_errors};
 use crate::compute::ComputeInfo;
 use crate::config::{EngineConfig, DEFAULT_CTX_SIZE};
 use crate::cost_cache::{CostCache, CostKey};
+use crate::draft_model::{Agreement, DraftModel, VocabSummary};
 use crate::drafter_pool::{DrafterPool, MedusaSetup};
 use crate::engine_metrics::Shared;
 use crate::error::EngineError;
-use crate::info::ModelInfo;
+use crate::info::{DraftModelInfo, ModelInfo};
 use crate::llama_runtime::{LlamaRuntime, RuntimeSettings};
 use crate::medusa::heads::MedusaHeads;
 use crate::medusa::plan::plan_tree;
@@ -50,6 +51,13 @@ pub(crate) fn engine_thread(
     });
     let (backend, model) = match loaded {
         Ok(loaded) => loaded,
+        Err(err) => {
+            let _ = ready.send(Err(err));
+            return;
+        }
+    };
+    let draft_llama = match load_draft_model(backend, &config, &model) {
+        Ok(draft) => draft,
         Err(err) => {
             let _ = ready.send(Err(err));
             return;
@@ -143,6 +151,25 @@ pub(crate) fn engine_thread(
             cpu_threads: (!on_gpu).then_some(threads),
         },
     );
+    let draft_model = match &draft_llama {
+        None => None,
+        Some((draft, _)) => {
+            let prepared = draft_context(backend, draft, &config, n_ctx_seq, threads)
+                .map(|ctx| DraftModel::new(ctx, parallel, model.n_vocab().max(0) as usize))
+                .and_then(|mut draft| {
+                    let agreement = draft.measure_agreement(&mut runtime)?;
+                    Ok((draft, agreement))
+                });
+            match prepared {
+                Ok(prepared) => Some(prepared),
+                Err(err) => {
+                    let _ = ready.send(Err(err));
+                    return;
+                }
+            }
+        }
+    };
+    let draft_agreement = draft_model.as_ref().and_then(|(_, agreement)| *agreement);
     let medusa = match heads.map(|heads| plan_medusa(&mut runtime, heads, config.tree.clone())) {
         None => None,
         Some(Ok(setup)) => Some(setup),
@@ -161,6 +188,10 @@ pub(crate) fn engine_thread(
         runtime.has_chat_template(),
     );
     info.parallel = parallel;
+    info.draft_model = draft_llama
+        .as_ref()
+        .zip(config.draft_model_path.as_ref())
+        .map(|((draft, header), path)| draft_model_info(draft, header, path, draft_agreement));
     if let Some(medusa) = &medusa {
         info.heads = Some(medusa.heads.info().clone());
         info.medusa_tree = medusa.plan.tree.clone();
@@ -173,7 +204,8 @@ pub(crate) fn engine_thread(
 
     Scheduler::new(
         runtime,
-        DrafterPool::new(medusa, config.draft_confidence),
+        DrafterPool::new(medusa, draft_agreement, config.draft_confidence),
+        draft_model.map(|(draft, _)| draft),
         parallel,
         cache_seqs,
         n_seq_max - retired,
@@ -232,6 +264,85 @@ fn load_heads(
     Ok(Some(Arc::new(heads)))
 }
 
+/// Loads the configured draft model and checks that its tokens mean what the model's do.
+fn load_draft_model(
+    backend: &llama_cpp_2::llama_backend::LlamaBackend,
+    config: &EngineConfig,
+    model: &LlamaModel,
+) -> Result<Option<(LlamaModel, model_file::GgufHeader)>, EngineError> {
+    let Some(path) = &config.draft_model_path else {
+        return Ok(None);
+    };
+    let header = model_file::inspect(path)?;
+    let params = LlamaModelParams::default().with_n_gpu_layers(config.gpu_layers);
+    let draft = load_gguf(backend, path, &header, &params)?;
+    if let Some(reason) = VocabSummary::of(model).difference(&VocabSummary::of(&draft)) {
+        return Err(EngineError::DraftModelMismatch {
+            path: path.clone(),
+            reason,
+        });
+    }
+    Ok(Some((draft, header)))
+}
+
+/// The draft model's context: a sequence per request, each with the cells a request may use,
+/// and a batch that reads a prompt in chunks like the model's.
+fn draft_context<'m>(
+    backend: &llama_cpp_2::llama_backend::LlamaBackend,
+    draft: &'m LlamaModel,
+    config: &EngineConfig,
+    n_ctx_seq: u32,
+    threads: usize,
+) -> Result<llama_cpp_2::context::LlamaContext<'m>, EngineError> {
+    let parallel = config.parallel as u32;
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(n_ctx_seq * parallel))
+        .with_n_batch(config.batch_size)
+        .with_n_ubatch(config.batch_size)
+        .with_n_seq_max(parallel)
+        // Each request's sequence keeps its own share: one long request cannot take another's.
+        .with_kv_unified(false)
+        .with_n_threads(threads as i32)
+        .with_n_threads_batch(threads as i32);
+    draft.new_context(backend, params).map_err(|e| {
+        EngineError::Context(format!(
+            "draft model: {e} (context of {n_ctx_seq} tokens for each of {parallel} requests)"
+        ))
+    })
+}
+
+fn draft_model_info(
+    draft: &LlamaModel,
+    header: &model_file::GgufHeader,
+    path: &std::path::Path,
+    agreement: Option<Agreement>,
+) -> DraftModelInfo {
+    DraftModelInfo {
+        path: path.to_path_buf(),
+        name: header.display_name(&file_name_of(path)),
+        file_type: file_type_of(draft),
+        file_size_bytes: std::fs::metadata(path).map_or(0, |m| m.len()),
+        n_params: draft.n_params(),
+        agreement: agreement.map(|a| a.rate),
+        ms_per_token: agreement.map(|a| a.ms_per_token),
+    }
+}
+
+fn file_name_of(path: &std::path::Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The weight format a model's metadata names, e.g. "Q4_1".
+fn file_type_of(model: &LlamaModel) -> String {
+    model
+        .meta_val_str("general.file_type")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or_else(|| "unknown".to_owned(), file_type_name)
+}
+
 fn load_model(
     backend: &llama_cpp_2::llama_backend::LlamaBackend,
     config: &EngineConfig,
@@ -244,8 +355,18 @@ fn load_model(
             true
         });
     }
+    load_gguf(backend, &config.model_path, header, &params)
+}
+
+/// Loads a model file, with what llama.cpp logged as the reason when it cannot.
+fn load_gguf(
+    backend: &llama_cpp_2::llama_backend::LlamaBackend,
+    path: &std::path::Path,
+    header: &model_file::GgufHeader,
+    params: &LlamaModelParams,
+) -> Result<LlamaModel, EngineError> {
     clear_recent_errors();
-    LlamaModel::load_from_file(backend, &config.model_path, &params).map_err(|e| {
+    LlamaModel::load_from_file(backend, path, params).map_err(|e| {
         let errors = take_recent_errors();
         let reason = if errors.is_empty() {
             e.to_string()
@@ -253,7 +374,7 @@ fn load_model(
             errors.join("; ")
         };
         EngineError::LoadFailed {
-            path: config.model_path.clone(),
+            path: path.to_path_buf(),
             architecture: header.architecture.clone(),
             reason,
         }
@@ -270,19 +391,11 @@ fn model_info(
     has_chat_template: bool,
 ) -> ModelInfo {
     let path = config.model_path.clone();
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
     ModelInfo {
-        name: header.display_name(&file_name),
+        name: header.display_name(&file_name_of(&path)),
         metadata_name: header.name.clone(),
         architecture: header.architecture.clone(),
-        file_type: model
-            .meta_val_str("general.file_type")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or_else(|| "unknown".to_owned(), file_type_name),
+        file_type: file_type_of(model),
         file_size_bytes: std::fs::metadata(&path).map_or(0, |m| m.len()),
         path,
         n_params: model.n_params(),
@@ -299,6 +412,7 @@ fn model_info(
         heads: None,
         medusa_tree: None,
         medusa_plan: None,
+        draft_model: None,
         parallel: 1,
         exact: config.exact,
     }

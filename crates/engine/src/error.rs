@@ -44,6 +44,10 @@ pub enum EngineError {
         heads: String,
         model: String,
     },
+    #[error("draft mode needs a draft model: load one beside the model (--draft-model PATH)")]
+    NoDraftModel,
+    #[error("{} cannot draft for this model: {reason}", path.display())]
+    DraftModelMismatch { path: PathBuf, reason: String },
     #[error("llama.cpp decode failed: {0}")]
     Decode(String),
     #[error("quantization failed: {0}")]
@@ -81,6 +85,8 @@ impl EngineError {
             Self::NoMedusaHeads => "no_medusa_heads",
             Self::Heads(_) => "invalid_heads",
             Self::HeadsMismatch { .. } => "heads_model_mismatch",
+            Self::NoDraftModel => "no_draft_model",
+            Self::DraftModelMismatch { .. } => "draft_model_mismatch",
             Self::Decode(_) => "decode_failed",
             Self::Quantize(_) => "quantize_failed",
             Self::EngineStopped => "engine_stopped",
@@ -101,6 +107,7 @@ impl EngineError {
                 | Self::InvalidSchema(_)
                 | Self::NoChatTemplate
                 | Self::NoMedusaHeads
+                | Self::NoDraftModel
         )
     }
 

@@ -47,7 +47,26 @@ pub struct ModelInfo {
     pub medusa_tree: Option<TreeSpec>,
     /// How Medusa mode's tree was settled on this machine, and the decision in words.
     pub medusa_plan: Option<MedusaPlan>,
+    /// The draft model loaded beside the model, if any.
+    pub draft_model: Option<DraftModelInfo>,
     /// Exact mode: batch-invariant kernels and cells in position order, so that greedy
     /// speculative and batched output is plain decoding's, bit for bit.
     pub exact: bool,
+}
+
+/// A draft model: a smaller model with the same vocabulary that drafts for the served one.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+pub struct DraftModelInfo {
+    #[ts(type = "string")]
+    pub path: PathBuf,
+    pub name: String,
+    /// Weight format, e.g. "Q4_0".
+    pub file_type: String,
+    pub file_size_bytes: u64,
+    pub n_params: u64,
+    /// Of its confident guesses along the model's own answer to a question asked at load, the
+    /// share the model agreed with: where its acceptance starts.
+    pub agreement: Option<f64>,
+    /// One draft decode of a single token, measured at load.
+    pub ms_per_token: Option<f64>,
 }

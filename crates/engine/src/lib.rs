@@ -12,6 +12,7 @@ mod compute;
 mod config;
 pub mod cost_cache;
 mod diagnostics;
+mod draft_model;
 mod drafter_pool;
 mod embeddings;
 mod engine;
@@ -64,7 +65,7 @@ pub use events::{
 };
 pub use generation_stream::{Canceller, GenerationSender, GenerationStream};
 pub use grammar::{json_object_grammar, json_schema_grammar};
-pub use info::ModelInfo;
+pub use info::{DraftModelInfo, ModelInfo};
 pub use prompt::RenderedPrompt;
 pub use quantize::{file_type_name, quantize, quantize_type_names, QuantType, QuantizeReport};
 pub use request::{

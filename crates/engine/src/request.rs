@@ -38,13 +38,22 @@ pub enum GenerationMode {
     Medusa,
     /// Earlier text that matches the latest tokens is drafted and verified.
     Lookup,
-    /// Lookup and the Medusa heads (when loaded) both draft, as far as each is expected to pay
-    /// at that step; their guesses are merged into one tree verified in one decode.
+    /// Lookup, the Medusa heads and the draft model (those loaded) all draft, as far as each
+    /// is expected to pay at that step; their guesses are merged into one tree verified in one
+    /// decode.
     Auto,
+    /// A smaller model with the same vocabulary drafts a chain of its guesses.
+    Draft,
 }
 
 impl GenerationMode {
-    pub const ALL: [GenerationMode; 4] = [Self::Normal, Self::Medusa, Self::Lookup, Self::Auto];
+    pub const ALL: [GenerationMode; 5] = [
+        Self::Normal,
+        Self::Medusa,
+        Self::Lookup,
+        Self::Auto,
+        Self::Draft,
+    ];
 
     /// Whether a Medusa tree (`tree`) shapes this mode's drafts.
     pub fn drafts_trees(self) -> bool {
@@ -57,6 +66,7 @@ impl GenerationMode {
             Self::Medusa => "medusa",
             Self::Lookup => "lookup",
             Self::Auto => "auto",
+            Self::Draft => "draft",
         }
     }
 }
@@ -77,7 +87,7 @@ impl std::str::FromStr for GenerationMode {
             .ok_or_else(|| {
                 invalid(
                     "mode",
-                    format!("unknown mode '{s}'; use normal, medusa, lookup or auto"),
+                    format!("unknown mode '{s}'; use normal, medusa, lookup, auto or draft"),
                 )
             })
     }
@@ -305,7 +315,8 @@ pub enum DraftPolicy {
     /// Medusa and auto modes: the fastest tree the tuner found for this machine, drafted as
     /// `Tree` is; the engine makes it a `Tree` when it accepts the request.
     Tuned,
-    /// Lookup mode: this many tokens at every step that finds a match, whatever they cost.
+    /// Lookup and draft modes: this many tokens at every step that has a guess, whatever they
+    /// cost.
     Length(usize),
 }
 
@@ -327,10 +338,12 @@ impl DraftPolicy {
                     tree.len()
                 ),
             )),
-            (Self::Length(n), GenerationMode::Lookup) if (1..=MAX_DRAFT_TOKENS).contains(n) => {
+            (Self::Length(n), GenerationMode::Lookup | GenerationMode::Draft)
+                if (1..=MAX_DRAFT_TOKENS).contains(n) =>
+            {
                 Ok(())
             }
-            (Self::Length(n), GenerationMode::Lookup) => Err(invalid(
+            (Self::Length(n), GenerationMode::Lookup | GenerationMode::Draft) => Err(invalid(
                 "draft_length",
                 format!("must be between 1 and {MAX_DRAFT_TOKENS}, got {n}"),
             )),
@@ -340,7 +353,7 @@ impl DraftPolicy {
             )),
             (Self::Length(_), mode) => Err(invalid(
                 "draft_length",
-                format!("a draft length applies to lookup mode, not to {mode} mode"),
+                format!("a draft length applies to lookup and draft modes, not to {mode} mode"),
             )),
         }
     }
@@ -514,7 +527,8 @@ mod tests {
         assert_eq!(" auto".parse::<GenerationMode>(), Ok(GenerationMode::Auto));
         let err = "fast".parse::<GenerationMode>().unwrap_err();
         assert!(
-            err.to_string().contains("normal, medusa, lookup or auto"),
+            err.to_string()
+                .contains("normal, medusa, lookup, auto or draft"),
             "{err}"
         );
     }

@@ -24,6 +24,8 @@ pub struct RequestDraft {
     pub lookup: bool,
     /// The heads draft from this tree; none when they do not draft.
     pub tree: Option<TreeSpec>,
+    /// The draft model drafts a chain.
+    pub draft_model: bool,
     /// Most tokens drafted per step.
     pub max_draft: usize,
     /// Draft all the drafters have at every step whatever it costs, instead of what the budget
@@ -45,6 +47,7 @@ impl RequestDraft {
             policy,
             lookup: false,
             tree: None,
+            draft_model: false,
             max_draft: 0,
             fixed: false,
         }
@@ -52,14 +55,33 @@ impl RequestDraft {
 
     /// The drafters do not propose anything.
     pub fn is_plain(&self) -> bool {
-        !self.lookup && self.tree.is_none()
+        !self.lookup && self.tree.is_none() && !self.draft_model
     }
 
-    /// What `request` drafts on an engine with `heads` (none without). `default_tree`: the tree
-    /// a Medusa request drafting `auto` drafts instead (set in Settings), if any. Refuses
-    /// Medusa mode and named trees without heads, trees deeper than the heads, and `tuned`
-    /// where no tree was tuned.
+    /// What `request` drafts on an engine with `heads` (none without) and, when
+    /// `draft_model`, a draft model. `default_tree`: the tree a Medusa request drafting `auto`
+    /// drafts instead (set in Settings), if any. Refuses Medusa mode and named trees without
+    /// heads, draft mode without a draft model, trees deeper than the heads, and `tuned` where
+    /// no tree was tuned.
     pub(crate) fn resolve(
+        request: &GenerateRequest,
+        heads: Option<LoadedHeads<'_>>,
+        default_tree: Option<&DraftPolicy>,
+        draft_model: bool,
+    ) -> Result<Self, EngineError> {
+        let mode = request.mode;
+        if mode == GenerationMode::Draft && !draft_model {
+            return Err(EngineError::NoDraftModel);
+        }
+        let mut draft = Self::resolve_drafters(request, heads, default_tree)?;
+        // The draft model drafts in its own mode, and in auto beside lookup and the heads
+        // (the budget weighs each); a named tree in auto is drafted in full beside it.
+        draft.draft_model =
+            draft_model && matches!(mode, GenerationMode::Draft | GenerationMode::Auto);
+        Ok(draft)
+    }
+
+    fn resolve_drafters(
         request: &GenerateRequest,
         heads: Option<LoadedHeads<'_>>,
         default_tree: Option<&DraftPolicy>,
@@ -101,6 +123,7 @@ impl RequestDraft {
                 policy: policy.clone(),
                 lookup,
                 tree: tree.cloned(),
+                draft_model: false,
                 max_draft: max_draft.min(MAX_DRAFT_TOKENS),
                 fixed,
             }
@@ -111,6 +134,10 @@ impl RequestDraft {
             }
             (GenerationMode::Lookup, DraftPolicy::Length(n), _) => draft(true, None, *n, true),
             (GenerationMode::Lookup, _, _) => draft(true, None, DEFAULT_MAX_DRAFT_TOKENS, false),
+            // The draft model's chain: `n` tokens at every step, or what the budget expects
+            // to pay (the flag is set by `resolve`).
+            (GenerationMode::Draft, DraftPolicy::Length(n), _) => draft(false, None, *n, true),
+            (GenerationMode::Draft, _, _) => draft(false, None, DEFAULT_MAX_DRAFT_TOKENS, false),
             (GenerationMode::Medusa, DraftPolicy::Tree(tree), Some(_)) => {
                 draft(false, Some(tree), tree.len(), true)
             }
@@ -211,6 +238,7 @@ mod tests {
             &request(GenerationMode::Normal, DraftPolicy::Auto),
             None,
             None,
+            false,
         )
         .unwrap();
         assert!(normal.is_plain());
@@ -220,6 +248,7 @@ mod tests {
             &request(GenerationMode::Lookup, DraftPolicy::Length(5)),
             None,
             None,
+            false,
         )
         .unwrap();
         assert_eq!(
@@ -229,7 +258,7 @@ mod tests {
 
         let mut capped = request(GenerationMode::Lookup, DraftPolicy::Auto);
         capped.max_draft_tokens = Some(4);
-        let capped = RequestDraft::resolve(&capped, None, None).unwrap();
+        let capped = RequestDraft::resolve(&capped, None, None, false).unwrap();
         assert_eq!((capped.max_draft, capped.fixed), (4, false));
     }
 
@@ -244,6 +273,7 @@ mod tests {
             &request(GenerationMode::Medusa, DraftPolicy::Auto),
             heads(&tuned),
             None,
+            false,
         )
         .unwrap();
         assert_eq!(by_plan.tree, Some(TreeSpec::chain(3)));
@@ -257,6 +287,7 @@ mod tests {
             &request(GenerationMode::Medusa, DraftPolicy::Auto),
             heads(&tuned),
             Some(&default),
+            false,
         )
         .unwrap();
         assert_eq!(by_default.policy, default);
@@ -268,6 +299,7 @@ mod tests {
             &request(GenerationMode::Medusa, DraftPolicy::Tuned),
             heads(&tuned),
             Some(&default),
+            false,
         )
         .unwrap();
         assert_eq!(named.policy, DraftPolicy::Tree(TreeSpec::chain(4)));
@@ -279,6 +311,7 @@ mod tests {
             &request(GenerationMode::Medusa, DraftPolicy::Auto),
             heads(&none),
             None,
+            false,
         )
         .unwrap();
         assert!(plain.is_plain());
@@ -291,6 +324,7 @@ mod tests {
             &request(GenerationMode::Auto, DraftPolicy::Auto),
             heads(&tuned),
             None,
+            false,
         )
         .unwrap();
         assert_eq!(
@@ -308,6 +342,7 @@ mod tests {
             &request(GenerationMode::Auto, DraftPolicy::Auto),
             heads(&tuned),
             Some(&default),
+            false,
         )
         .unwrap();
         assert_eq!(still, both);
@@ -317,6 +352,7 @@ mod tests {
             &request(GenerationMode::Auto, DraftPolicy::Auto),
             heads(&given),
             None,
+            false,
         )
         .unwrap();
         assert_eq!(
@@ -328,6 +364,7 @@ mod tests {
             &request(GenerationMode::Auto, DraftPolicy::Auto),
             None,
             None,
+            false,
         )
         .unwrap();
         assert_eq!((lookup_only.lookup, lookup_only.tree), (true, None));
@@ -337,7 +374,8 @@ mod tests {
     fn trees_need_heads_deep_enough_and_tuned_needs_a_tuned_tree() {
         let tree = DraftPolicy::Tree(TreeSpec::chain(3));
         for mode in [GenerationMode::Medusa, GenerationMode::Auto] {
-            let err = RequestDraft::resolve(&request(mode, tree.clone()), None, None).unwrap_err();
+            let err =
+                RequestDraft::resolve(&request(mode, tree.clone()), None, None, false).unwrap_err();
             assert_eq!(err, EngineError::NoMedusaHeads, "{mode}");
         }
         let shallow = plan(TreeOrigin::Tuned, None, None);
@@ -345,8 +383,13 @@ mod tests {
             head_count: 2,
             plan: &shallow,
         });
-        let err = RequestDraft::resolve(&request(GenerationMode::Medusa, tree), two_heads, None)
-            .unwrap_err();
+        let err = RequestDraft::resolve(
+            &request(GenerationMode::Medusa, tree),
+            two_heads,
+            None,
+            false,
+        )
+        .unwrap_err();
         assert!(matches!(
             err,
             EngineError::InvalidParameter { name: "tree", .. }
@@ -355,6 +398,7 @@ mod tests {
             &request(GenerationMode::Medusa, DraftPolicy::Tuned),
             two_heads,
             None,
+            false,
         )
         .unwrap_err();
         assert!(

@@ -94,6 +94,12 @@ impl Drafting {
                     if priors.is_empty() {
                         priors.push(AcceptanceStats::default());
                     }
+                    if drafter.priced_per_token() {
+                        priors = priors
+                            .into_iter()
+                            .map(AcceptanceStats::priced_per_token)
+                            .collect();
+                    }
                     Proposer {
                         drafter,
                         acceptance: priors.clone(),
@@ -346,14 +352,23 @@ impl Proposer {
         tree.truncate(max_nodes);
         self.class = self.drafter.evidence_class();
         if self.acceptance.len() <= self.class {
-            let mut fresh = AcceptanceStats::default();
-            if let Some(draft_ms) = self.acceptance.first().map(AcceptanceStats::draft_ms) {
-                fresh.record_draft_time(draft_ms);
-            }
+            let first = &self.acceptance[0];
+            let mut fresh = if first.is_priced_per_token() {
+                AcceptanceStats::default().priced_per_token()
+            } else {
+                AcceptanceStats::default()
+            };
+            fresh.record_draft_time(first.draft_ms());
             self.acceptance.resize(self.class + 1, fresh);
         }
         if !tree.is_empty() {
-            self.stats_mut().record_draft_time(ms_since(started));
+            let ms = (ms_since(started) - self.drafter.reading_ms()).max(0.0);
+            let per = if self.drafter.priced_per_token() {
+                tree.len() as f64
+            } else {
+                1.0
+            };
+            self.stats_mut().record_draft_time(ms / per);
         }
         tree
     }

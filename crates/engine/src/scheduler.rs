@@ -2,6 +2,7 @@
 //! of every running request plus prompt chunks of new ones. Requests join at the next step and
 //! leave as soon as they end, freeing their KV cells and their slot.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc};
@@ -12,6 +13,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::clock::ms_since;
 use crate::diagnostics::Diagnostic;
+use crate::draft_model::DraftModel;
 use crate::drafter_pool::DrafterPool;
 use crate::embeddings::Embedding;
 use crate::engine_metrics::{Shared, StepCount};
@@ -26,6 +28,7 @@ use crate::request::Prompt;
 use crate::request_drafting::no_room;
 use crate::sequence::{NewSequence, Sequence, StepPlan};
 use crate::speculative::budget::BatchLoad;
+use crate::speculative::drafter::ModelProposer;
 use crate::step_batch::{add_tree, fit_leaves, StepBatch};
 use crate::token::TokenId;
 use crate::valid_request::ValidRequest;
@@ -68,6 +71,8 @@ pub(crate) struct Scheduler<'m> {
     /// Finished requests' cells, for later requests that start with the same tokens.
     cache: PromptCache,
     drafters: DrafterPool,
+    /// The draft model, in its own context, when one is loaded.
+    draft_model: Option<RefCell<DraftModel<'m>>>,
     shared: Arc<Shared>,
 }
 
@@ -77,6 +82,7 @@ impl<'m> Scheduler<'m> {
     pub(crate) fn new(
         runtime: LlamaRuntime<'m>,
         drafters: DrafterPool,
+        draft_model: Option<DraftModel<'m>>,
         slots: usize,
         cache_seqs: usize,
         n_seq_max: usize,
@@ -93,6 +99,7 @@ impl<'m> Scheduler<'m> {
             n_seq_max,
             cache: PromptCache::new((slots..leaves_from).map(|s| s as i32)),
             drafters,
+            draft_model: draft_model.map(RefCell::new),
             shared,
         }
     }
@@ -351,7 +358,8 @@ impl<'m> Scheduler<'m> {
                 tokens: batch.tokens + reserved_for_others,
                 requests: decoding.len() - 1,
             };
-            let draft = sequence.draft(cost.as_ref(), load, room);
+            let draft_model = self.draft_model.as_ref().map(|m| m as &dyn ModelProposer);
+            let draft = sequence.draft(cost.as_ref(), load, room, draft_model);
             batch.profile.draft_ms += draft.draft_ms;
             let drafted = !draft.tree.is_empty();
             let tree = fit_leaves(draft.tree, self.leaf_pool.len());

@@ -23,7 +23,7 @@ use crate::request_drafting::{Draft, Drafting};
 use crate::sampler::Sampler;
 use crate::speculative::budget::{AcceptanceStats, BatchLoad};
 use crate::speculative::costs::CostModel;
-use crate::speculative::drafter::{DraftInput, Drafter};
+use crate::speculative::drafter::{DraftInput, Drafter, ModelProposer};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
 use crate::speculative::verify::{verify, Verdict};
 use crate::step_profile::StepProfile;
@@ -200,13 +200,16 @@ impl<'m> Sequence<'m> {
         cost: Option<&CostModel>,
         batch: BatchLoad,
         max_nodes: usize,
+        draft_model: Option<&dyn ModelProposer>,
     ) -> Draft {
         let Some(drafting) = self.drafting.as_mut() else {
             return Draft::default();
         };
         let input = DraftInput {
+            sequence: self.id as usize,
             history: &self.out.history,
             hidden_state: (!self.hidden.is_empty()).then_some(&self.hidden[..]),
+            draft_model,
         };
         drafting.draft(&input, cost, batch, max_nodes)
     }

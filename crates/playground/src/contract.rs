@@ -59,6 +59,7 @@ pub fn typescript() -> String {
         // The backend
         crate::Info,
         engine::ModelInfo,
+        engine::DraftModelInfo,
         engine::SamplingDefaults,
         engine::ComputeInfo,
         engine::ComputeDevice,

@@ -1,6 +1,6 @@
 //! How much a request drafts, as clients ask for it: `tree` for Medusa and auto modes (`"auto"`,
-//! a tree's name, or its rank paths) and `draft_length` for lookup mode. Every API takes these
-//! two fields.
+//! a tree's name, or its rank paths) and `draft_length` for lookup and draft modes. Every API
+//! takes these two fields.
 
 use engine::{DraftPolicy, GenerationMode, TreeSpec};
 use serde::{Deserialize, Serialize};
@@ -19,8 +19,8 @@ pub struct DraftFields {
     /// drafted in full beside lookup's whole continuation at every step.
     #[serde(default)]
     pub tree: Option<TreeChoice>,
-    /// Lookup mode: draft this many tokens at every step that finds a match (default: as many as
-    /// pay).
+    /// Lookup and draft modes: draft this many tokens at every step that has a guess (default:
+    /// as many as pay).
     #[serde(default)]
     pub draft_length: Option<usize>,
 }
@@ -59,7 +59,7 @@ impl DraftFields {
                     .map(DraftPolicy::Tree)
                     .map_err(invalid),
             },
-            GenerationMode::Lookup => Ok(self
+            GenerationMode::Lookup | GenerationMode::Draft => Ok(self
                 .draft_length
                 .map_or(DraftPolicy::Auto, DraftPolicy::Length)),
             GenerationMode::Normal => Ok(DraftPolicy::Auto),

@@ -94,6 +94,8 @@ pub enum ModelSource {
 pub struct LoadRequest {
     pub model: ModelSource,
     pub heads: Option<PathBuf>,
+    /// A draft model to load beside it.
+    pub draft_model: Option<PathBuf>,
     pub tree: Option<TreeSpec>,
     /// Context cells per request; `None` keeps the size the host was started with.
     pub ctx_size: Option<u32>,
@@ -261,6 +263,7 @@ impl ModelHost {
         let mut config = self.template.clone();
         config.model_path = model_path;
         config.heads_path = request.heads.clone();
+        config.draft_model_path = request.draft_model;
         config.tree = request.tree;
         if let Some(ctx_size) = request.ctx_size {
             config.ctx_size = Some(ctx_size);

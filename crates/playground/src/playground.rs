@@ -186,10 +186,15 @@ impl Playground {
         let model = host.current_if_loaded();
         let info = model.as_ref().map(|m| m.engine.info().clone());
         let has_heads = model.as_ref().is_some_and(|m| m.has_heads());
+        let has_draft_model = info.as_ref().is_some_and(|i| i.draft_model.is_some());
         let modes = match &model {
             Some(_) => GenerationMode::ALL
                 .into_iter()
-                .filter(|m| *m != GenerationMode::Medusa || has_heads)
+                .filter(|m| match m {
+                    GenerationMode::Medusa => has_heads,
+                    GenerationMode::Draft => has_draft_model,
+                    _ => true,
+                })
                 .collect(),
             None => Vec::new(),
         };

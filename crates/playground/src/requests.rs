@@ -148,6 +148,11 @@ pub struct LoadModelRequest {
     #[serde(default)]
     #[ts(optional, type = "string | null")]
     pub heads: Option<PathBuf>,
+    /// A smaller GGUF with the model's vocabulary that drafts for it (draft mode, and part of
+    /// auto); null for none.
+    #[serde(default)]
+    #[ts(optional, type = "string | null")]
+    pub draft_model: Option<PathBuf>,
     /// Tree name (`mc_sim_7b_63`, `chain-N`) or a JSON file; null for the heads' default.
     #[serde(default)]
     #[ts(optional = nullable)]
@@ -193,6 +198,7 @@ impl LoadModelRequest {
         Ok(LoadRequest {
             model: ModelSource::Path(self.model),
             heads: self.heads,
+            draft_model: self.draft_model,
             tree,
             ctx_size: self.ctx_size,
             exact: self.exact,

@@ -16,14 +16,14 @@ pub(crate) struct Loadable<'a> {
     pub loaded: &'a [PathBuf],
 }
 
-/// Refuses a request naming a model, heads or tree file that is not loadable.
+/// Refuses a request naming a model, heads, draft model or tree file that is not loadable.
 pub(crate) fn check_load_request(
     loadable: &Loadable<'_>,
     request: &LoadModelRequest,
 ) -> Result<(), AppError> {
     check_loadable(loadable, &request.model)?;
-    if let Some(heads) = &request.heads {
-        check_loadable(loadable, heads)?;
+    for file in request.heads.iter().chain(&request.draft_model) {
+        check_loadable(loadable, file)?;
     }
     if let Some(tree) = request.tree.as_deref().map(str::trim) {
         if !tree.is_empty() && !TreeSpec::is_builtin_name(tree) {
@@ -74,6 +74,7 @@ mod tests {
         LoadModelRequest {
             model: model.to_path_buf(),
             heads: heads.map(Path::to_path_buf),
+            draft_model: None,
             tree: tree.map(str::to_owned),
             ctx_size: None,
             exact: None,
@@ -112,6 +113,10 @@ mod tests {
             request(Path::new("/etc/passwd"), None, None),
             request(&model, Some(&secret), None),
             request(&model, None, Some("/etc/passwd")),
+            LoadModelRequest {
+                draft_model: Some(secret.clone()),
+                ..request(&model, None, None)
+            },
         ] {
             assert_eq!(
                 code(&dirs, &refused),

@@ -214,6 +214,7 @@ fn playground() -> String {
                 LoadRequest {
                     model: ModelSource::Path(missing),
                     heads: None,
+                    draft_model: None,
                     tree: None,
                     ctx_size: None,
                     exact: None,

@@ -1519,6 +1519,7 @@ fn models_load_in_the_background_and_the_ui_is_served() {
                 LoadRequest {
                     model: ModelSource::Path(missing),
                     heads: None,
+                    draft_model: None,
                     tree: None,
                     ctx_size: None,
                     exact: None,

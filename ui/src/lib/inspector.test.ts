@@ -203,6 +203,7 @@ describe('labels', () => {
   it('names proposers with 1-based heads and ranks', () => {
     expect(proposerText('medusa_head_1', 2)).toBe('Medusa head 2, rank 3');
     expect(proposerText('lookup', 0)).toBe('prompt lookup, match 1');
+    expect(proposerText('draft_model', 0, 'lookup')).toBe('draft model; also prompt lookup');
   });
 
   it('names a second proposer after the first', () => {
@@ -217,6 +218,8 @@ describe('labels', () => {
     expect(sourceName('medusa_head_4')).toBe('head 5');
     expect(sourceName('lookup')).toBe('lookup');
     expect(sourceName('model')).toBe('model');
+    expect(drafterName('draft_model')).toBe('draft model');
+    expect(sourceName('draft_model')).toBe('draft');
   });
 });
 

@@ -285,16 +285,18 @@ export function clip(text: string, max: number): string {
   return chars.length <= max ? text : chars.slice(0, Math.max(1, max - 1)).join('') + '…';
 }
 
-/** A drafter's full name: "Medusa head 2", "prompt lookup" (heads are 0-based inside). */
+/** A drafter's full name: "Medusa head 2", "prompt lookup", "draft model" (heads are 0-based inside). */
 export function drafterName(source: string): string {
   const head = headOf(source);
   if (head !== null) return `Medusa head ${head + 1}`;
+  if (source === 'draft_model') return 'draft model';
   return source === 'lookup' ? 'prompt lookup' : source;
 }
 
-/** A source's short name, for legends: "head 2", "lookup", "model". */
+/** A source's short name, for legends: "head 2", "lookup", "draft", "model". */
 export function sourceName(source: string): string {
   const head = headOf(source);
+  if (source === 'draft_model') return 'draft';
   return head === null ? source : `head ${head + 1}`;
 }
 
@@ -310,7 +312,9 @@ export function proposerText(source: string, rank: number, also: string | null =
       ? `${drafterName(source)}, rank ${rank + 1}`
       : source === 'lookup'
         ? `prompt lookup, match ${rank + 1}`
-        : `${source}, rank ${rank + 1}`;
+        : source === 'draft_model'
+          ? 'draft model'
+          : `${source}, rank ${rank + 1}`;
   return also ? `${first}; also ${drafterName(also)}` : first;
 }
 
@@ -414,11 +418,11 @@ export interface HeadRankAcceptance {
   accepted: number;
 }
 
-/** Sort order of sources: heads by number, then lookup, then anything else by name. */
+/** Sort order of sources: heads by number, then lookup, the draft model, anything else by name. */
 function sourceOrder(source: string): [number, string] {
   const head = headOf(source);
   if (head !== null) return [head, ''];
-  return [source === 'lookup' ? 1e6 : 2e6, source];
+  return [source === 'lookup' ? 1e6 : source === 'draft_model' ? 1.5e6 : 2e6, source];
 }
 
 /**

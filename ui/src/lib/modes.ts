@@ -3,7 +3,7 @@
 import type { Mode } from './api/types';
 
 /** Every mode, in the order menus list them. */
-export const MODES: readonly Mode[] = ['normal', 'medusa', 'lookup', 'auto'];
+export const MODES: readonly Mode[] = ['normal', 'medusa', 'lookup', 'auto', 'draft'];
 
 /** A mode's short name, for headings, pills and filters. */
 export const MODE_LABELS: Record<Mode, string> = {
@@ -11,14 +11,18 @@ export const MODE_LABELS: Record<Mode, string> = {
   medusa: 'Medusa',
   lookup: 'Prompt lookup',
   auto: 'Auto',
+  draft: 'Draft model',
 };
 
 /**
  * Auto mode's name in a mode menu, given the loaded model's head count (null: no model known
- * yet). Without heads it drafts with lookup alone, so the menu says so rather than promising them.
+ * yet) and whether a draft model is loaded. Without heads it drafts with lookup (and the draft
+ * model), so the menu says so rather than promising them.
  */
-export function autoModeLabel(headCount: number | null): string {
-  return headCount === 0 ? 'Auto (lookup where it pays; no heads loaded)' : 'Auto (lookup + Medusa, where each pays)';
+export function autoModeLabel(headCount: number | null, draftModel = false): string {
+  const drafters = ['lookup', ...(headCount !== 0 ? ['Medusa'] : []), ...(draftModel ? ['draft model'] : [])];
+  if (drafters.length === 1) return 'Auto (lookup where it pays; no heads loaded)';
+  return `Auto (${drafters.join(' + ')}, where each pays)`;
 }
 
 /**

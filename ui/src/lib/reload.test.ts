@@ -31,14 +31,18 @@ describe('treeName', () => {
 });
 
 describe('engineReload', () => {
-  it('reloads the same model and heads with the new context size', () => {
+  it('reloads the same model, heads and draft model with the new context size', () => {
     expect(engineReload(loaded('stored', [[0], [1]]), 2048, false)).toEqual({
       model: '/m.gguf',
       heads: '/h.medusa.gguf',
+      draft_model: null,
       tree: null,
       ctx_size: 2048,
       exact: false,
     });
+    const withDraft = loaded('stored', [[0]]);
+    (withDraft.model as unknown as { draft_model: { path: string } }).draft_model = { path: '/d.gguf' };
+    expect(engineReload(withDraft, 2048, true)?.draft_model).toBe('/d.gguf');
     expect(engineReload(loaded('tuned', [[0]]), 4096, true, 'chain-4')?.tree).toBeNull();
     expect(engineReload(loaded(null, null), 512, true)?.tree).toBeNull();
   });

@@ -42,5 +42,12 @@ export function engineReload(
   const model = info.model;
   if (!model) return null;
   const given = model.medusa_plan?.origin === 'given' && info.tree ? (treeName(info.tree) ?? givenTree) : null;
-  return { model: model.path, heads: info.heads_path, tree: given, ctx_size: ctxSize, exact };
+  return {
+    model: model.path,
+    heads: info.heads_path,
+    draft_model: model.draft_model?.path ?? null,
+    tree: given,
+    ctx_size: ctxSize,
+    exact,
+  };
 }

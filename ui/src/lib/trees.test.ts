@@ -17,6 +17,7 @@ describe('trees', () => {
   it('sends a tree for medusa runs and auto runs with heads, a length for lookup runs only', () => {
     expect(draftFields('medusa', 'auto', 'auto', 4)).toEqual({});
     expect(draftFields('normal', 'chain-2', '4', 4)).toEqual({});
+    expect(draftFields('draft', 'chain-2', '4', 4)).toEqual({ draft_length: 4 });
     expect(draftFields('medusa', 'mc_sim_7b_63', '4', 4)).toEqual({ tree: 'mc_sim_7b_63' });
     expect(draftFields('lookup', 'mc_sim_7b_63', '8', 4)).toEqual({ draft_length: 8 });
     expect(draftFields('lookup', 'auto', 'auto', 0)).toEqual({});

@@ -19,7 +19,7 @@ export function treeApplies(mode: string, heads: number): boolean {
 /**
  * The draft fields of a request in `mode` with `heads` heads loaded: a named tree for Medusa
  * runs and for auto runs with heads (drafted in full beside lookup's guesses), a fixed length
- * for lookup runs only; none for `auto` picks (the server's default).
+ * for lookup and draft-model runs only; none for `auto` picks (the server's default).
  */
 export function draftFields(
   mode: string,
@@ -28,7 +28,7 @@ export function draftFields(
   heads: number,
 ): { tree?: string; draft_length?: number } {
   if (treeApplies(mode, heads) && tree !== 'auto') return { tree };
-  if (mode === 'lookup' && length !== 'auto') return { draft_length: Number(length) };
+  if ((mode === 'lookup' || mode === 'draft') && length !== 'auto') return { draft_length: Number(length) };
   return {};
 }
 

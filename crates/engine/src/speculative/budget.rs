@@ -17,8 +17,11 @@ pub struct AcceptanceStats {
     tried: u32,
     accepted: u32,
     steps: u32,
-    /// Time a draft takes to make (heads are not free), smoothed; 0 until one was made.
+    /// Time a draft takes to make (heads are not free), smoothed; 0 until one was made. Per
+    /// drafted token where `per_token`.
     draft_ms: f64,
+    /// Drafting time grows with the draft's length (a draft model decodes once per token).
+    per_token: bool,
     /// Longest draft currently allowed: starts short, doubles after a fully accepted draft and
     /// falls back to just past the accepted part after a miss, so that a guess which turns out
     /// wrong costs little before the rate estimate has learnt anything.
@@ -34,6 +37,7 @@ impl Default for AcceptanceStats {
             accepted: 0,
             steps: 0,
             draft_ms: 0.0,
+            per_token: false,
             window: INITIAL_WINDOW,
         }
     }
@@ -100,6 +104,7 @@ impl AcceptanceStats {
             accepted: (f64::from(self.accepted) * scale).round() as u32,
             steps: (f64::from(self.steps) * scale).round() as u32,
             draft_ms: self.draft_ms,
+            per_token: self.per_token,
             window: INITIAL_WINDOW,
         }
     }
@@ -111,6 +116,7 @@ impl AcceptanceStats {
             accepted: self.accepted.saturating_sub(start.accepted),
             steps: self.steps.saturating_sub(start.steps),
             draft_ms: self.draft_ms,
+            per_token: self.per_token,
             window: self.window,
         }
     }
@@ -125,9 +131,28 @@ impl AcceptanceStats {
         }
     }
 
-    /// Time a draft takes to make, as known so far.
+    /// Time a draft takes to make, as known so far (per token where it is priced so).
     pub fn draft_ms(&self) -> f64 {
         self.draft_ms
+    }
+
+    /// Prices drafts per drafted token from here on (see [`Self::draft_cost`]).
+    pub fn priced_per_token(mut self) -> Self {
+        self.per_token = true;
+        self
+    }
+
+    pub fn is_priced_per_token(&self) -> bool {
+        self.per_token
+    }
+
+    /// What a draft of `len` tokens is expected to take to make.
+    pub fn draft_cost(&self, len: usize) -> f64 {
+        if self.per_token {
+            self.draft_ms * len as f64
+        } else {
+            self.draft_ms
+        }
     }
 
     /// Drafted tokens judged so far, and how many of them were accepted.
@@ -279,11 +304,11 @@ pub fn choose_draft_lens(
                 })
                 .collect();
             let mut expected = 1.0 + miss.iter().map(|m| 1.0 - m).sum::<f64>();
-            let mut draft_ms: f64 = lens
+            let draft_ms: f64 = lens
                 .iter()
                 .zip(others)
                 .filter(|(&len, _)| len > 0)
-                .map(|(_, o)| o.stats.draft_ms)
+                .map(|(&len, o)| o.stats.draft_cost(len))
                 .sum();
             let mut consider = |last_len: usize, expected: f64, draft_ms: f64| {
                 if used + last_len == 0 {
@@ -304,11 +329,10 @@ pub fn choose_draft_lens(
                 }
             };
             consider(0, expected, draft_ms);
-            draft_ms += last.stats.draft_ms;
             let last_cap = caps[others.len()].min(max_total - used);
             for len in 1..=last_cap {
                 expected += reach[others.len()][len - 1] * miss[len - 1];
-                consider(len, expected, draft_ms);
+                consider(len, expected, draft_ms + last.stats.draft_cost(len));
             }
         }
         // The next combination of the other drafters' lengths, if any is left.
@@ -338,7 +362,7 @@ pub fn shortest_draft(
 ) -> ShortestDraft {
     ShortestDraft {
         expected_tokens: 1.0 + stats.cautious_rate(confidence_z),
-        step_ms: cost.cautious_cost(batch.tokens + 2) + stats.draft_ms,
+        step_ms: cost.cautious_cost(batch.tokens + 2) + stats.draft_cost(1),
         plain_ms: cost.cost(batch.tokens + 1),
     }
 }
@@ -353,6 +377,7 @@ mod tests {
             accepted,
             steps: tried,
             draft_ms: 0.0,
+            per_token: false,
             window: usize::MAX,
         }
     }
@@ -362,6 +387,21 @@ mod tests {
         // A GPU-like cost: extra tokens nearly free.
         let flat = CostModel::new(vec![(1, 10.0), (64, 10.5)]);
         assert_eq!(choose_draft_len(&flat, &stats_with(100, 60), 8), 8);
+    }
+
+    #[test]
+    fn a_drafter_priced_per_token_drafts_shorter() {
+        // Extra tokens are free to verify, but each costs 2 ms to draft: flat, 8 tokens cost
+        // 2 ms in all; per token, 16 ms, and the deep guesses (0.6^d) do not pay for theirs.
+        let flat = CostModel::new(vec![(1, 10.0), (64, 10.5)]);
+        let mut guesses = stats_with(1000, 600);
+        guesses.record_draft_time(2.0);
+        assert_eq!(guesses.draft_cost(8), 2.0);
+        assert_eq!(choose_draft_len(&flat, &guesses, 8), 8);
+        let per_token = guesses.priced_per_token();
+        assert_eq!(per_token.draft_cost(8), 16.0);
+        let len = choose_draft_len(&flat, &per_token, 8);
+        assert!((1..8).contains(&len), "{len}");
     }
 
     #[test]

@@ -1,14 +1,33 @@
 //! What a drafter sees and what it must do. The verifier does not care who drafted.
 
 use super::tree::DraftTree;
+use crate::error::EngineError;
 use crate::token::TokenId;
 
 pub struct DraftInput<'a> {
+    /// The request's sequence id.
+    pub sequence: usize,
     /// Prompt and output so far, ending with the root token the tree will hang from.
     pub history: &'a [TokenId],
     /// The base model's final hidden state at the last accepted position, when the context
     /// computes it (Medusa heads read it).
     pub hidden_state: Option<&'a [f32]>,
+    /// The draft model, when one is loaded.
+    pub draft_model: Option<&'a dyn ModelProposer>,
+}
+
+/// A model that continues a sequence's text: the draft model, in its own context.
+pub trait ModelProposer {
+    /// Up to `n` tokens expected after `history` in sequence `seq`.
+    fn propose(&self, seq: usize, history: &[TokenId], n: usize) -> Result<Guesses, EngineError>;
+}
+
+/// A model's guesses, and the time it spent first reading text it had not seen (see
+/// [`Drafter::reading_ms`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Guesses {
+    pub tokens: Vec<TokenId>,
+    pub reading_ms: f64,
 }
 
 pub trait Drafter: Send {
@@ -25,6 +44,18 @@ pub trait Drafter: Send {
     /// before the budget decides how much of it to verify.
     fn drafts_cheaply(&self) -> bool {
         false
+    }
+
+    /// Whether making a draft takes time in proportion to its length (a model's decodes), so
+    /// that the budget prices each drafted token, not the draft.
+    fn priced_per_token(&self) -> bool {
+        false
+    }
+
+    /// Time the last draft spent reading text the drafter had not seen yet beyond a step's
+    /// worth (a new prompt): paid once per request, not by each step that drafts.
+    fn reading_ms(&self) -> f64 {
+        0.0
     }
 
     /// Candidate tokens after the root, at most `max_nodes` of them.

@@ -148,8 +148,10 @@ mod tests {
         let mut d = LookupDrafter::default();
         d.draft(
             &DraftInput {
+                sequence: 0,
                 history,
                 hidden_state: None,
+                draft_model: None,
             },
             8,
         );
@@ -202,8 +204,10 @@ mod tests {
         assert!(d
             .draft(
                 &DraftInput {
+                    sequence: 0,
                     history: &history,
-                    hidden_state: None
+                    hidden_state: None,
+                    draft_model: None,
                 },
                 8
             )

@@ -4,6 +4,7 @@ pub mod budget;
 pub mod costs;
 pub mod drafter;
 pub mod lookup;
+pub mod model_drafter;
 pub mod tree;
 pub mod tree_builder;
 pub mod verify;

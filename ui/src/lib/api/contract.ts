@@ -4,7 +4,7 @@
 /**
  * How tokens are produced.
  */
-export type Mode = "normal" | "medusa" | "lookup" | "auto";
+export type Mode = "normal" | "medusa" | "lookup" | "auto" | "draft";
 
 export type ChatMessage = { role: 'system' | 'user' | 'assistant', content: string, };
 
@@ -121,8 +121,8 @@ logprobs?: number,
  */
 tree?: TreeChoice, 
 /**
- * Lookup mode: draft this many tokens at every step that finds a match (default: as many as
- * pay).
+ * Lookup and draft modes: draft this many tokens at every step that has a guess (default:
+ * as many as pay).
  */
 draft_length?: number, };
 
@@ -133,9 +133,9 @@ export type TreeChoice = string | Array<Array<number>>;
 
 /**
  * Who proposed a token. On the wire (events, the run history) it is one name: `model`,
- * `medusa_head_K` or `lookup`.
+ * `medusa_head_K`, `lookup` or `draft_model`.
  */
-export type TokenSource = 'model' | 'lookup' | `medusa_head_${number}`;
+export type TokenSource = 'model' | 'lookup' | 'draft_model' | `medusa_head_${number}`;
 
 /**
  * One event of a run, `{"type": ..., ...}`. A run sends `started`, then `text` and (in the
@@ -551,10 +551,32 @@ medusa_tree: TreeSpec | null,
  */
 medusa_plan: MedusaPlan | null, 
 /**
+ * The draft model loaded beside the model, if any.
+ */
+draft_model: DraftModelInfo | null, 
+/**
  * Exact mode: batch-invariant kernels and cells in position order, so that greedy
  * speculative and batched output is plain decoding's, bit for bit.
  */
 exact: boolean, };
+
+/**
+ * A draft model: a smaller model with the same vocabulary that drafts for the served one.
+ */
+export type DraftModelInfo = { path: string, name: string, 
+/**
+ * Weight format, e.g. "Q4_0".
+ */
+file_type: string, file_size_bytes: number, n_params: number, 
+/**
+ * Of its confident guesses along the model's own answer to a question asked at load, the
+ * share the model agreed with: where its acceptance starts.
+ */
+agreement: number | null, 
+/**
+ * One draft decode of a single token, measured at load.
+ */
+ms_per_token: number | null, };
 
 /**
  * Sampling for chats on this model, and where each value came from.
@@ -890,6 +912,11 @@ model: string,
  * A `*.medusa.gguf` heads file; null for none.
  */
 heads?: string | null, 
+/**
+ * A smaller GGUF with the model's vocabulary that drafts for it (draft mode, and part of
+ * auto); null for none.
+ */
+draft_model?: string | null, 
 /**
  * Tree name (`mc_sim_7b_63`, `chain-N`) or a JSON file; null for the heads' default.
  */

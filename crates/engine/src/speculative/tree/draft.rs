@@ -7,9 +7,9 @@ use super::layout::TreeLayout;
 use crate::token::TokenId;
 
 /// Who proposed a token. On the wire (events, the run history) it is one name: `model`,
-/// `medusa_head_K` or `lookup`.
+/// `medusa_head_K`, `lookup` or `draft_model`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ts_rs::TS)]
-#[ts(type = "'model' | 'lookup' | `medusa_head_${number}`")]
+#[ts(type = "'model' | 'lookup' | 'draft_model' | `medusa_head_${number}`")]
 pub enum TokenSource {
     /// The base model's own choice (the token every step yields).
     Base,
@@ -17,7 +17,12 @@ pub enum TokenSource {
     Head(u8),
     /// A prompt-lookup match.
     Lookup,
+    /// The draft model's guess.
+    DraftModel,
 }
+
+/// The draft model's name as a drafter and as a token source.
+pub const DRAFT_MODEL: &str = "draft_model";
 
 impl TokenSource {
     /// The name of the drafter that proposes tokens from this source (`Drafter::name`).
@@ -26,6 +31,7 @@ impl TokenSource {
             Self::Base => None,
             Self::Head(_) => Some("medusa"),
             Self::Lookup => Some("lookup"),
+            Self::DraftModel => Some(DRAFT_MODEL),
         }
     }
 }
@@ -36,6 +42,7 @@ impl std::fmt::Display for TokenSource {
             Self::Base => f.write_str("model"),
             Self::Head(k) => write!(f, "medusa_head_{k}"),
             Self::Lookup => f.write_str("lookup"),
+            Self::DraftModel => f.write_str(DRAFT_MODEL),
         }
     }
 }
@@ -47,6 +54,7 @@ impl std::str::FromStr for TokenSource {
         match name {
             "model" => Ok(Self::Base),
             "lookup" => Ok(Self::Lookup),
+            DRAFT_MODEL => Ok(Self::DraftModel),
             _ => name
                 .strip_prefix("medusa_head_")
                 .and_then(|k| k.parse().ok())

@@ -5,6 +5,6 @@ mod draft;
 mod layout;
 mod spec;
 
-pub use draft::{DraftTree, TokenSource};
+pub use draft::{DraftTree, TokenSource, DRAFT_MODEL};
 pub use layout::TreeLayout;
 pub use spec::{TreeError, TreeSpec, MAX_RANK, MAX_TREE_FILE_BYTES};

@@ -1,0 +1,120 @@
+//! The draft model as a drafter: a chain of its guesses, as long as the budget asks for.
+
+use super::drafter::{DraftInput, Drafter, Guesses};
+use super::tree::{DraftTree, TokenSource, DRAFT_MODEL};
+
+#[derive(Debug, Default)]
+pub struct DraftModelDrafter {
+    /// See [`Drafter::reading_ms`].
+    reading_ms: f64,
+}
+
+impl Drafter for DraftModelDrafter {
+    fn name(&self) -> &'static str {
+        DRAFT_MODEL
+    }
+
+    /// How often a draft model is right is its own property (and the served model's).
+    fn acceptance_carries_over(&self) -> bool {
+        true
+    }
+
+    /// One draft decode per guess.
+    fn priced_per_token(&self) -> bool {
+        true
+    }
+
+    fn reading_ms(&self) -> f64 {
+        self.reading_ms
+    }
+
+    fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
+        let Some(model) = input.draft_model else {
+            return DraftTree::default();
+        };
+        let guesses = match model.propose(input.sequence, input.history, max_nodes) {
+            Ok(guesses) => guesses,
+            Err(err) => {
+                // The served model decodes on; this step drafts nothing.
+                tracing::warn!(%err, "the draft model failed to propose");
+                Guesses::default()
+            }
+        };
+        self.reading_ms = guesses.reading_ms;
+        let mut tree = DraftTree::default();
+        let mut parent = None;
+        for token in guesses.tokens {
+            parent = Some(tree.push(token, parent, TokenSource::DraftModel, 0));
+        }
+        tree
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::EngineError;
+    use crate::speculative::drafter::ModelProposer;
+    use crate::token::TokenId;
+
+    /// Guesses the history's next integers, or fails.
+    struct Counting(bool);
+
+    impl ModelProposer for Counting {
+        fn propose(
+            &self,
+            _seq: usize,
+            history: &[TokenId],
+            n: usize,
+        ) -> Result<Guesses, EngineError> {
+            if !self.0 {
+                return Err(EngineError::Decode("draft model: out of cells".into()));
+            }
+            let last = *history.last().unwrap();
+            Ok(Guesses {
+                tokens: (1..=n as TokenId).map(|i| last + i).collect(),
+                reading_ms: 2.5,
+            })
+        }
+    }
+
+    fn draft(model: Option<&dyn ModelProposer>, n: usize) -> DraftTree {
+        DraftModelDrafter::default().draft(
+            &DraftInput {
+                sequence: 0,
+                history: &[3, 4],
+                hidden_state: None,
+                draft_model: model,
+            },
+            n,
+        )
+    }
+
+    #[test]
+    fn the_guesses_hang_in_one_chain_below_the_root() {
+        let tree = draft(Some(&Counting(true)), 3);
+        assert_eq!(tree.tokens, vec![5, 6, 7]);
+        assert_eq!(tree.parents, vec![None, Some(0), Some(1)]);
+        assert_eq!(tree.sources, vec![TokenSource::DraftModel; 3]);
+    }
+
+    #[test]
+    fn its_time_is_priced_per_token_without_the_reading() {
+        let mut drafter = DraftModelDrafter::default();
+        assert!(drafter.priced_per_token());
+        let input = DraftInput {
+            sequence: 0,
+            history: &[3],
+            hidden_state: None,
+            draft_model: Some(&Counting(true)),
+        };
+        drafter.draft(&input, 2);
+        assert_eq!(drafter.reading_ms(), 2.5);
+    }
+
+    #[test]
+    fn a_failed_or_missing_draft_model_drafts_nothing() {
+        assert!(draft(Some(&Counting(false)), 3).is_empty());
+        assert!(draft(None, 3).is_empty());
+    }
+}

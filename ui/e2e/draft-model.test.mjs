@@ -1,0 +1,96 @@
+// A draft model end to end: a real `medusa serve` on the default model with the model itself as
+// its draft model (it agrees with itself, so its guesses are accepted), and headless Chromium:
+// Settings names the draft model, the mode menus offer it, and Compare runs it beside normal
+// decoding with its nodes in its own colour in the step inspector.
+
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { after, before, test } from 'node:test';
+import { medusa, screenshots, startBrowser, startServer } from './harness.mjs';
+
+/** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
+const LONG = 240_000;
+
+let server;
+let browser;
+let page;
+
+before(async () => {
+  const model = execFileSync(medusa, ['fetch-model'], { encoding: 'utf8' }).trim();
+  server = await startServer({ extraArgs: ['--draft-model', model] });
+  browser = await startBrowser();
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page.setDefaultTimeout(LONG);
+  await page.goto(server.url);
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+async function openTab(name) {
+  await page.getByTestId(`tab-${name}`).click();
+  await page.getByTestId(`view-${name}`).waitFor({ state: 'visible' });
+}
+
+test('Settings names the draft model and how well it agreed with the model', async () => {
+  await openTab('settings');
+  const line = page.getByTestId('settings-draft-model');
+  await line.waitFor();
+  assert.match(await line.innerText(), /SmolLM2-135M-Instruct · Q4_1.*agreed with the model on \d+% of its confident guesses at load; [\d.]+ ms per drafted token/s);
+  assert.match(await page.getByTestId('settings-draft-model-path').inputValue(), /SmolLM2-135M-Instruct\.Q4_1\.gguf$/);
+});
+
+test('the mode menu offers the draft model, and auto names it among its drafters', async () => {
+  await openTab('chat');
+  const mode = page.getByTestId('chat-mode');
+  const draft = mode.locator('option[value="draft"]');
+  assert.equal(await draft.isDisabled(), false);
+  assert.match(await draft.innerText(), /^Draft model \(.+\)$/);
+  assert.equal(
+    (await mode.locator('option[value="auto"]').innerText()).trim(),
+    'Auto (lookup + Medusa + draft model, where each pays)',
+  );
+});
+
+test('Compare runs the draft model beside normal decoding and shows its guesses in its colour', async () => {
+  await openTab('compare');
+  await page.getByTestId('compare-input').fill('Count from 1 to 30, separated by commas.');
+  await page.getByTestId('compare-medusa').uncheck();
+  await page.getByTestId('compare-lookup').uncheck();
+  await page.getByTestId('compare-draft').check();
+  // A fixed length drafts at every step whatever it costs on this machine.
+  await page.getByTestId('compare-draft-length').selectOption('4');
+  await page.getByTestId('compare-max-tokens').fill('32');
+  await page.getByTestId('compare-run').click();
+  const panel = page.locator('[data-testid="compare-panel"][data-mode="draft"][data-state="done"]');
+  await panel.waitFor();
+  assert.match(await panel.innerText(), /Draft model/);
+  await page.locator('[data-testid="compare-panel"][data-mode="normal"][data-state="done"]').waitFor();
+  const same = page.locator('[data-testid="compare-identical"][data-mode="draft"]');
+  await same.waitFor();
+  assert.match((await same.innerText()).trim(), /^Identical output/);
+
+  const over = panel.locator('[data-testid="compare-chart"] .u-over');
+  await over.scrollIntoViewIfNeeded();
+  const box = await over.boundingBox();
+  await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+  const inspector = panel.getByTestId('step-inspector');
+  await inspector.waitFor();
+  // From the first step on, to one that drafted with the draft model.
+  const prev = inspector.getByTestId('step-inspector-prev');
+  while (await prev.isEnabled()) await prev.click();
+  const nodes = inspector.locator('[data-testid="step-tree-node"][data-kind="draft"][data-source="draft_model"]');
+  const next = inspector.getByTestId('step-inspector-next');
+  while ((await nodes.count()) === 0 && (await next.isEnabled())) await next.click();
+  assert.ok((await nodes.count()) > 0, 'a step with the draft model’s guesses');
+  assert.match(await nodes.first().locator('title').textContent(), /draft model/);
+  const sources = await inspector
+    .getByTestId('step-tree-source')
+    .evaluateAll((els) => els.map((e) => e.dataset.source));
+  assert.ok(sources.includes('draft_model'), `legend: ${sources}`);
+  const colour = await nodes.first().evaluate((el) => getComputedStyle(el.querySelector('rect, circle') ?? el).fill);
+  assert.ok(colour && colour !== 'none', `the node is filled: ${colour}`);
+  await screenshots(page, 'compare-draft-model', { fullPage: true });
+});
