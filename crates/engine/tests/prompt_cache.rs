@@ -19,6 +19,8 @@ fn a_follow_up_reuses_the_conversation_and_answers_as_a_cold_start_does() {
     let mut config = EngineConfig::new(model_path());
     config.parallel = 1;
     config.heads_path = Some(models::default_heads_path().expect("default heads installed"));
+    // The model as its own draft model, so that draft mode follows up from the cache too.
+    config.draft_model_path = Some(model_path());
     let engine = Engine::load(config).expect("model loads");
     let first = Prompt::Chat(vec![ChatMessage::new(
         "user",

@@ -28,5 +28,6 @@ describe('modes', () => {
     expect(acceptanceKind('auto')).toBe('depth');
     expect(acceptanceKind('lookup')).toBe('depth');
     expect(acceptanceKind('normal')).toBe('depth');
+    expect(acceptanceKind('draft')).toBe('draft');
   });
 });

@@ -36,8 +36,10 @@ export function availableMode(mode: Mode, modes: readonly Mode[], loaded: boolea
 
 /**
  * How a run's acceptance per depth is labelled: Medusa head k drafts depth k, so its bars are
- * heads; lookup and auto (which merges drafters at each depth) have depths, not heads.
+ * heads; lookup, the draft model and auto (which merges drafters at each depth) have depths, not
+ * heads; the draft model's bars take its colour.
  */
-export function acceptanceKind(mode: string): 'head' | 'depth' {
-  return mode === 'medusa' ? 'head' : 'depth';
+export function acceptanceKind(mode: string): 'head' | 'depth' | 'draft' {
+  if (mode === 'medusa') return 'head';
+  return mode === 'draft' ? 'draft' : 'depth';
 }
