@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { after, before, test } from 'node:test';
-import { medusa, screenshots, startBrowser, startServer } from './harness.mjs';
+import { medusa, screenshots, startBrowser, startServer, openTab } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 const LONG = 240_000;
@@ -29,13 +29,8 @@ after(async () => {
   await server?.stop();
 });
 
-async function openTab(name) {
-  await page.getByTestId(`tab-${name}`).click();
-  await page.getByTestId(`view-${name}`).waitFor({ state: 'visible' });
-}
-
 test('Settings names the draft model and how well it agreed with the model', async () => {
-  await openTab('settings');
+  await openTab(page, 'settings');
   const line = page.getByTestId('settings-draft-model');
   await line.waitFor();
   assert.match(await line.innerText(), /SmolLM2-135M-Instruct · Q4_1.*agreed with the model on \d+% of its confident guesses at load; [\d.]+ ms per drafted token/s);
@@ -43,7 +38,7 @@ test('Settings names the draft model and how well it agreed with the model', asy
 });
 
 test('the mode menu offers the draft model, and auto names it among its drafters', async () => {
-  await openTab('chat');
+  await openTab(page, 'chat');
   const mode = page.getByTestId('chat-mode');
   const draft = mode.locator('option[value="draft"]');
   assert.equal(await draft.isDisabled(), false);
@@ -55,7 +50,7 @@ test('the mode menu offers the draft model, and auto names it among its drafters
 });
 
 test('Compare runs the draft model beside normal decoding and shows its guesses in its colour', async () => {
-  await openTab('compare');
+  await openTab(page, 'compare');
   await page.getByTestId('compare-input').fill('Count from 1 to 30, separated by commas.');
   await page.getByTestId('compare-medusa').uncheck();
   await page.getByTestId('compare-lookup').uncheck();

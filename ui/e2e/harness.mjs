@@ -117,6 +117,12 @@ export async function startBrowser() {
 
 /** Parses CSV (RFC 4180: quoted fields may hold commas, quotes and newlines). */
 /** Emulates the system's colour scheme and waits until the page (following the system) shows it. */
+/** Opens a view by its tab and waits until it shows. */
+export async function openTab(page, name) {
+  await page.getByTestId(`tab-${name}`).click();
+  await page.getByTestId(`view-${name}`).waitFor({ state: 'visible' });
+}
+
 export async function followScheme(page, scheme) {
   await page.emulateMedia({ colorScheme: scheme });
   await page.waitForFunction((s) => document.documentElement.dataset.theme === s, scheme);

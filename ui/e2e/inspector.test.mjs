@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { artifacts, followScheme, startBrowser, startServer } from './harness.mjs';
+import { artifacts, followScheme, startBrowser, startServer, openTab } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 const LONG = 240_000;
@@ -28,11 +28,6 @@ after(async () => {
   await browser?.close();
   await server?.stop();
 });
-
-async function openTab(name) {
-  await page.getByTestId(`tab-${name}`).click();
-  await page.getByTestId(`view-${name}`).waitFor({ state: 'visible' });
-}
 
 /** The inspector alone, then the page at the smallest layout the UI supports, light and dark. */
 async function shoot(name) {
@@ -60,7 +55,7 @@ async function greedy() {
 }
 
 test('a tinted token opens its step’s drafted tree; the arrow keys move between steps', async () => {
-  await openTab('chat');
+  await openTab(page, 'chat');
   await greedy();
   await page.getByTestId('chat-mode').selectOption('medusa');
   await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
@@ -142,7 +137,7 @@ test('a stored run’s step tree is drawn after the server restarts', async () =
 
   await server.restart();
   await page.goto(server.url);
-  await openTab('history');
+  await openTab(page, 'history');
   const stored = await (await fetch(`${server.url}/api/runs/${run.id}`)).json();
   const first = stored.steps[0];
   assert.equal(first.tree.nodes.length, first.tree_size, 'the stored step keeps its tree');
@@ -190,7 +185,7 @@ test('an auto step says what the draft budget weighed', async () => {
   const decision = stored.steps[weighed].decision;
   assert.ok(decision.plain_ms > 0 && decision.evidence.length > 0, JSON.stringify(decision));
 
-  await openTab('history');
+  await openTab(page, 'history');
   await page.getByTestId('history-refresh').click();
   await page.locator(`[data-testid="history-row"][data-run-id="${id}"]`).click();
   const detail = page.getByTestId('history-detail');
@@ -201,7 +196,7 @@ test('an auto step says what the draft budget weighed', async () => {
 });
 
 test('a click on a compared run’s chart opens that step’s tree', async () => {
-  await openTab('compare');
+  await openTab(page, 'compare');
   await page.getByTestId('compare-input').fill('Say "yes yes yes yes".');
   await page.getByTestId('compare-lookup').uncheck();
   await page.getByTestId('compare-tree').selectOption('mc_sim_7b_63');
@@ -225,7 +220,7 @@ test('a click on a compared run’s chart opens that step’s tree', async () =>
 });
 
 test('run details say why a run drafted nothing', async () => {
-  await openTab('chat');
+  await openTab(page, 'chat');
   const fresh = page.getByTestId('chat-new');
   if (await fresh.isEnabled()) await fresh.click();
   await page.getByTestId('chat-mode').selectOption('medusa');
@@ -238,7 +233,7 @@ test('run details say why a run drafted nothing', async () => {
   const { run, steps } = await (await fetch(`${server.url}/api/runs/${list.runs[0].id}`)).json();
   const skipped = steps.filter((s) => s.skip !== null);
 
-  await openTab('history');
+  await openTab(page, 'history');
   await page.locator(`[data-testid="history-row"][data-run-id="${run.id}"]`).click();
   // The clicked run's detail, not the one open before it.
   const detail = page.locator(`[data-testid="history-detail"][data-run-id="${run.id}"]`);
@@ -267,7 +262,7 @@ test('auto mode merges lookup’s and the heads’ guesses in one tree, and Chat
   // A fresh page with no conversation to reopen (one would take up its own mode): Chat starts at auto.
   await page.evaluate(() => localStorage.removeItem('medusa.chat.conversation'));
   await page.goto(server.url);
-  await openTab('chat');
+  await openTab(page, 'chat');
   await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
   const mode = page.getByTestId('chat-mode');
   assert.equal(await mode.inputValue(), 'auto');
@@ -343,7 +338,7 @@ test('auto mode merges lookup’s and the heads’ guesses in one tree, and Chat
   const list = await (await fetch(`${server.url}/api/runs?limit=1`)).json();
   const run = list.runs[0];
   assert.equal(run.mode, 'auto');
-  await openTab('history');
+  await openTab(page, 'history');
   await page.getByTestId('history-filter-mode').selectOption('auto');
   const row = page.locator(`[data-testid="history-row"][data-run-id="${run.id}"]`);
   await row.waitFor();

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { artifacts, screenshots, parseCsv, startBrowser, startServer } from './harness.mjs';
+import { artifacts, screenshots, parseCsv, startBrowser, startServer, openTab } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 const LONG = 240_000;
@@ -44,13 +44,8 @@ function shoot(name) {
   return screenshots(page, name, { fullPage: true });
 }
 
-async function openTab(name) {
-  await page.getByTestId(`tab-${name}`).click();
-  await page.getByTestId(`view-${name}`).waitFor({ state: 'visible' });
-}
-
 test('chat streams an answer and shows its stats', async () => {
-  await openTab('chat');
+  await openTab(page, 'chat');
   // Greedy for the chats of this file: their answers (long enough to stop, say) then repeat.
   await page.getByTestId('chat-sampling-toggle').click();
   await page.getByTestId('view-chat').getByTestId('sampling-greedy').click();
@@ -73,7 +68,7 @@ test('chat streams an answer and shows its stats', async () => {
 });
 
 test('Esc stops a chat run, which is kept as cancelled', async () => {
-  await openTab('chat');
+  await openTab(page, 'chat');
   await page.getByTestId('chat-mode').selectOption('normal');
   const input = page.getByTestId('chat-input');
   await input.fill('Count from one to two hundred in words, separated by commas.');
@@ -94,7 +89,7 @@ test('Esc stops a chat run, which is kept as cancelled', async () => {
 });
 
 test('compare repeats every mode and shows medians, ranges and an honest verdict', async () => {
-  await openTab('compare');
+  await openTab(page, 'compare');
   await page.getByTestId('compare-input').fill('List the days of the week, one per line.');
   await page.getByTestId('compare-max-tokens').fill(String(COMPARE_TOKENS));
   await page.getByTestId('compare-repeats').fill(String(COMPARE_REPEATS));
@@ -158,7 +153,7 @@ test('compare repeats every mode and shows medians, ranges and an honest verdict
 });
 
 test('three concurrent prompts stream in three lanes and finish', async () => {
-  await openTab('concurrent');
+  await openTab(page, 'concurrent');
   await page
     .getByTestId('concurrent-input')
     .fill(['Name a fruit.', 'Write a haiku about the sea.', 'What is 2 + 2?'].join('\n'));
@@ -187,7 +182,7 @@ test('three concurrent prompts stream in three lanes and finish', async () => {
 });
 
 test('history lists the runs and exports them as CSV', async () => {
-  await openTab('history');
+  await openTab(page, 'history');
   const stored = await (await fetch(`${server.url}/api/runs?limit=1000`, { headers: server.headers })).json();
   // 1 chat + 1 stopped chat + the compared runs + 3 concurrent.
   assert.equal(stored.runs.length, 5 + 3 * COMPARE_REPEATS);
@@ -226,7 +221,7 @@ test('history lists the runs and exports them as CSV', async () => {
 });
 
 test('settings show the model in use and tune the tree', async () => {
-  await openTab('settings');
+  await openTab(page, 'settings');
   const info = await (await fetch(`${server.url}/api/info`, { headers: server.headers })).json();
   assert.match(await page.getByTestId('view-settings').innerText(), new RegExp(info.model.file_type));
   // Heads without a training record keep the tree stored with them, and Settings says so.
@@ -245,7 +240,7 @@ test('settings show the model in use and tune the tree', async () => {
 });
 
 test('a named tree is drafted in full at every step', async () => {
-  await openTab('chat');
+  await openTab(page, 'chat');
   const fresh = page.getByTestId('chat-new');
   if (await fresh.isEnabled()) await fresh.click();
   await page.getByTestId('chat-mode').selectOption('medusa');
@@ -336,7 +331,7 @@ test('sixteen lanes stream over the page one event socket and all finish', async
 });
 
 test('Concurrent has the sampling panel of Chat, and Greedy makes its runs greedy', async () => {
-  await openTab('concurrent');
+  await openTab(page, 'concurrent');
   const info = await api('/api/info');
   const recommended = info.model.sampling_defaults.params;
   const toggle = page.getByTestId('concurrent-sampling-toggle');
@@ -387,7 +382,7 @@ test('Concurrent has the sampling panel of Chat, and Greedy makes its runs greed
 });
 
 test('Compare stays greedy, and says so', async () => {
-  await openTab('compare');
+  await openTab(page, 'compare');
   assert.match(await page.getByTestId('view-compare').innerText(), /Greedy, one mode at a time/);
   const compared = (await api('/api/comparisons')).comparisons[0];
   const runs = await Promise.all(compared.runs.map((m) => api(`/api/runs/${m.run_id}`)));
@@ -428,7 +423,7 @@ test('a failed load beside the model in use is said in Settings only; the model 
 });
 
 test('settings reload the model with another context size', async () => {
-  await openTab('settings');
+  await openTab(page, 'settings');
   const before = await api('/api/info');
   assert.equal(before.model.n_ctx, 1024);
   const size = page.getByTestId('settings-context-size');

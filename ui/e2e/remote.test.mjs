@@ -8,7 +8,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { screenshots, startBrowser, startServer } from './harness.mjs';
+import { screenshots, startBrowser, startServer, openTab } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 const LONG = 240_000;
@@ -66,11 +66,6 @@ async function until(check) {
   }
 }
 
-async function openTab(id) {
-  await page.getByTestId(`tab-${id}`).click();
-  await page.getByTestId(`view-${id}`).waitFor({ state: 'visible' });
-}
-
 /** The last user message of a stored run's prompt. */
 function question(run) {
   const users = run.prompt.content.filter((m) => m.role === 'user');
@@ -80,7 +75,7 @@ function question(run) {
 const engine = (name) => page.locator(`[data-testid="remote-engine"][data-name="${name}"]`);
 
 async function addRemote(name, url) {
-  await openTab('settings');
+  await openTab(page, 'settings');
   await page.getByTestId('remote-name').fill(name);
   await page.getByTestId('remote-url').fill(url);
   await page.getByTestId('remote-add-button').click();
@@ -88,7 +83,7 @@ async function addRemote(name, url) {
 }
 
 test('Settings adds the second server as a remote engine and lists its model', async () => {
-  await openTab('settings');
+  await openTab(page, 'settings');
   assert.equal(await page.getByTestId('remote-key').getAttribute('type'), 'password');
   assert.match(await page.getByTestId('settings-remotes').innerText(), /vLLM, SGLang, llama-server or another medusa serve: http:\/\/host:port/);
   await addRemote('lab', remote.url);
@@ -117,13 +112,13 @@ test('after a restart the saved engine is asked again, so its model shows by nam
   await server.restart();
   await page.goto(server.url);
   await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
-  await openTab('chat');
+  await openTab(page, 'chat');
   await page.locator(`[data-testid="chat-engine"] option[value="lab/${remoteModel}"]`).waitFor({ state: 'attached' });
   assert.doesNotMatch(await page.getByTestId('chat-engine').innerText(), /its first model/);
 });
 
 test('Chat answers on the remote engine, greedy, and its figures say where it ran', async () => {
-  await openTab('chat');
+  await openTab(page, 'chat');
   await page.getByTestId('chat-engine').selectOption(`lab/${remoteModel}`);
   await page.getByTestId('chat-mode').selectOption('normal');
   // A remote engine drafts as it was started: no tree or draft length to pick.
@@ -159,7 +154,7 @@ test('Chat answers on the remote engine, greedy, and its figures say where it ra
 });
 
 test('Compare sets a Medusa run here beside the normal run of the same prompt on the remote engine', async () => {
-  await openTab('compare');
+  await openTab(page, 'compare');
   await page.getByTestId('compare-input').fill(COMPARED);
   await page.getByTestId('compare-max-tokens').fill('16');
   await page.getByTestId('compare-repeats').fill('1');
@@ -192,7 +187,7 @@ test('Compare sets a Medusa run here beside the normal run of the same prompt on
 });
 
 test('Concurrent runs its lanes on the remote engine', async () => {
-  await openTab('concurrent');
+  await openTab(page, 'concurrent');
   await page.getByTestId('concurrent-input').fill(LANES.join('\n'));
   await page.getByTestId('concurrent-max-tokens').fill('8');
   await page.getByTestId('concurrent-engine').selectOption(`lab/${remoteModel}`);
@@ -213,7 +208,7 @@ test('History names the engine of remote runs', async () => {
   const remoteRuns = (await runs(server.url)).filter((r) => r.engine === 'lab');
   // The chat's answer, the compared normal run and the lanes.
   assert.equal(remoteRuns.length, 2 + LANES.length);
-  await openTab('history');
+  await openTab(page, 'history');
   for (const run of remoteRuns) {
     const row = page.locator(`[data-testid="history-row"][data-run-id="${run.id}"]`);
     await row.waitFor();
@@ -249,7 +244,7 @@ test('An engine that cannot be reached says so, and a run on one that went away 
   await addRemote('dead', 'http://127.0.0.1:9');
   assert.match(await engine('dead').getByTestId('remote-error').innerText(), /cannot be reached/);
 
-  await openTab('chat');
+  await openTab(page, 'chat');
   const dead = page.getByTestId('chat-engine').locator('option[value="dead/"]');
   await dead.waitFor({ state: 'attached' });
   assert.equal(await dead.isDisabled(), true);
@@ -267,7 +262,7 @@ test('An engine that cannot be reached says so, and a run on one that went away 
   assert.match(await error.innerText(), /remote_unreachable: remote engine 'lab' cannot be reached at/);
 
   // The history keeps every earlier run, and the failed one.
-  await openTab('history');
+  await openTab(page, 'history');
   for (const run of before) await page.locator(`[data-testid="history-row"][data-run-id="${run.id}"]`).waitFor();
   const failed = await until(async () => {
     const [latest] = await runs(server.url);
@@ -280,14 +275,14 @@ test('An engine that cannot be reached says so, and a run on one that went away 
 });
 
 test('Settings removes the remote engines and the pickers go back to this machine', async () => {
-  await openTab('settings');
+  await openTab(page, 'settings');
   for (const name of ['dead', 'lab']) {
     await engine(name).getByTestId('remote-remove').click();
     await engine(name).waitFor({ state: 'detached' });
   }
   await page.getByTestId('remotes-empty').waitFor();
   assert.deepEqual(await api(server.url, '/api/remotes'), []);
-  await openTab('chat');
+  await openTab(page, 'chat');
   // With no engine left there is nothing to pick: the picker goes, and answers run here again.
   await page.getByTestId('chat-engine').waitFor({ state: 'detached' });
   // The model served here has heads: Medusa's tree can be picked again.
