@@ -28,8 +28,8 @@ pub struct BenchArgs {
     /// Most drafted tokens per step in speculative modes.
     #[arg(long)]
     pub max_draft: Option<usize>,
-    /// Lookup mode drafts this many tokens at every step that finds a match, whatever they
-    /// cost (default: as many as pay here).
+    /// Lookup and draft modes draft this many tokens at every step that has a guess, whatever
+    /// they cost (default: as many as pay here).
     #[arg(long, value_name = "N")]
     pub draft_length: Option<usize>,
     /// Concurrent streams to measure, comma-separated: for each N above 1, N requests run
