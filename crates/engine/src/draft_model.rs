@@ -17,7 +17,7 @@ use llama_cpp_2::token::LlamaToken;
 use crate::clock::ms_since;
 use crate::error::EngineError;
 use crate::llama_runtime::LlamaRuntime;
-use crate::request::{ChatMessage, Prompt, MAX_DRAFT_TOKENS};
+use crate::request::{ChatMessage, Prompt};
 use crate::speculative::drafter::{Guesses, ModelProposer};
 use crate::token::TokenId;
 
@@ -25,6 +25,10 @@ use crate::token::TokenId;
 /// is seldom accepted and costs a draft decode and a verified token (llama.cpp's
 /// `--draft-p-min` default).
 const MIN_PROBABILITY: f32 = 0.75;
+
+/// What a step that drafted leaves for the next proposal to read: its last guess (never decoded
+/// by the draft model) when accepted, and the model's own token.
+const STEP_READ: usize = 2;
 
 pub(crate) struct DraftModel<'m> {
     ctx: LlamaContext<'m>,
@@ -71,9 +75,9 @@ impl<'m> DraftModel<'m> {
         }
         let reading = Instant::now();
         let read = self.catch_up(seq, history)?;
-        // What a step brings (its root and accepted tokens) is a step's cost; more is text the
-        // draft model had not seen (a new prompt, or steps that did not draft).
-        let reading_ms = if read > MAX_DRAFT_TOKENS + 1 {
+        // What a drafting step leaves to read is a step's cost; more is text the draft model
+        // had not seen (a new prompt, or steps that did not draft with it).
+        let reading_ms = if read > STEP_READ {
             ms_since(reading)
         } else {
             0.0
