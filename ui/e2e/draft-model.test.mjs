@@ -30,6 +30,7 @@ after(async () => {
 });
 
 test('Settings names the draft model and how well it agreed with the model', async () => {
+  assert.equal((await page.getByTestId('header-draft-model').innerText()).trim(), 'draft: SmolLM2-135M-Instruct');
   await openTab(page, 'settings');
   const line = page.getByTestId('settings-draft-model');
   await line.waitFor();
