@@ -1,7 +1,7 @@
 // A draft model end to end: a real `medusa serve` on the default model with the model itself as
 // its draft model (it agrees with itself, so its guesses are accepted), and headless Chromium:
-// Settings names the draft model, the mode menus offer it, and Compare runs it beside normal
-// decoding with its nodes in its own colour in the step inspector.
+// Settings names the draft model, the mode menus offer it, Compare runs it beside normal
+// decoding with its nodes in its own colour in the step inspector, and History keeps it.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -89,4 +89,24 @@ test('Compare runs the draft model beside normal decoding and shows its guesses 
   const colour = await nodes.first().evaluate((el) => getComputedStyle(el.querySelector('rect, circle') ?? el).fill);
   assert.ok(colour && colour !== 'none', `the node is filled: ${colour}`);
   await screenshots(page, 'compare-draft-model', { fullPage: true });
+});
+
+test('History keeps which draft model a run drafted with', async () => {
+  await openTab(page, 'history');
+  // Compare's runs of the prompt, normal and draft mode: the draft mode's names its draft model.
+  const runs = page.locator('[data-testid="history-row"]').filter({ hasText: 'Count from 1 to 30' });
+  await runs.first().waitFor();
+  const count = await runs.count();
+  let found = false;
+  for (let i = 0; i < count && !found; i += 1) {
+    await runs.nth(i).click();
+    const detail = page.getByTestId('history-detail');
+    await detail.waitFor();
+    const draft = detail.getByTestId('history-detail-draft-model');
+    if ((await draft.count()) > 0) {
+      assert.match(await draft.innerText(), /^SmolLM2-135M-Instruct \(Q4_1\)$/);
+      found = true;
+    }
+  }
+  assert.ok(found, 'a run that names its draft model');
 });

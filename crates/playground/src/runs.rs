@@ -255,6 +255,14 @@ fn new_run(hosted: &HostedModel, valid: &ValidRequest) -> NewRun {
         request.max_tokens,
     );
     run.stop = request.stop.clone();
+    if valid.draft().draft_model {
+        run.draft_model = info.draft_model.as_ref().map(|d| ModelRef {
+            name: d.name.clone(),
+            path: d.path.display().to_string(),
+            file_type: d.file_type.clone(),
+            identity: String::new(),
+        });
+    }
     if request.mode.drafts_trees() && hosted.heads_path.is_some() {
         run.heads = hosted.heads_path.as_ref().map(|p| HeadsRef {
             path: p.display().to_string(),

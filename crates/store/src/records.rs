@@ -93,6 +93,9 @@ pub struct NewRun {
     pub mode: String,
     pub model: ModelRef,
     pub heads: Option<HeadsRef>,
+    /// The draft model that drafted beside the model, in draft and auto modes.
+    #[serde(default)]
+    pub draft_model: Option<ModelRef>,
     /// The draft tree as the caller describes it (a name or rank paths).
     pub tree: Option<serde_json::Value>,
     pub prompt: PromptRecord,
@@ -125,6 +128,7 @@ impl NewRun {
             mode: mode.into(),
             model,
             heads: None,
+            draft_model: None,
             tree: None,
             prompt,
             sampling,
@@ -347,6 +351,10 @@ pub struct Run {
     pub mode: String,
     pub model: ModelRef,
     pub heads: Option<HeadsRef>,
+    /// The draft model that drafted beside the model, in draft and auto modes. Exports made
+    /// before draft models lack it.
+    #[serde(default)]
+    pub draft_model: Option<ModelRef>,
     pub tree: Option<serde_json::Value>,
     pub prompt: PromptRecord,
     pub sampling: serde_json::Value,
@@ -404,6 +412,7 @@ impl Run {
             mode: new.mode.clone(),
             model: new.model.clone(),
             heads: new.heads.clone(),
+            draft_model: new.draft_model.clone(),
             tree: new.tree.clone(),
             prompt: new.prompt.clone(),
             sampling: new.sampling.clone(),

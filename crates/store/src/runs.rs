@@ -23,7 +23,7 @@ const RUN_COLUMNS: &str = "id, uid, created_at, status, mode, model_name, model_
      sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
      tokens_generated, ttft_ms, total_ms, tokens_per_second, decode_tokens_per_second, steps, \
      mean_accepted, acceptance_by_depth, seed, error, finished_at, engine, draft_tokens, \
-     accepted_draft_tokens, token_ids, logprobs";
+     accepted_draft_tokens, token_ids, logprobs, draft_model";
 
 const STEP_COLUMNS: &str = "step_index, tree_size, tree_depth, accepted_len, tokens, sources, \
      depth_hits, draft_ms, verify_ms, tree, skip, decision";
@@ -273,9 +273,9 @@ pub(crate) async fn insert_run(conn: &mut SqliteConnection, run: &Run) -> Result
          sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
          tokens_generated, ttft_ms, total_ms, tokens_per_second, decode_tokens_per_second, steps, \
          mean_accepted, acceptance_by_depth, seed, error, finished_at, engine, draft_tokens, \
-         accepted_draft_tokens, token_ids, logprobs) \
+         accepted_draft_tokens, token_ids, logprobs, draft_model) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
-         ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(run.uid.to_string())
     .bind(encode_time(&run.created_at))
@@ -314,6 +314,7 @@ pub(crate) async fn insert_run(conn: &mut SqliteConnection, run: &Run) -> Result
     .bind(run.accepted_draft_tokens)
     .bind(run.token_ids.as_ref().map(to_json).transpose()?)
     .bind(run.logprobs.as_ref().map(to_json).transpose()?)
+    .bind(run.draft_model.as_ref().map(to_json).transpose()?)
     .execute(&mut *conn)
     .await;
     match result {
@@ -444,6 +445,7 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
     let finished_at: Option<String> = row.try_get("finished_at")?;
     let token_ids: Option<String> = row.try_get("token_ids")?;
     let logprobs: Option<String> = row.try_get("logprobs")?;
+    let draft_model: Option<String> = row.try_get("draft_model")?;
     Ok(Run {
         id: row.try_get("id")?,
         uid: decode_uuid("uid", &uid)?,
@@ -460,6 +462,9 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
             path,
             identity: heads_identity.unwrap_or_default(),
         }),
+        draft_model: draft_model
+            .map(|d| from_json("draft_model", &d))
+            .transpose()?,
         tree: tree.map(|t| from_json("tree", &t)).transpose()?,
         prompt: from_json("prompt", &prompt)?,
         sampling: from_json("sampling", &sampling)?,

@@ -204,7 +204,7 @@ describe('sameShape', () => {
 function record(fields: Partial<RunRecord>): RunRecord {
   return {
     id: 4, uid: 'u', status: 'finished', created_at: '2025-03-12T10:00:00Z', mode: 'medusa',
-    model: { name: 'm', path: '/m.gguf', file_type: 'Q4_1', identity: '' }, heads: null, tree: null,
+    model: { name: 'm', path: '/m.gguf', file_type: 'Q4_1', identity: '' }, heads: null, draft_model: null, tree: null,
     prompt: { kind: 'chat', content: [] }, sampling: {}, max_tokens: 8, stop: [], comparison_id: null,
     queue_ms: 2, engine: null, output: 'The cat sat', stop_reason: 'max_tokens', prompt_tokens: 12, tokens_generated: 4,
     ttft_ms: 30, total_ms: 90, tokens_per_second: 44.4, decode_tokens_per_second: 50, steps: 2,

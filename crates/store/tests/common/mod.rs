@@ -66,6 +66,8 @@ pub fn new_run(mode: &str, model_name: &str, prompt: PromptRecord, minutes: i64)
             identity: "heads-v1".into(),
         });
         run.tree = Some(json!([[0], [0, 0], [1]]));
+        // The store keeps whatever optional fields a run has, whichever mode would use them.
+        run.draft_model = Some(model("smollm2-135m-q4_0"));
     }
     run.stop = vec!["\n\n".into(), "</s>".into()];
     run.queue_ms = Some(1.25);
@@ -189,6 +191,7 @@ pub fn expected_finished(id: i64, new: &NewRun, outcome: &RunOutcome) -> Run {
         mode: new.mode.clone(),
         model: new.model.clone(),
         heads: new.heads.clone(),
+        draft_model: new.draft_model.clone(),
         tree: new.tree.clone(),
         prompt: new.prompt.clone(),
         sampling: new.sampling.clone(),

@@ -1228,7 +1228,12 @@ export type RunRecord = {
 /**
  * Local id: differs between databases, unlike `uid`.
  */
-id: number, uid: string, status: RunStatus, created_at: string, mode: string, model: ModelRef, heads: HeadsRef | null, tree: JsonValue | null, prompt: PromptRecord, sampling: JsonValue, max_tokens: number, stop: Array<string>, comparison_id: number | null, queue_ms: number | null, 
+id: number, uid: string, status: RunStatus, created_at: string, mode: string, model: ModelRef, heads: HeadsRef | null, 
+/**
+ * The draft model that drafted beside the model, in draft and auto modes. Exports made
+ * before draft models lack it.
+ */
+draft_model: ModelRef | null, tree: JsonValue | null, prompt: PromptRecord, sampling: JsonValue, max_tokens: number, stop: Array<string>, comparison_id: number | null, queue_ms: number | null, 
 /**
  * The remote engine that ran it, by name; `None`: the playground's own model. Exports made
  * before remote engines lack it.
