@@ -99,8 +99,10 @@ test('History keeps which draft model a run drafted with', async () => {
   const count = await runs.count();
   let found = false;
   for (let i = 0; i < count && !found; i += 1) {
+    const id = await runs.nth(i).getAttribute('data-run-id');
     await runs.nth(i).click();
-    const detail = page.getByTestId('history-detail');
+    // The clicked run's detail, not the one open before it.
+    const detail = page.locator(`[data-testid="history-detail"][data-run-id="${id}"]`);
     await detail.waitFor();
     const draft = detail.getByTestId('history-detail-draft-model');
     if ((await draft.count()) > 0) {
