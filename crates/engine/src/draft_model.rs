@@ -18,8 +18,9 @@ use crate::clock::ms_since;
 use crate::error::EngineError;
 use crate::llama_runtime::LlamaRuntime;
 use crate::request::{ChatMessage, Prompt};
+use crate::sampler::argmax;
 use crate::speculative::drafter::{Guesses, ModelProposer};
-use crate::token::TokenId;
+use crate::token::{common_prefix, TokenId};
 
 /// A guess the draft model gives less probability than this ends its chain: an unsure guess
 /// is seldom accepted and costs a draft decode and a verified token (llama.cpp's
@@ -111,7 +112,7 @@ impl<'m> DraftModel<'m> {
         if keep < held.len() {
             self.ctx
                 .kv_cache_seq_rm(seq as i32, Some(keep as u32), None)
-                .map_err(|e| EngineError::Decode(format!("draft model: {e}")))?;
+                .map_err(failed)?;
             self.held[seq].truncate(keep);
         }
         for start in (keep..history.len()).step_by(self.n_batch) {
@@ -122,19 +123,37 @@ impl<'m> DraftModel<'m> {
         Ok(history.len() - keep)
     }
 
-    /// One decode of `tokens` at positions from `pos` in sequence `seq`, logits for the last.
+    /// One decode of `tokens` at positions from `pos` in sequence `seq`, with logits for the
+    /// last token.
     fn decode(&mut self, seq: usize, tokens: &[TokenId], pos: usize) -> Result<(), EngineError> {
+        self.decode_with_logits_from(seq, tokens, pos, tokens.len().saturating_sub(1))
+    }
+
+    /// [`Self::decode`], with logits for every token from index `first` of `tokens`.
+    fn decode_with_logits_from(
+        &mut self,
+        seq: usize,
+        tokens: &[TokenId],
+        pos: usize,
+        first: usize,
+    ) -> Result<(), EngineError> {
         self.batch.clear();
         for (i, &token) in tokens.iter().enumerate() {
-            let last = i + 1 == tokens.len();
             self.batch
-                .add(LlamaToken(token), (pos + i) as i32, &[seq as i32], last)
-                .map_err(|e| EngineError::Decode(format!("draft model: {e}")))?;
+                .add(
+                    LlamaToken(token),
+                    (pos + i) as i32,
+                    &[seq as i32],
+                    i >= first,
+                )
+                .map_err(failed)?;
         }
-        self.ctx
-            .decode(&mut self.batch)
-            .map_err(|e| EngineError::Decode(format!("draft model: {e}")))
+        self.ctx.decode(&mut self.batch).map_err(failed)
     }
+}
+
+fn failed(e: impl std::fmt::Display) -> EngineError {
+    EngineError::Decode(format!("draft model: {e}"))
 }
 
 /// How well a draft model guesses the served model's answers, measured when it loads: the
@@ -185,15 +204,7 @@ impl<'m> DraftModel<'m> {
             return Ok(None);
         }
         self.forget(0)?;
-        self.batch.clear();
-        for (pos, &token) in text.iter().enumerate() {
-            self.batch
-                .add(LlamaToken(token), pos as i32, &[0], pos >= first)
-                .map_err(|e| EngineError::Decode(format!("draft model: {e}")))?;
-        }
-        self.ctx
-            .decode(&mut self.batch)
-            .map_err(|e| EngineError::Decode(format!("draft model: {e}")))?;
+        self.decode_with_logits_from(0, text, 0, first)?;
         let (mut guesses, mut right) = (0, 0);
         for (i, &expected) in text[first + 1..].iter().enumerate() {
             let logits = self.ctx.get_logits_ith((first + i) as i32);
@@ -224,7 +235,7 @@ impl<'m> DraftModel<'m> {
     fn forget(&mut self, seq: usize) -> Result<(), EngineError> {
         self.ctx
             .kv_cache_seq_rm(seq as i32, None, None)
-            .map_err(|e| EngineError::Decode(format!("draft model: {e}")))?;
+            .map_err(failed)?;
         self.held[seq].clear();
         Ok(())
     }
@@ -246,12 +257,7 @@ fn greedy_answer(
     let mut answer = Vec::with_capacity(max);
     let mut index = prompt.len() as i32 - 1;
     while answer.len() < max {
-        let logits = runtime.logits(index);
-        let token = logits
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.total_cmp(b.1))
-            .map_or(0, |(t, _)| t as TokenId);
+        let token = argmax(runtime.logits(index));
         if runtime.model().vocab().is_eog(LlamaToken(token)) {
             break;
         }
@@ -276,20 +282,17 @@ impl ModelProposer for RefCell<DraftModel<'_>> {
     }
 }
 
-fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
 /// The most likely token, when the draft model gives it at least [`MIN_PROBABILITY`] and the
 /// served model's vocabulary has it.
 fn confident_top(logits: &[f32], target_vocab: usize) -> Option<TokenId> {
-    let (best, &max) = logits
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.total_cmp(b.1))?;
+    if logits.is_empty() {
+        return None;
+    }
+    let best = argmax(logits);
+    let max = logits[best as usize];
     let sum: f32 = logits.iter().map(|&l| (l - max).exp()).sum();
     // The top token's softmax probability is 1 / sum.
-    (sum * MIN_PROBABILITY <= 1.0 && best < target_vocab).then_some(best as TokenId)
+    (sum * MIN_PROBABILITY <= 1.0 && (best as usize) < target_vocab).then_some(best)
 }
 
 /// What a vocabulary must agree on for one model to draft for another.
@@ -418,12 +421,5 @@ mod tests {
         // A confident guess beyond the served model's vocabulary.
         assert_eq!(confident_top(&[0.0, 0.0, 6.0], 2), None);
         assert_eq!(confident_top(&[], 2), None);
-    }
-
-    #[test]
-    fn the_common_prefix_is_what_both_start_with() {
-        assert_eq!(common_prefix(&[1, 2, 3], &[1, 2, 4, 5]), 2);
-        assert_eq!(common_prefix(&[], &[1]), 0);
-        assert_eq!(common_prefix(&[1, 2], &[1, 2]), 2);
     }
 }

@@ -82,9 +82,9 @@ impl DrafterPool {
     ) -> Self {
         Self {
             medusa,
-            draft_model_prior: draft_model.map(|a| {
-                AcceptanceStats::with_rate(a.rate, PRIOR_WEIGHT, a.ms_per_token).priced_per_token()
-            }),
+            // Priced per token by the drafting that takes it up, as the drafter says.
+            draft_model_prior: draft_model
+                .map(|a| AcceptanceStats::with_rate(a.rate, PRIOR_WEIGHT, a.ms_per_token)),
             learnt: HashMap::new(),
             confidence_z,
         }

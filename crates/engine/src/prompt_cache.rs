@@ -5,7 +5,7 @@
 //! last. The scheduler copies cells in and out and decides how many entries the KV cache can
 //! spare (every active request may need its whole share of cells).
 
-use crate::token::TokenId;
+use crate::token::{common_prefix, TokenId};
 
 #[derive(Debug)]
 struct Entry {
@@ -129,10 +129,6 @@ impl PromptCache {
     pub(crate) fn clear(&mut self) -> Vec<i32> {
         self.evict_to(0)
     }
-}
-
-fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 #[cfg(test)]

@@ -352,23 +352,12 @@ impl Proposer {
         tree.truncate(max_nodes);
         self.class = self.drafter.evidence_class();
         if self.acceptance.len() <= self.class {
-            let first = &self.acceptance[0];
-            let mut fresh = if first.is_priced_per_token() {
-                AcceptanceStats::default().priced_per_token()
-            } else {
-                AcceptanceStats::default()
-            };
-            fresh.record_draft_time(first.draft_ms());
+            let fresh = self.acceptance[0].without_evidence();
             self.acceptance.resize(self.class + 1, fresh);
         }
         if !tree.is_empty() {
             let ms = (ms_since(started) - self.drafter.reading_ms()).max(0.0);
-            let per = if self.drafter.priced_per_token() {
-                tree.len() as f64
-            } else {
-                1.0
-            };
-            self.stats_mut().record_draft_time(ms / per);
+            self.stats_mut().record_draft(ms, tree.len());
         }
         tree
     }

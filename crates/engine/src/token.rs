@@ -3,3 +3,20 @@
 
 /// A token of the model's vocabulary, as llama.cpp numbers it.
 pub type TokenId = i32;
+
+/// How many tokens `a` and `b` start with alike.
+pub(crate) fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_common_prefix_is_what_both_start_with() {
+        assert_eq!(common_prefix(&[1, 2, 3], &[1, 2, 4, 5]), 2);
+        assert_eq!(common_prefix(&[], &[1]), 0);
+        assert_eq!(common_prefix(&[1, 2], &[1, 2]), 2);
+    }
+}

@@ -67,6 +67,13 @@ impl AcceptanceStats {
         };
     }
 
+    /// Records how long making a draft of `drafted` tokens took (per token where drafts are
+    /// priced so).
+    pub fn record_draft(&mut self, ms: f64, drafted: usize) {
+        let per = if self.per_token { drafted.max(1) } else { 1 };
+        self.record_draft_time(ms / per as f64);
+    }
+
     /// Records how long making a draft took.
     pub fn record_draft_time(&mut self, ms: f64) {
         if ms.is_finite() && ms >= 0.0 {
@@ -142,8 +149,14 @@ impl AcceptanceStats {
         self
     }
 
-    pub fn is_priced_per_token(&self) -> bool {
-        self.per_token
+    /// No evidence yet, but this one's drafting time and pricing (a new evidence class of the
+    /// same drafter).
+    pub fn without_evidence(&self) -> Self {
+        Self {
+            draft_ms: self.draft_ms,
+            per_token: self.per_token,
+            ..Self::default()
+        }
     }
 
     /// What a draft of `len` tokens is expected to take to make.
@@ -402,6 +415,13 @@ mod tests {
         assert_eq!(per_token.draft_cost(8), 16.0);
         let len = choose_draft_len(&flat, &per_token, 8);
         assert!((1..8).contains(&len), "{len}");
+        // A 4-token draft that took 8 ms: 2 ms a token where priced so, 8 ms a draft otherwise.
+        let mut timed = AcceptanceStats::default().priced_per_token();
+        timed.record_draft(8.0, 4);
+        assert_eq!(timed.draft_ms(), 2.0);
+        let mut flat_priced = AcceptanceStats::default();
+        flat_priced.record_draft(8.0, 4);
+        assert_eq!(flat_priced.draft_ms(), 8.0);
     }
 
     #[test]
