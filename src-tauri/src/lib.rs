@@ -8,6 +8,7 @@ pub mod locale;
 pub mod model_commands;
 pub mod remote_commands;
 mod shutdown;
+pub mod training_commands;
 mod window_size;
 
 use anyhow::Context;
@@ -51,6 +52,12 @@ pub fn invoke_handler<R: tauri::Runtime>(
         model_commands::download_model,
         model_commands::cancel_download,
         model_commands::delete_model,
+        training_commands::start_training,
+        training_commands::list_training_jobs,
+        training_commands::get_training_job,
+        training_commands::cancel_training,
+        training_commands::resume_training,
+        training_commands::watch_training,
     ]
 }
 

@@ -60,7 +60,8 @@ pub struct TrainHeadsArgs {
     #[arg(long)]
     pub vocab_subset: Option<usize>,
     /// Keep the collected data in this file, and train from it instead of collecting again
-    /// when it exists (to compare settings on the same data).
+    /// when it exists (to compare settings on the same data). A collection stopped part-way
+    /// (Ctrl-C, a crash) continues from the answers kept beside it (`*.partial`).
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Hold out every Nth answer for evaluation.
@@ -203,6 +204,7 @@ impl ProgressBar {
                 steps,
                 loss,
                 learning_rate,
+                ..
             }) => {
                 self.enter("training");
                 self.draw(
@@ -211,7 +213,9 @@ impl ProgressBar {
                     format!("epoch {epoch} loss {loss:.3} lr {learning_rate:.1e}"),
                 );
             }
-            TrainProgress::Train(TrainEvent::Evaluated { epoch, evaluation }) => {
+            TrainProgress::Train(TrainEvent::Evaluated {
+                epoch, evaluation, ..
+            }) => {
                 self.line(&format!("epoch {epoch}: {}", summary(evaluation)));
             }
             TrainProgress::Writing => self.enter("writing"),

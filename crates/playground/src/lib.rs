@@ -8,6 +8,9 @@
 //! Flow of a run: an adapter's request shape -> [`GenerateRequest`](engine::GenerateRequest)
 //! -> [`Playground::check`] (the one validation) -> [`runs::start`] (queued on the engine, recorded
 //! in the store) -> [`RunEvent`]s back to the adapter.
+//!
+//! Heads training runs as a job beside generation (`training_jobs`), its figures in
+//! [`training_figures`].
 
 pub mod catalog;
 pub mod comparing;
@@ -31,6 +34,8 @@ pub mod run_order;
 pub mod runs;
 mod scoring;
 mod targets;
+pub mod training_figures;
+mod training_jobs;
 pub mod tuning;
 
 pub use draft::{DraftFields, TreeChoice};

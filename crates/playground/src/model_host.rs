@@ -2,7 +2,7 @@
 //! loads on its own thread while the current model keeps serving; if it fails, the current model
 //! stays and the error is kept for the UI to show.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
@@ -279,6 +279,18 @@ impl ModelHost {
             .map(|engine| HostedModel::new(Arc::new(engine), request.heads))
             .map_err(AppError::from);
         self.finish_load(result);
+    }
+
+    /// How the served model was loaded (threads, cost cache, GPU layers), for another engine
+    /// on `model`, without heads or a draft model.
+    pub fn config_for(&self, model: &Path) -> EngineConfig {
+        let mut config = self.template.clone();
+        config.model_path = model.to_path_buf();
+        config.heads_path = None;
+        config.draft_model_path = None;
+        config.tree = None;
+        config.load_progress = None;
+        config
     }
 
     /// Keeps a failure that happened before any load could start.

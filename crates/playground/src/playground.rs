@@ -20,6 +20,7 @@ use crate::info::{Health, Info};
 use crate::model_host::{HostedModel, LoadRequest, ModelHost};
 use crate::remotes::{AddRemoteRequest, RemoteInfo, Remotes, REMOTES_FILE};
 use crate::run_counters::RunCounters;
+use crate::training_jobs::TrainingSlot;
 
 #[derive(Clone)]
 pub struct Playground {
@@ -33,6 +34,7 @@ struct Inner {
     counters: RunCounters,
     running: Mutex<HashMap<i64, Canceller>>,
     tuning: AtomicBool,
+    training: TrainingSlot,
 }
 
 /// A request checked against the model that will run it (see [`Playground::check`]).
@@ -86,6 +88,7 @@ impl Playground {
                 counters: RunCounters::default(),
                 running: Mutex::new(HashMap::new()),
                 tuning: AtomicBool::new(false),
+                training: TrainingSlot::default(),
             }),
         }
     }
@@ -283,6 +286,11 @@ impl Playground {
             ));
         }
         Ok(TuningGuard(&self.inner.tuning))
+    }
+
+    /// The heads training job under way, if any.
+    pub(crate) fn training_slot(&self) -> &TrainingSlot {
+        &self.inner.training
     }
 
     /// Runs in progress.

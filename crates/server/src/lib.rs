@@ -19,6 +19,7 @@ mod paths;
 mod remotes_api;
 mod sampling;
 mod simple_api;
+mod training_api;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -178,6 +179,14 @@ pub fn router_with_ui(
             "/api/conversations/{id}/export",
             get(conversations_api::export),
         )
+        .route(
+            "/api/training",
+            get(training_api::list).post(training_api::start),
+        )
+        .route("/api/training/{id}", get(training_api::get))
+        .route("/api/training/{id}/cancel", post(training_api::cancel))
+        .route("/api/training/{id}/resume", post(training_api::resume))
+        .route("/api/training/{id}/events", get(training_api::events))
         .route("/health", get(api::health))
         .route("/metrics", get(api::metrics))
         .route("/api/{*rest}", any(api_not_found))

@@ -33,7 +33,7 @@ pub(crate) fn check_load_request(
     Ok(())
 }
 
-fn check_loadable(loadable: &Loadable<'_>, path: &Path) -> Result<(), AppError> {
+pub(crate) fn check_loadable(loadable: &Loadable<'_>, path: &Path) -> Result<(), AppError> {
     // Links and `..` resolved, so that no path leads out of an allowed directory. A missing
     // file is placed by its directory, so that inside an allowed one it is reported missing.
     let resolved = std::fs::canonicalize(path).ok().or_else(|| {

@@ -96,6 +96,17 @@ impl Store {
                 "runs left running by an earlier process are marked interrupted"
             );
         }
+        let interrupted_jobs =
+            sqlx::query("UPDATE training_jobs SET status = 'interrupted' WHERE status = 'running'")
+                .execute(&pool)
+                .await?
+                .rows_affected();
+        if interrupted_jobs > 0 {
+            tracing::warn!(
+                interrupted_jobs,
+                "training jobs left running by an earlier process are marked interrupted"
+            );
+        }
         settle_answers(&mut *pool.acquire().await?, None).await?;
         Ok(Self {
             pool,

@@ -53,6 +53,13 @@ impl StoreError {
         }
     }
 
+    pub(crate) fn training_job_not_found(id: i64) -> Self {
+        Self::NotFound {
+            entity: "training job",
+            id,
+        }
+    }
+
     pub(crate) fn comparison_not_found(id: i64) -> Self {
         Self::NotFound {
             entity: "comparison",

@@ -16,6 +16,7 @@ use crate::error::{Result, StoreError};
 use crate::filter::RunFilter;
 use crate::records::{Comparison, Run, RunWithSteps};
 use crate::runs::{list_runs, load_steps};
+use crate::training_jobs::{list_jobs, TrainingJob};
 
 /// Version of [`ExportDocument`]; import refuses any other.
 pub const EXPORT_VERSION: u32 = 1;
@@ -79,6 +80,9 @@ pub struct ExportDocument {
     pub runs: Vec<RunWithSteps>,
     /// Every comparison that an exported run belongs to.
     pub comparisons: Vec<Comparison>,
+    /// Every heads training job (exports made before jobs were kept have none).
+    #[serde(default)]
+    pub training_jobs: Vec<TrainingJob>,
 }
 
 /// CSV columns, in order. `prompt` is the text, or the last user message of a chat.
@@ -218,12 +222,14 @@ impl Store {
         for id in comparison_ids {
             comparisons.push(load_comparison(&mut tx, id).await?);
         }
+        let training_jobs = list_jobs(&mut tx).await?;
         tx.commit().await?;
         Ok(ExportDocument {
             version: EXPORT_VERSION,
             exported_at: Utc::now(),
             runs: with_steps,
             comparisons,
+            training_jobs,
         })
     }
 }

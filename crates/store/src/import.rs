@@ -12,6 +12,7 @@ use crate::error::{Result, StoreError};
 use crate::export::{ExportDocument, EXPORT_VERSION};
 use crate::records::{PromptRecord, Run, RunStatus, RunWithSteps, StepRecord};
 use crate::runs::{insert_run, insert_step};
+use crate::training_jobs::import_job;
 
 /// Runs written per transaction: each batch holds the write lock briefly, so that generations
 /// running meanwhile are recorded between batches.
@@ -41,6 +42,9 @@ pub struct ImportReport {
     /// Why runs were rejected: the first 100.
     pub rejections: Vec<ImportRejection>,
     pub comparisons_imported: usize,
+    /// Heads training jobs added (those whose uid was stored already are left as they were).
+    #[serde(default)]
+    pub training_jobs_imported: usize,
     /// Comparisons not re-created: a run of theirs is missing from the file or was rejected, or
     /// already belongs to a comparison here (typically the same one, imported before).
     pub comparisons_skipped: usize,
@@ -119,6 +123,8 @@ impl Store {
             self.health.observe(write.await)?;
         }
         let write = self.import_comparisons(document, &local_ids, &mut report);
+        self.health.observe(write.await)?;
+        let write = self.import_training_jobs(document, &mut report);
         self.health.observe(write.await)?;
         tracing::info!(
             imported = report.imported,
@@ -220,6 +226,38 @@ impl Store {
         report.comparisons_imported += imported;
         report.comparisons_skipped += skipped;
         Ok(())
+    }
+}
+
+impl Store {
+    async fn import_training_jobs(
+        &self,
+        document: &ExportDocument,
+        report: &mut ImportReport,
+    ) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        for job in &document.training_jobs {
+            let size = serde_json::to_vec(&job.figures)?.len()
+                + serde_json::to_vec(&job.settings)?.len()
+                + job
+                    .report
+                    .as_ref()
+                    .map_or(Ok(0), |r| serde_json::to_vec(r).map(|v| v.len()))?;
+            if size > MAX_TEXT_BYTES {
+                report.reject(
+                    job.uid.to_string(),
+                    format!(
+                        "training job {} holds more than {MAX_TEXT_BYTES} bytes",
+                        job.id
+                    ),
+                );
+                continue;
+            }
+            if import_job(&mut tx, job).await? {
+                report.training_jobs_imported += 1;
+            }
+        }
+        tx.commit().await
     }
 }
 

@@ -1,7 +1,7 @@
 //! Run history for Medusa Playground: every generation run kept in SQLite with its prompt,
 //! settings, output, timings, Medusa statistics and per-step events; comparisons that link runs of
-//! one prompt in different modes; chat conversations whose messages link to their runs; export
-//! as JSON, JSON lines or CSV, and import of JSON exports.
+//! one prompt in different modes; chat conversations whose messages link to their runs; heads
+//! training jobs; export as JSON, JSON lines or CSV, and import of JSON exports.
 //!
 //! The store knows nothing of the engine: it has its own plain records, and the caller maps engine
 //! results onto them.
@@ -38,6 +38,7 @@ mod import;
 mod records;
 mod runs;
 mod search;
+mod training_jobs;
 mod turns;
 mod write;
 
@@ -58,5 +59,8 @@ pub use records::{
     DraftSkipRecord, DrafterEvidenceRecord, HeadsRef, MessageRecord, ModeFigures, ModelRef, NewRun,
     PromptRecord, Run, RunOutcome, RunStatus, RunWithSteps, SpeedVerdict, Spread, StepRecord,
     StepTokenRecord, StepTreeRecord, TokenLogprobRecord, TopLogprobRecord,
+};
+pub use training_jobs::{
+    NewTrainingJob, TrainingJob, TrainingProgress, TrainingStatus, MAX_TRAINING_JOBS_LISTED,
 };
 pub use write::StoreHealth;

@@ -3,10 +3,14 @@
 
 use std::collections::VecDeque;
 
-use engine::{ChatMessage, Engine, GenerateRequest, GenerationStream, Prompt, SamplingParams};
+use engine::{
+    ChatMessage, Engine, GenerateRequest, GenerationEvent, GenerationStream, Prompt, RunSummary,
+    SamplingParams,
+};
 
 use crate::data_file::DataWriter;
 use crate::dataset::{Answer, Dataset};
+use crate::stop::StopFlag;
 use crate::TrainError;
 
 /// How far collection has got.
@@ -17,31 +21,41 @@ pub struct CollectEvent {
     pub tokens: usize,
 }
 
-/// Answers `prompts` with `in_flight` requests submitted at once, adding each answer to a
-/// dataset for `heads` heads (and to `save`, if given).
+/// What to collect: the prompts, and how many of them were answered before (their answers are
+/// in the dataset already).
+pub struct Collection<'a> {
+    pub prompts: &'a [String],
+    pub answered: usize,
+    pub max_tokens: u32,
+    /// Requests submitted at once.
+    pub in_flight: usize,
+}
+
+/// Answers the prompts not answered yet, adding each answer to `data` (and to `save`, if
+/// given) in prompt order. Stops with [`TrainError::Cancelled`] when `stop` is raised, keeping
+/// the answers written so far.
 pub fn collect(
     engine: &Engine,
-    prompts: &[String],
-    max_tokens: u32,
-    heads: usize,
-    in_flight: usize,
+    collection: &Collection<'_>,
+    data: &mut Dataset,
     mut save: Option<&mut DataWriter>,
+    stop: &StopFlag,
     report: &mut dyn FnMut(CollectEvent),
-) -> Result<Dataset, TrainError> {
+) -> Result<(), TrainError> {
     let submit = |prompt: &str| -> Result<GenerationStream, TrainError> {
         let chat = Prompt::Chat(vec![ChatMessage::new("user", prompt)]);
         Ok(engine.generate(
-            GenerateRequest::new(chat, max_tokens)
+            GenerateRequest::new(chat, collection.max_tokens)
                 .with_sampling(SamplingParams::greedy())
                 .with_hidden_states(),
         )?)
     };
-    let mut data = Dataset::new(engine.info().n_embd as usize, heads);
+    let total = collection.prompts.len();
     let mut pending = VecDeque::new();
-    let mut next = prompts.iter();
-    let (mut done, mut tokens) = (0, 0);
+    let mut next = collection.prompts.iter().skip(collection.answered);
+    let (mut done, mut tokens) = (collection.answered, data.answer_tokens());
     loop {
-        while pending.len() < in_flight.max(1) {
+        while pending.len() < collection.in_flight.max(1) {
             match next.next() {
                 Some(prompt) => pending.push_back(submit(prompt)?),
                 None => break,
@@ -50,7 +64,8 @@ pub fn collect(
         let Some(stream) = pending.pop_front() else {
             break;
         };
-        let summary = stream.wait()?;
+        // Dropping the streams still pending cancels them.
+        let summary = wait_unless_stopped(stream, stop)?.ok_or(TrainError::Cancelled)?;
         let answer = Answer {
             tokens: summary.token_ids,
             states: summary.hidden_states,
@@ -63,9 +78,25 @@ pub fn collect(
         tokens += answer.tokens.len();
         report(CollectEvent {
             done,
-            total: prompts.len(),
+            total,
             tokens,
         });
     }
-    Ok(data)
+    Ok(())
+}
+
+/// The run's summary, or `None` once `stop` is raised (checked at every token).
+fn wait_unless_stopped(
+    mut stream: GenerationStream,
+    stop: &StopFlag,
+) -> Result<Option<RunSummary>, TrainError> {
+    while !stop.is_raised() {
+        match stream.blocking_next() {
+            Some(GenerationEvent::Finished(summary)) => return Ok(Some(summary)),
+            Some(GenerationEvent::Failed(err)) => return Err(err.into()),
+            Some(_) => {}
+            None => return Err(engine::EngineError::EngineStopped.into()),
+        }
+    }
+    Ok(None)
 }

@@ -18,6 +18,9 @@ pub enum TrainError {
         path: std::path::PathBuf,
         message: String,
     },
+    /// Stopped on request; collected answers stay in the data file, if one was given.
+    #[error("training was cancelled")]
+    Cancelled,
     #[error("cannot read the prompts in {path}: {message}")]
     Prompts { path: String, message: String },
 }

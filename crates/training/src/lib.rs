@@ -9,6 +9,7 @@ mod dataset;
 mod error;
 mod heads_model;
 mod schedule;
+mod stop;
 mod train;
 mod vocab;
 
@@ -27,9 +28,12 @@ use engine::{Engine, EngineConfig};
 use serde::Serialize;
 
 pub use collect::CollectEvent;
+use collect::Collection;
+use data_file::DataWriter;
 pub use dataset::Dataset;
 pub use error::TrainError;
-pub use train::{Evaluation, TrainEvent};
+pub use stop::StopFlag;
+pub use train::{Evaluation, TrainEvent, PLOTTED_TREE_NODES};
 
 use error::invalid;
 use heads_model::TrainableHeads;
@@ -76,7 +80,7 @@ pub struct TrainHeadsOptions {
     /// Restricts the heads to this many most frequent target tokens; `None` for all.
     pub vocab_subset: Option<usize>,
     /// Where collected data is kept: read instead of collecting when the file exists, written
-    /// after collecting when it does not.
+    /// while collecting when it does not (an unfinished collection there continues).
     pub data: Option<PathBuf>,
     /// Every this-many-th answer is held out for evaluation.
     pub heldout_every: usize,
@@ -86,8 +90,12 @@ pub struct TrainHeadsOptions {
     /// Requests the engine answers at once while generating the data.
     pub parallel: usize,
     pub seed: u64,
+    /// Held-out evaluations per epoch.
+    pub evaluations_per_epoch: usize,
     /// How the heads were made, stored with them.
     pub command: String,
+    /// Raised to stop (see [`TrainError::Cancelled`]).
+    pub stop: StopFlag,
 }
 
 impl TrainHeadsOptions {
@@ -113,11 +121,19 @@ impl TrainHeadsOptions {
             threads: None,
             parallel: 8,
             seed: 1,
+            evaluations_per_epoch: 1,
             command: String::new(),
+            stop: StopFlag::default(),
         }
     }
 
-    fn validate(&self) -> Result<(), TrainError> {
+    /// The prompts the model answers: the first `samples` of `prompts`.
+    pub fn answered_prompts(&self) -> &[String] {
+        &self.prompts[..self.samples.unwrap_or(usize::MAX).min(self.prompts.len())]
+    }
+
+    /// Refuses options out of range, naming the option.
+    pub fn validate(&self) -> Result<(), TrainError> {
         let range = |name, value: usize, low: usize, high: usize| {
             if (low..=high).contains(&value) {
                 Ok(())
@@ -142,6 +158,7 @@ impl TrainHeadsOptions {
         range("heldout_every", self.heldout_every, 2, 1000)?;
         range("tree_nodes", self.tree_nodes, 1, 256)?;
         range("parallel", self.parallel, 1, 64)?;
+        range("evaluations_per_epoch", self.evaluations_per_epoch, 1, 100)?;
         if let Some(n) = self.samples {
             range("samples", n, 2, usize::MAX)?;
         }
@@ -156,6 +173,16 @@ impl TrainHeadsOptions {
         }
         if self.prompts.len() < 2 {
             return Err(invalid("prompts", "need at least 2 prompts"));
+        }
+        let answered = self.answered_prompts().len();
+        if answered < self.heldout_every {
+            return Err(invalid(
+                "samples",
+                format!(
+                    "{answered} prompts leave none to hold out one in {}",
+                    self.heldout_every
+                ),
+            ));
         }
         Ok(())
     }
@@ -204,36 +231,34 @@ pub fn train_heads(
     progress: &mut dyn FnMut(TrainProgress),
 ) -> Result<TrainReport, TrainError> {
     options.validate()?;
-    let prompts = &options.prompts[..options
-        .samples
-        .unwrap_or(usize::MAX)
-        .min(options.prompts.len())];
-    if prompts.len() < options.heldout_every {
-        return Err(invalid(
-            "samples",
-            format!(
-                "{} prompts leave none to hold out one in {}",
-                prompts.len(),
-                options.heldout_every
-            ),
-        ));
-    }
+    let prompts = options.answered_prompts();
     let base = base_identity(&options.model_path)?;
     let (n_embd, n_vocab) = (base.n_embd as usize, base.n_vocab as usize);
 
     let started = Instant::now();
-    let data = match &options.data {
+    let mut data = Dataset::new(n_embd, options.heads);
+    match &options.data {
         Some(path) if path.exists() => {
-            let mut data = Dataset::new(n_embd, options.heads);
             data_file::read_data(path, &base, |answer| data.push_answer(&answer))?;
             progress(TrainProgress::LoadedData {
                 texts: data.sequences(),
                 positions: data.len(),
             });
-            data
         }
-        _ => collect_data(options, prompts, &base, progress)?,
-    };
+        Some(path) => {
+            let resumed = DataWriter::open(path, &base, |answer| data.push_answer(&answer))?;
+            if resumed.answers > 0 {
+                progress(TrainProgress::LoadedData {
+                    texts: data.sequences(),
+                    positions: data.len(),
+                });
+            }
+            let mut writer = resumed.writer;
+            collect_data(options, prompts, &mut data, Some(&mut writer), progress)?;
+            writer.finish()?;
+        }
+        None => collect_data(options, prompts, &mut data, None, progress)?,
+    }
     let generated_tokens = data.answer_tokens();
     let collect_seconds = started.elapsed().as_secs_f64();
 
@@ -294,6 +319,7 @@ pub fn train_heads(
         weight_decay: options.weight_decay,
         warmup_steps: (train_positions.len().div_ceil(options.batch_size) / 10).clamp(1, 100),
         seed: options.seed,
+        evaluations_per_epoch: options.evaluations_per_epoch,
     };
     let trained = train(
         &heads,
@@ -302,6 +328,7 @@ pub fn train_heads(
         &heldout_positions,
         &vocab,
         &train_options,
+        &options.stop,
         &mut |event| progress(TrainProgress::Train(event)),
     )?;
     let train_seconds = train_started.elapsed().as_secs_f64();
@@ -354,35 +381,37 @@ pub fn train_heads(
     })
 }
 
-/// Has the model answer `prompts` and reads its hidden states along the answers, saving them
-/// to `options.data` when set.
+/// Has the model answer the prompts `data` holds no answer to yet (answers come in prompt
+/// order), adding their hidden states along the answers to `data` and to `save`.
 fn collect_data(
     options: &TrainHeadsOptions,
     prompts: &[String],
-    base: &engine::medusa::heads::BaseIdentity,
+    data: &mut Dataset,
+    save: Option<&mut DataWriter>,
     progress: &mut dyn FnMut(TrainProgress),
-) -> Result<Dataset, TrainError> {
+) -> Result<(), TrainError> {
+    let answered = data.sequences();
+    if answered >= prompts.len() {
+        return Ok(());
+    }
     progress(TrainProgress::LoadingModel);
     let mut config = EngineConfig::new(&options.model_path);
     config.threads = options.threads;
     config.parallel = options.parallel;
     config.hidden_states = true;
     let engine = Engine::load(config)?;
-    let mut writer = match &options.data {
-        Some(path) => Some(data_file::DataWriter::create(path, base)?),
-        None => None,
-    };
-    let data = collect::collect(
-        &engine,
+    let collection = Collection {
         prompts,
-        options.max_tokens,
-        options.heads,
-        options.parallel * 2,
-        writer.as_mut(),
+        answered,
+        max_tokens: options.max_tokens,
+        in_flight: options.parallel * 2,
+    };
+    collect::collect(
+        &engine,
+        &collection,
+        data,
+        save,
+        &options.stop,
         &mut |event| progress(TrainProgress::Collect(event)),
-    )?;
-    if let Some(writer) = writer {
-        writer.finish()?;
-    }
-    Ok(data)
+    )
 }

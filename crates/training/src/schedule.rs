@@ -11,6 +11,17 @@ pub fn learning_rate(step: usize, total: usize, warmup: usize, peak: f64) -> f64
     floor + (peak - floor) * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
 }
 
+/// The steps of an epoch (1-based) after which held-out accuracy is measured: `per_epoch`
+/// evenly spaced, the last at the epoch's end.
+pub fn evaluation_steps(steps_per_epoch: usize, per_epoch: usize) -> Vec<usize> {
+    let per_epoch = per_epoch.clamp(1, steps_per_epoch.max(1));
+    let mut steps: Vec<usize> = (1..=per_epoch)
+        .map(|i| (i * steps_per_epoch).div_ceil(per_epoch))
+        .collect();
+    steps.dedup();
+    steps
+}
+
 /// A small deterministic generator for shuffling (SplitMix64).
 pub struct Shuffler(u64);
 
@@ -61,5 +72,13 @@ mod tests {
         assert_ne!(a, (0..20).collect::<Vec<_>>());
         a.sort();
         assert_eq!(a, (0..20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn evaluations_are_spread_over_the_epoch_and_end_it() {
+        assert_eq!(evaluation_steps(10, 1), vec![10]);
+        assert_eq!(evaluation_steps(10, 4), vec![3, 5, 8, 10]);
+        assert_eq!(evaluation_steps(3, 8), vec![1, 2, 3]);
+        assert_eq!(evaluation_steps(1, 0), vec![1]);
     }
 }

@@ -6,10 +6,12 @@ use candle_core::{DType, Tensor, D};
 use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
 
 use engine::medusa::accuracy::HeadAccuracy;
+use engine::speculative::tree_builder::{best_trees, AccuracyTable};
 
 use crate::dataset::Dataset;
 use crate::heads_model::{Batch, TrainableHeads};
-use crate::schedule::{learning_rate, Shuffler};
+use crate::schedule::{evaluation_steps, learning_rate, Shuffler};
+use crate::stop::StopFlag;
 use crate::vocab::HeadVocabulary;
 use crate::TrainError;
 
@@ -26,6 +28,8 @@ pub struct TrainOptions {
     pub weight_decay: f64,
     pub warmup_steps: usize,
     pub seed: u64,
+    /// Held-out evaluations per epoch (the last at its end), for plots of training as it goes.
+    pub evaluations_per_epoch: usize,
 }
 
 /// Held-out results.
@@ -37,7 +41,12 @@ pub struct Evaluation {
     /// Per head, the share of positions where the right token was at each rank.
     pub by_rank: Vec<Vec<f64>>,
     pub positions: Vec<usize>,
+    /// Tokens per step a tree of [`PLOTTED_TREE_NODES`] nodes built from `by_rank` would give.
+    pub tree_tokens_per_step: f64,
 }
+
+/// The tree size whose expected tokens per step evaluations report.
+pub const PLOTTED_TREE_NODES: usize = 64;
 
 /// What the loop reports as it goes.
 #[derive(Debug, Clone)]
@@ -47,35 +56,49 @@ pub enum TrainEvent {
         step: usize,
         steps: usize,
         loss: f64,
+        /// Each head's own cross-entropy on the batch (unweighted); `None` for a head with no
+        /// target in the batch.
+        head_losses: Vec<Option<f64>>,
         learning_rate: f64,
     },
     Evaluated {
         epoch: usize,
+        /// Optimizer steps done when evaluated.
+        step: usize,
         evaluation: Evaluation,
     },
 }
 
-fn weighted_loss(logits: &[Tensor], batch: &Batch) -> candle_core::Result<Tensor> {
+/// The training loss and each head's own cross-entropy.
+fn weighted_loss(
+    logits: &[Tensor],
+    batch: &Batch,
+) -> candle_core::Result<(Tensor, Vec<Option<f64>>)> {
     let mut total: Option<Tensor> = None;
+    let mut head_losses = Vec::with_capacity(logits.len());
     for (k, head_logits) in logits.iter().enumerate() {
         let log_probs = candle_nn::ops::log_softmax(head_logits, D::Minus1)?;
         let picked = log_probs.gather(&batch.rows[k], 1)?;
         let count = batch.mask[k].sum_all()?.to_scalar::<f32>()?;
         if count == 0.0 {
+            head_losses.push(None);
             continue;
         }
         let nll = (picked * &batch.mask[k])?
             .sum_all()?
-            .affine(-HEAD_DECAY.powi(k as i32) / count as f64, 0.0)?;
+            .affine(-1.0 / count as f64, 0.0)?;
+        head_losses.push(Some(nll.to_scalar::<f32>()? as f64));
+        let weighted = nll.affine(HEAD_DECAY.powi(k as i32), 0.0)?;
         total = Some(match total {
-            Some(t) => (t + nll)?,
-            None => nll,
+            Some(t) => (t + weighted)?,
+            None => weighted,
         });
     }
-    match total {
-        Some(t) => Ok(t),
-        None => Tensor::new(0f32, batch.hidden.device()),
-    }
+    let total = match total {
+        Some(t) => t,
+        None => Tensor::new(0f32, batch.hidden.device())?,
+    };
+    Ok((total, head_losses))
 }
 
 /// Loss and rank statistics of `heads` over `positions`.
@@ -91,7 +114,8 @@ pub fn evaluate(
     for chunk in positions.chunks(batch_size.max(1)) {
         let batch = heads.batch(data, chunk, vocab)?;
         let logits = heads.forward(&batch)?;
-        loss_sum += weighted_loss(&logits, &batch)?.to_scalar::<f32>()? as f64 * chunk.len() as f64;
+        loss_sum +=
+            weighted_loss(&logits, &batch)?.0.to_scalar::<f32>()? as f64 * chunk.len() as f64;
         batches += chunk.len();
         for (k, head_logits) in logits.iter().enumerate() {
             accuracy.positions[k] += batch.with_target[k] as u64;
@@ -111,7 +135,12 @@ pub fn evaluate(
         }
     }
     let by_rank = accuracy.rates();
+    let tree_tokens_per_step = AccuracyTable::new(by_rank.clone())
+        .ok()
+        .and_then(|table| best_trees(&table, PLOTTED_TREE_NODES).pop())
+        .map_or(1.0, |tree| tree.expected_tokens);
     Ok(Evaluation {
+        tree_tokens_per_step,
         loss: if batches == 0 {
             0.0
         } else {
@@ -124,8 +153,10 @@ pub fn evaluate(
     })
 }
 
-/// Trains `heads` on `train` for `options.epochs`, evaluating on `heldout` after each epoch.
-/// Returns the last evaluation.
+/// Trains `heads` on `train` for `options.epochs`, evaluating on `heldout` as it goes (at the end
+/// of each epoch at least). Returns the last evaluation; [`TrainError::Cancelled`] once `stop` is
+/// raised.
+#[allow(clippy::too_many_arguments)]
 pub fn train(
     heads: &TrainableHeads,
     data: &Dataset,
@@ -133,6 +164,7 @@ pub fn train(
     heldout: &[usize],
     vocab: &HeadVocabulary,
     options: &TrainOptions,
+    stop: &StopFlag,
     report: &mut dyn FnMut(TrainEvent),
 ) -> Result<Evaluation, TrainError> {
     let mut optimizer = AdamW::new(
@@ -145,6 +177,7 @@ pub fn train(
     )?;
     let steps_per_epoch = train.len().div_ceil(options.batch_size);
     let steps = steps_per_epoch * options.epochs;
+    let evaluate_after = evaluation_steps(steps_per_epoch, options.evaluations_per_epoch);
     let mut order = train.to_vec();
     let mut shuffler = Shuffler::new(options.seed);
     let mut step = 0;
@@ -152,11 +185,14 @@ pub fn train(
     for epoch in 1..=options.epochs {
         let _span = tracing::info_span!("epoch", epoch).entered();
         shuffler.shuffle(&mut order);
-        for chunk in order.chunks(options.batch_size) {
+        for (in_epoch, chunk) in order.chunks(options.batch_size).enumerate() {
+            if stop.is_raised() {
+                return Err(TrainError::Cancelled);
+            }
             let lr = learning_rate(step, steps, options.warmup_steps, options.learning_rate);
             optimizer.set_learning_rate(lr);
             let batch = heads.batch(data, chunk, vocab)?;
-            let loss = weighted_loss(&heads.forward(&batch)?, &batch)?;
+            let (loss, head_losses) = weighted_loss(&heads.forward(&batch)?, &batch)?;
             optimizer.backward_step(&loss)?;
             step += 1;
             report(TrainEvent::Step {
@@ -164,14 +200,18 @@ pub fn train(
                 step,
                 steps,
                 loss: loss.to_scalar::<f32>()? as f64,
+                head_losses,
                 learning_rate: lr,
             });
+            if evaluate_after.contains(&(in_epoch + 1)) {
+                last = evaluate(heads, data, heldout, vocab, options.batch_size)?;
+                report(TrainEvent::Evaluated {
+                    epoch,
+                    step,
+                    evaluation: last.clone(),
+                });
+            }
         }
-        last = evaluate(heads, data, heldout, vocab, options.batch_size)?;
-        report(TrainEvent::Evaluated {
-            epoch,
-            evaluation: last.clone(),
-        });
     }
     Ok(last)
 }
@@ -225,6 +265,7 @@ mod tests {
             weight_decay: 0.0,
             warmup_steps: 2,
             seed: 5,
+            evaluations_per_epoch: 1,
         }
     }
 
@@ -242,6 +283,7 @@ mod tests {
             &heldout,
             &vocab,
             &options,
+            &StopFlag::default(),
             &mut |e| {
                 if let TrainEvent::Step { .. } = e {
                     steps += 1
@@ -312,6 +354,7 @@ mod tests {
                 &heldout,
                 &vocab,
                 &options(30),
+                &StopFlag::default(),
                 &mut |_| {},
             )
             .unwrap()

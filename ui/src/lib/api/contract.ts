@@ -976,6 +976,141 @@ export type SetTreeRequest = { tree: TreeChoice, };
 export type TuneRequest = { max_tokens?: number, max_nodes?: number, confirm?: boolean, };
 
 /**
+ * Train Medusa heads for a model on its own answers.
+ */
+export type TrainingRequest = { 
+/**
+ * The GGUF model (a path the playground may load).
+ */
+model: string, 
+/**
+ * A prompt file, one prompt per line; the project's prompt set when absent.
+ */
+prompts?: string, 
+/**
+ * Answer only the first N prompts.
+ */
+samples?: number, 
+/**
+ * Tokens the model writes per answer.
+ */
+max_tokens?: number, epochs?: number, heads?: number, 
+/**
+ * Let the heads propose only the N most frequent answer tokens.
+ */
+vocab_subset?: number, 
+/**
+ * Prompts the tune after training answers to measure the heads.
+ */
+tune_prompts?: number, tune_max_tokens?: number, };
+
+/**
+ * What a job runs with: the request with every default filled in. Stored with the job, so that
+ * a resume does exactly what the start did.
+ */
+export type TrainingSettings = { 
+/**
+ * The prompt file; `null` for the project's prompt set.
+ */
+prompts_file: string | null, 
+/**
+ * Prompts answered.
+ */
+samples: number, max_tokens: number, epochs: number, heads: number, vocab_subset: number | null, 
+/**
+ * Every this-many-th answer is held out for evaluation.
+ */
+heldout_every: number, evaluations_per_epoch: number, tune_prompts: number, tune_max_tokens: number, };
+
+export type TrainingPhase = "starting" | "loading_model" | "collecting" | "training" | "writing" | "tuning" | "done";
+
+/**
+ * Time spent in one phase (over every attempt of a resumed job).
+ */
+export type PhaseTime = { phase: TrainingPhase, seconds: number, };
+
+/**
+ * Training loss, averaged over the optimizer steps since the point before.
+ */
+export type LossPoint = { step: number, loss: number, 
+/**
+ * Each head's own cross-entropy; `null` where a head had no target.
+ */
+head_losses: Array<number | null>, };
+
+/**
+ * The heads on the held-out answers after `step` optimizer steps (step 0: untrained).
+ */
+export type EvaluationPoint = { step: number, epoch: number, loss: number, top1: Array<number>, top5: Array<number>, 
+/**
+ * Tokens per step a 64-node tree built from this accuracy would give.
+ */
+tree_tokens_per_step: number, };
+
+/**
+ * How far a job got, and what it measured on the way.
+ */
+export type TrainingFigures = { 
+/**
+ * Prompts answered, of `prompts`.
+ */
+answered: number, prompts: number, answer_tokens: number, epoch: number, epochs: number, 
+/**
+ * Optimizer steps done, of `steps`.
+ */
+step: number, steps: number, 
+/**
+ * Tune prompts measured, of `tune_prompts`.
+ */
+tuned: number, tune_prompts: number, 
+/**
+ * What the phase under way still needs, from its pace so far.
+ */
+seconds_left: number | null, phase_seconds: Array<PhaseTime>, losses: Array<LossPoint>, evaluations: Array<EvaluationPoint>, };
+
+/**
+ * What the tune after training found for the new heads on this machine.
+ */
+export type TuneSummary = { 
+/**
+ * Tokens per step the tuned tree's nodes were measured to accept along the tune prompts'
+ * answers (the tree counted on prompts it was not built from), if it could be counted.
+ */
+measured_tokens_per_step: number | null, chosen_nodes: number | null, chosen_expected_tokens_per_step: number | null, predicted_speedup: number | null, decision: string, };
+
+/**
+ * What a finished job made.
+ */
+export type TrainingReport = { heads_path: string, file_bytes: number, prompts: number, generated_tokens: number, train_positions: number, heldout_positions: number, untrained_top1: Array<number>, heldout_top1: Array<number>, heldout_top5: Array<number>, 
+/**
+ * The tree stored with the heads, and the tokens per step it should give.
+ */
+tree_nodes: number, expected_tokens_per_step: number, 
+/**
+ * Tokens per step of a 64-node tree from the held-out accuracy.
+ */
+tree_tokens_per_step: number, tune: TuneSummary | null, };
+
+/**
+ * A heads training job as stored.
+ */
+export type TrainingJob = { id: number, uid: string, created_at: string, updated_at: string, status: TrainingStatus, 
+/**
+ * What it is doing, or where it stopped.
+ */
+phase: string, model_name: string, model_path: string, settings: TrainingSettings, 
+/**
+ * Where its collected answers are kept.
+ */
+data_path: string | null, 
+/**
+ * The heads it wrote.
+ */
+heads_path: string | null, figures: TrainingFigures, report: TrainingReport | null, error: string | null, };
+
+export type TrainingStatus = "running" | "cancelled" | "failed" | "interrupted" | "finished";
+
+/**
  * What tuning measured and decided.
  */
 export type TuneReport = { 
@@ -1437,6 +1572,10 @@ rejected: number,
  * Why runs were rejected: the first 100.
  */
 rejections: Array<ImportRejection>, comparisons_imported: number, 
+/**
+ * Heads training jobs added (those whose uid was stored already are left as they were).
+ */
+training_jobs_imported: number, 
 /**
  * Comparisons not re-created: a run of theirs is missing from the file or was rejected, or
  * already belongs to a comparison here (typically the same one, imported before).

@@ -1,0 +1,82 @@
+//! `/api/training`: heads training jobs. Start one, list them, read one, cancel or resume it,
+//! and follow it as server-sent events (the job now, then each change until it stops running).
+
+use std::convert::Infallible;
+use std::path::Path;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::StreamExt;
+use playground::training_figures::TrainingRequest;
+use store::TrainingJob;
+
+use crate::error::ApiError;
+use crate::extract::{JsonBody, RecordId};
+use crate::ServerState;
+
+/// Starts a job for a model the server may load (its heads are written beside it); a prompt
+/// file must be in the same folders, since over HTTP a path is somebody else's input.
+#[tracing::instrument(skip_all)]
+pub async fn start(
+    State(state): State<ServerState>,
+    JsonBody(body): JsonBody<TrainingRequest>,
+) -> Result<(StatusCode, Json<TrainingJob>), ApiError> {
+    let loaded = state.playground.loaded_files();
+    let loadable = crate::paths::Loadable {
+        dirs: &state.access.loadable_dirs,
+        loaded: &loaded,
+    };
+    crate::paths::check_loadable(&loadable, Path::new(&body.model))?;
+    if let Some(prompts) = &body.prompts {
+        crate::paths::check_loadable(&loadable, Path::new(prompts))?;
+    }
+    let job = state.playground.start_training(body).await?;
+    Ok((StatusCode::CREATED, Json(job)))
+}
+
+pub async fn list(State(state): State<ServerState>) -> Result<Json<Vec<TrainingJob>>, ApiError> {
+    Ok(Json(state.playground.list_training_jobs().await?))
+}
+
+pub async fn get(
+    State(state): State<ServerState>,
+    RecordId(id): RecordId,
+) -> Result<Json<TrainingJob>, ApiError> {
+    Ok(Json(state.playground.get_training_job(id).await?))
+}
+
+#[tracing::instrument(skip(state, _body))]
+pub async fn cancel(
+    State(state): State<ServerState>,
+    RecordId(id): RecordId,
+    _body: axum::body::Bytes,
+) -> Result<StatusCode, ApiError> {
+    state.playground.cancel_training(id)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[tracing::instrument(skip(state, _body))]
+pub async fn resume(
+    State(state): State<ServerState>,
+    RecordId(id): RecordId,
+    _body: axum::body::Bytes,
+) -> Result<Json<TrainingJob>, ApiError> {
+    Ok(Json(state.playground.resume_training(id).await?))
+}
+
+pub async fn events(
+    State(state): State<ServerState>,
+    RecordId(id): RecordId,
+) -> Result<Response, ApiError> {
+    let updates = state.playground.training_updates(id).await?;
+    let events = updates.map(|job| {
+        let data = serde_json::to_string(&job).unwrap_or_default();
+        Ok::<_, Infallible>(Event::default().data(data))
+    });
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
