@@ -3,6 +3,8 @@
 
 use std::collections::VecDeque;
 
+use half::f16;
+
 use engine::{
     ChatMessage, Engine, GenerateRequest, GenerationEvent, GenerationStream, Prompt, RunSummary,
     SamplingParams,
@@ -66,9 +68,15 @@ pub fn collect(
         };
         // Dropping the streams still pending cancels them.
         let summary = wait_unless_stopped(stream, stop)?.ok_or(TrainError::Cancelled)?;
+        // Kept at the precision of the data file, so that training from a collection and
+        // training from its file (a resumed or repeated run) see the same numbers.
         let answer = Answer {
             tokens: summary.token_ids,
-            states: summary.hidden_states,
+            states: summary
+                .hidden_states
+                .into_iter()
+                .map(|v| f16::from_f32(v).to_f32())
+                .collect(),
         };
         if let Some(writer) = save.as_deref_mut() {
             writer.push(&answer)?;

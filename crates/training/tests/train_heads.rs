@@ -4,7 +4,9 @@
 
 use engine::medusa::accuracy::HeadAccuracy;
 use engine::{ChatMessage, Engine, EngineConfig, GenerateRequest, Prompt, SamplingParams};
-use training::{load_prompts, train_heads, TrainHeadsOptions, TrainProgress};
+use training::{
+    load_prompts, train_heads, CollectEvent, TrainError, TrainHeadsOptions, TrainProgress,
+};
 
 #[test]
 fn a_tiny_training_run_beats_untrained_heads_and_writes_a_loadable_file() {
@@ -109,4 +111,58 @@ fn bad_options_are_refused_before_any_work() {
     let err = train_heads(&options, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("missing.gguf"), "{err}");
     assert!(!dir.path().join("h.gguf").exists());
+}
+
+/// A collection stopped part-way keeps its answers and continues from them; heads trained from
+/// the finished data file alone (as `medusa train-heads --data` does) are the same heads.
+#[test]
+fn a_stopped_collection_resumes_and_its_data_trains_the_same_heads() {
+    let model = models::default_model_path().expect("default model");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("answers.data");
+    let mut options = TrainHeadsOptions::new(&model, dir.path().join("a.medusa.gguf"));
+    options.prompts = load_prompts(None).unwrap();
+    options.samples = Some(12);
+    options.heads = 2;
+    options.max_tokens = 24;
+    options.epochs = 2;
+    options.vocab_subset = Some(512);
+    options.heldout_every = 4;
+    options.parallel = 2;
+    options.data = Some(data.clone());
+
+    let stop = options.stop.clone();
+    let stopped = train_heads(&options, &mut |event| {
+        if let TrainProgress::Collect(CollectEvent { done: 3, .. }) = event {
+            stop.raise();
+        }
+    });
+    assert!(matches!(stopped, Err(TrainError::Cancelled)), "{stopped:?}");
+    assert!(!data.exists() && data.with_extension("partial").exists());
+
+    options.stop = Default::default();
+    let (mut resumed_from, mut first_collected) = (None, None);
+    let resumed = train_heads(&options, &mut |event| match event {
+        TrainProgress::LoadedData { texts, .. } => resumed_from = Some(texts),
+        TrainProgress::Collect(c) => {
+            first_collected.get_or_insert(c.done);
+        }
+        _ => {}
+    })
+    .unwrap();
+    // Stopped right after the third answer: three are kept, and the fourth is collected next.
+    assert_eq!((resumed_from, first_collected), (Some(3), Some(4)));
+    assert_eq!(resumed.prompts, 12);
+    assert!(data.exists() && !data.with_extension("partial").exists());
+
+    options.out = dir.path().join("b.medusa.gguf");
+    let mut collected = false;
+    let again = train_heads(&options, &mut |event| {
+        collected |= matches!(event, TrainProgress::Collect(_));
+    })
+    .unwrap();
+    assert!(!collected, "trained from the data file");
+    assert_eq!(again.generated_tokens, resumed.generated_tokens);
+    assert_eq!(again.trained.top1, resumed.trained.top1);
+    assert_eq!(again.trained.loss, resumed.trained.loss);
 }
