@@ -28,6 +28,9 @@ pub struct TrainingRequest {
     /// Let the heads propose only the N most frequent answer tokens.
     #[serde(default)]
     pub vocab_subset: Option<usize>,
+    /// Heads that also read the drafted path (the shipped heads' kind; default true).
+    #[serde(default)]
+    pub path_input: Option<bool>,
     /// Prompts the tune after training answers to measure the heads.
     #[serde(default)]
     pub tune_prompts: Option<usize>,
@@ -47,6 +50,7 @@ pub struct TrainingSettings {
     pub epochs: usize,
     pub heads: usize,
     pub vocab_subset: Option<usize>,
+    pub path_input: bool,
     /// Every this-many-th answer is held out for evaluation.
     pub heldout_every: usize,
     pub evaluations_per_epoch: usize,
@@ -54,8 +58,11 @@ pub struct TrainingSettings {
     pub tune_max_tokens: u32,
 }
 
-/// Answer length the shipped heads were trained on.
+/// The shipped heads' recipe: answers of 192 tokens, 2 epochs, the 8192 most frequent answer
+/// tokens, heads that read the drafted path.
 pub const DEFAULT_MAX_TOKENS: u32 = 192;
+pub const DEFAULT_EPOCHS: usize = 2;
+pub const DEFAULT_VOCAB_SUBSET: usize = 8192;
 /// Held-out evaluations per epoch: enough points for the accuracy plots, at about 4% of the
 /// training time each.
 pub const EVALUATIONS_PER_EPOCH: usize = 4;

@@ -21,7 +21,8 @@ use crate::error::{AppError, ErrorKind};
 use crate::playground::Playground;
 use crate::training_figures::{
     TrainingFigures, TrainingPhase, TrainingReport, TrainingRequest, TrainingSettings, TuneSummary,
-    DEFAULT_MAX_TOKENS, DEFAULT_TUNE_MAX_TOKENS, EVALUATIONS_PER_EPOCH,
+    DEFAULT_EPOCHS, DEFAULT_MAX_TOKENS, DEFAULT_TUNE_MAX_TOKENS, DEFAULT_VOCAB_SUBSET,
+    EVALUATIONS_PER_EPOCH,
 };
 
 /// Where jobs keep their collected answers, beside the history.
@@ -140,9 +141,10 @@ impl Plan {
             prompts_file: request.prompts.clone(),
             samples,
             max_tokens: request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-            epochs: request.epochs.unwrap_or(defaults.epochs),
+            epochs: request.epochs.unwrap_or(DEFAULT_EPOCHS),
             heads: request.heads.unwrap_or(defaults.heads),
-            vocab_subset: request.vocab_subset,
+            vocab_subset: Some(request.vocab_subset.unwrap_or(DEFAULT_VOCAB_SUBSET)),
+            path_input: request.path_input.unwrap_or(true),
             heldout_every: defaults.heldout_every,
             evaluations_per_epoch: EVALUATIONS_PER_EPOCH,
             tune_prompts,
@@ -179,6 +181,7 @@ impl Plan {
         options.epochs = s.epochs;
         options.heads = s.heads;
         options.vocab_subset = s.vocab_subset;
+        options.path_input = s.path_input;
         options.heldout_every = s.heldout_every;
         options.evaluations_per_epoch = s.evaluations_per_epoch;
         options.data = Some(data.to_path_buf());

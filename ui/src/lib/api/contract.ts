@@ -1000,6 +1000,10 @@ max_tokens?: number, epochs?: number, heads?: number,
  */
 vocab_subset?: number, 
 /**
+ * Heads that also read the drafted path (the shipped heads' kind; default true).
+ */
+path_input?: boolean, 
+/**
  * Prompts the tune after training answers to measure the heads.
  */
 tune_prompts?: number, tune_max_tokens?: number, };
@@ -1016,7 +1020,7 @@ prompts_file: string | null,
 /**
  * Prompts answered.
  */
-samples: number, max_tokens: number, epochs: number, heads: number, vocab_subset: number | null, 
+samples: number, max_tokens: number, epochs: number, heads: number, vocab_subset: number | null, path_input: boolean, 
 /**
  * Every this-many-th answer is held out for evaluation.
  */
