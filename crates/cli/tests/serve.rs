@@ -381,3 +381,80 @@ fn chat_talks_to_a_remote_engine() {
     let message = refused(&["chat", "--remote", "dead=http://127.0.0.1:9"]);
     assert!(message.contains("cannot be reached"), "{message}");
 }
+
+/// A heads training job whose server is killed while it collects answers comes back
+/// `interrupted`, and resumes from the answers it had written.
+#[test]
+fn a_training_job_cut_off_by_a_kill_resumes_from_its_answers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("history.sqlite");
+    let models_dir = dir.path().join("models");
+    std::fs::create_dir(&models_dir).unwrap();
+    let model = models_dir.join("tiny.gguf");
+    std::fs::copy(models::default_model_path().unwrap(), &model).unwrap();
+    let extra = ["--no-ui", "--models-dir", models_dir.to_str().unwrap()];
+    let job = |base: &str, id: i64| -> Value {
+        agent()
+            .get(&format!("{base}/api/training/{id}"))
+            .call()
+            .expect("the job")
+            .into_json()
+            .expect("JSON")
+    };
+
+    let (id, seen) = {
+        let server = serve_with(&db, &extra);
+        let started: Value = agent()
+            .post(&format!("{}/api/training", server.base))
+            .send_json(
+                json!({"model": model, "samples": 40, "max_tokens": 32, "epochs": 1,
+                              "vocab_subset": 256, "tune_prompts": 1, "tune_max_tokens": 8}),
+            )
+            .expect("the job starts")
+            .into_json()
+            .unwrap();
+        let id = started["id"].as_i64().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let seen = loop {
+            let now = job(&server.base, id);
+            let answered = now["figures"]["answered"].as_u64().unwrap();
+            if answered >= 2 {
+                break answered;
+            }
+            assert!(Instant::now() < deadline, "no answers collected: {now}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        (id, seen)
+        // SIGKILL mid-collection (or later, on a fast machine).
+    };
+
+    let server = serve_with(&db, &extra);
+    let cut = job(&server.base, id);
+    assert_eq!(cut["status"], "interrupted", "{cut}");
+    let resumed = agent()
+        .post(&format!("{}/api/training/{id}/resume", server.base))
+        .send_string("")
+        .expect("resumes");
+    assert_eq!(resumed.status(), 200);
+    let deadline = Instant::now() + Duration::from_secs(900);
+    let mut lowest = u64::MAX;
+    let done = loop {
+        let now = job(&server.base, id);
+        if now["phase"] != "starting" {
+            lowest = lowest.min(now["figures"]["answered"].as_u64().unwrap());
+        }
+        if now["status"] != "running" {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "the job did not end: {now}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(done["status"], "finished", "{done}");
+    assert_eq!(done["figures"]["answered"], 40);
+    // Every answer written before the kill was kept: counting never started again below them.
+    assert!(
+        lowest >= seen,
+        "resumed at {lowest} answers after {seen} were seen"
+    );
+    assert!(models_dir.join("tiny.medusa.gguf").is_file());
+}
