@@ -327,3 +327,51 @@ fn remote_engines_through_ipc() {
     assert_eq!(runs["runs"][0]["engine"], "lab");
     assert_eq!(runs["runs"][0]["status"], "failed");
 }
+
+#[test]
+fn heads_training_through_ipc() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny.gguf");
+    std::fs::copy(models::default_model_path().unwrap(), &model).unwrap();
+    let (_app, window) = app(state(&dir.path().join("history.sqlite")));
+    let err = invoke(
+        &window,
+        "start_training",
+        json!({"request": {"model": dir.path().join("missing.gguf")}}),
+    )
+    .expect_err("no such model");
+    assert_eq!(err["code"], "invalid_parameter", "{err}");
+
+    let job = invoke(
+        &window,
+        "start_training",
+        json!({"request": {"model": model, "samples": 10, "max_tokens": 16, "epochs": 1,
+                           "vocab_subset": 256, "tune_prompts": 1, "tune_max_tokens": 8}}),
+    )
+    .expect("the job starts");
+    let id = job["id"].as_i64().unwrap();
+    assert_eq!(job["status"], "running");
+    let start = Instant::now();
+    let done = loop {
+        let now = invoke(&window, "get_training_job", json!({"id": id})).unwrap();
+        if now["status"] != "running" {
+            break now;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "the job never ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(done["status"], "finished", "{done}");
+    assert_eq!(
+        done["heads_path"],
+        dir.path().join("tiny.medusa.gguf").display().to_string()
+    );
+    let listed = invoke(&window, "list_training_jobs", json!({})).unwrap();
+    assert_eq!(listed[0]["id"], id);
+    let err = invoke(&window, "cancel_training", json!({"id": id})).expect_err("finished");
+    assert_eq!(err["code"], "not_running");
+    let err = invoke(&window, "resume_training", json!({"id": id})).expect_err("finished");
+    assert_eq!(err["code"], "not_resumable");
+}
