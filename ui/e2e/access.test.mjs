@@ -1,5 +1,6 @@
 // Accessibility of every view, checked by axe-core in headless Chromium against a real `medusa
-// serve` on the default model (with a run in the history, so its tables and statuses are drawn):
+// serve` on the default model (with a run in the history and a stopped training job, so their
+// tables, statuses and panels are drawn):
 // no serious or critical WCAG 2 A/AA violation, contrast included, in the light and dark themes,
 // at the smallest supported window (800x600) and a large one (1920x1080); a skip link leads past
 // the header to the view.
@@ -11,7 +12,7 @@ import { after, before, test } from 'node:test';
 import { followScheme, startBrowser, startServer } from './harness.mjs';
 
 const LONG = 240_000;
-const VIEWS = ['chat', 'concurrent', 'compare', 'history', 'settings'];
+const VIEWS = ['chat', 'concurrent', 'compare', 'history', 'settings', 'training'];
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 let server;
@@ -26,6 +27,17 @@ before(async () => {
     body: JSON.stringify({ messages: [{ role: 'user', content: 'Name a colour.' }], mode: 'lookup', max_tokens: 8 }),
   });
   assert.match(await response.text(), /"type":"finished"/);
+  // A training job stopped before it wrote anything, so that Training draws a job's panel.
+  const info = await (await fetch(`${server.url}/api/info`)).json();
+  const started = await fetch(`${server.url}/api/training`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: info.model.path, samples: 12, max_tokens: 8 }),
+  });
+  const job = await started.json();
+  assert.equal(started.status, 201, JSON.stringify(job));
+  assert.equal((await fetch(`${server.url}/api/training/${job.id}/cancel`, { method: 'POST' })).status, 204);
+  assert.match(await (await fetch(`${server.url}/api/training/${job.id}/events`)).text(), /"status":"cancelled"/);
   browser = await startBrowser();
   // The page's CSP refuses inline scripts: axe is injected around it, the page itself unchanged.
   page = await (await browser.newContext({ bypassCSP: true })).newPage();
@@ -64,6 +76,7 @@ for (const [width, height] of [
         await page.getByTestId(`tab-${view}`).click();
         await page.getByTestId(`view-${view}`).waitFor({ state: 'visible' });
         if (view === 'history') await page.getByTestId('history-row').first().waitFor();
+        if (view === 'training') await page.getByTestId('training-job').waitFor();
         for (const line of await violations()) problems.push(`${scheme} ${view}: ${line}`);
       }
     }

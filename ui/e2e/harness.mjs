@@ -50,8 +50,11 @@ function zeroHeads(dir, heads = 4) {
  * heads or the web UI: a remote engine for another server to run on. `restart()` stops the server
  * and starts it again on the same history database (on a new port: `url` and `openUrl` change).
  */
-/** `extraArgs`: more `medusa serve` options (e.g. `--models-dir DIR`). */
-export async function startServer({ apiKey, plain = false, extraArgs = [], extraEnv = {} } = {}) {
+/**
+ * `extraArgs`: more `medusa serve` options (e.g. `--models-dir DIR`). With `heads: false` the
+ * server loads no heads (Medusa mode unavailable) but serves the web UI.
+ */
+export async function startServer({ apiKey, plain = false, heads = true, extraArgs = [], extraEnv = {} } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'medusa-e2e-'));
   const db = join(dir, 'history.sqlite');
   const env = { ...process.env };
@@ -60,7 +63,7 @@ export async function startServer({ apiKey, plain = false, extraArgs = [], extra
   Object.assign(env, extraEnv);
   const args = ['serve', '--port', '0', '--db', db, '--ctx-size', '1024'];
   if (plain) args.push('--no-ui', '--no-heads');
-  else args.push('--ui', join(root, 'ui/dist'), '--heads', zeroHeads(dir));
+  else args.push('--ui', join(root, 'ui/dist'), ...(heads ? ['--heads', zeroHeads(dir)] : ['--no-heads']));
   args.push(...extraArgs);
   let server;
   const handle = {

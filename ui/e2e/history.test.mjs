@@ -150,7 +150,7 @@ test('an export imported back restores a deleted run', async () => {
 });
 
 test('every view fits 800x600 without scrolling sideways', async () => {
-  for (const tab of ['chat', 'compare', 'concurrent', 'history', 'settings']) {
+  for (const tab of ['chat', 'compare', 'concurrent', 'history', 'settings', 'training']) {
     await page.getByTestId(`tab-${tab}`).click();
     await page.getByTestId(`view-${tab}`).waitFor({ state: 'visible' });
     const overflow = await page.evaluate(() => {

@@ -42,7 +42,8 @@ pub fn local_models(dir: &Path) -> Result<Vec<LocalModel>, LocalError> {
     };
     let mut models: Vec<LocalModel> = entries
         .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        // Followed through links: a folder of links to models kept elsewhere lists them.
+        .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()))
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             let (file_name, partial) = match name.strip_suffix(PARTIAL_SUFFIX) {
@@ -55,7 +56,7 @@ pub fn local_models(dir: &Path) -> Result<Vec<LocalModel>, LocalError> {
             Some(LocalModel {
                 quantization: quantization_in_name(&file_name).map(str::to_owned),
                 heads: file_name.to_ascii_lowercase().ends_with(".medusa.gguf"),
-                size_bytes: e.metadata().ok()?.len(),
+                size_bytes: std::fs::metadata(e.path()).ok()?.len(),
                 path: e.path(),
                 file_name,
                 partial,
@@ -167,5 +168,32 @@ mod tests {
         assert!(local_models(&dir.path().join("missing"))
             .unwrap()
             .is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_to_models_are_listed_and_never_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let model = elsewhere.path().join("m-Q4_0.gguf");
+        std::fs::write(&model, vec![0; 5]).unwrap();
+        std::os::unix::fs::symlink(&model, dir.path().join("m-Q4_0.gguf")).unwrap();
+        std::os::unix::fs::symlink(
+            elsewhere.path().join("gone.gguf"),
+            dir.path().join("gone.gguf"),
+        )
+        .unwrap();
+        let listed: Vec<(String, u64)> = local_models(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.file_name, m.size_bytes))
+            .collect();
+        assert_eq!(listed, vec![("m-Q4_0.gguf".to_owned(), 5)]);
+        // Only plain files are deleted: a link is refused, and what it points to stays.
+        assert!(matches!(
+            delete_local_model(dir.path(), "m-Q4_0.gguf", false),
+            Err(LocalError::InvalidName(_))
+        ));
+        assert!(model.exists());
     }
 }

@@ -200,7 +200,7 @@ impl Plan {
 }
 
 fn invalid(param: &'static str, message: impl Into<String>) -> AppError {
-    let message = format!("{param} {}", message.into());
+    let message = format!("{param}: {}", message.into());
     AppError::invalid_parameter(message).with_param(param)
 }
 

@@ -159,12 +159,12 @@ impl TrainHeadsOptions {
         range("tree_nodes", self.tree_nodes, 1, 256)?;
         range("parallel", self.parallel, 1, 64)?;
         range("evaluations_per_epoch", self.evaluations_per_epoch, 1, 100)?;
-        if let Some(n) = self.samples {
-            range("samples", n, 2, usize::MAX)?;
-        }
-        if let Some(n) = self.vocab_subset {
-            range("vocab_subset", n, 16, usize::MAX)?;
-        }
+        let at_least = |name, value: Option<usize>, low: usize| match value {
+            Some(n) if n < low => Err(invalid(name, format!("must be at least {low}, got {n}"))),
+            _ => Ok(()),
+        };
+        at_least("samples", self.samples, 2)?;
+        at_least("vocab_subset", self.vocab_subset, 16)?;
         if !(self.learning_rate > 0.0 && self.learning_rate <= 1.0) {
             return Err(invalid("learning_rate", "must be in (0, 1]"));
         }
@@ -179,7 +179,7 @@ impl TrainHeadsOptions {
             return Err(invalid(
                 "samples",
                 format!(
-                    "{answered} prompts leave none to hold out one in {}",
+                    "{answered} prompts answered leave none to hold out one in {}",
                     self.heldout_every
                 ),
             ));

@@ -47,10 +47,13 @@ describe('deleting runs', () => {
 
 describe('importing runs', () => {
   it('reports the counts', () => {
-    const report = { imported: 1, skipped_duplicates: 2, rejected: 0, rejections: [], comparisons_imported: 0, comparisons_skipped: 0 };
+    const report = { imported: 1, skipped_duplicates: 2, rejected: 0, rejections: [], comparisons_imported: 0, comparisons_skipped: 0, training_jobs_imported: 0 };
     expect(importReportText(report)).toBe('Imported 1 run; skipped 2 duplicates; rejected 0');
     expect(importReportText({ ...report, comparisons_imported: 1, comparisons_skipped: 1 })).toBe(
       'Imported 1 run; skipped 2 duplicates; rejected 0; 1 comparison imported, 1 skipped',
+    );
+    expect(importReportText({ ...report, training_jobs_imported: 2 })).toBe(
+      'Imported 1 run; skipped 2 duplicates; rejected 0; 2 training jobs imported',
     );
   });
 

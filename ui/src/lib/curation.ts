@@ -61,6 +61,9 @@ export function importReportText(report: ImportReport): string {
   if (report.comparisons_imported || report.comparisons_skipped) {
     parts.push(`${plural(report.comparisons_imported, 'comparison')} imported, ${report.comparisons_skipped} skipped`);
   }
+  if (report.training_jobs_imported) {
+    parts.push(`${plural(report.training_jobs_imported, 'training job')} imported`);
+  }
   return parts.join('; ');
 }
 

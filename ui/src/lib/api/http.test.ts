@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { attachmentName, errorFrom, HttpTransport, queryString, readLines } from './http';
+import { attachmentName, errorFrom, HttpTransport, queryString, readLines, sseData } from './http';
 import { ApiError } from './transport';
 import type { RunEvent } from './types';
 
@@ -243,6 +243,105 @@ describe('HttpTransport models', () => {
       '/api/models/local/a%20b.gguf?partial=true',
       '/api/catalog?q=qwen',
     ]);
+  });
+});
+
+describe('HttpTransport training', () => {
+  const job = (id: number, status: string, answered = 0) => ({ id, status, phase: 'collecting', figures: { answered } });
+  const encoder = new TextEncoder();
+
+  it('starts, lists, reads, cancels and resumes jobs at their addresses', async () => {
+    const fetch = vi.fn(async () => new Response(null, { status: 204 }));
+    vi.stubGlobal('fetch', fetch);
+    fetch.mockResolvedValueOnce(json(201, job(3, 'running')));
+    fetch.mockResolvedValueOnce(json(200, [job(3, 'running'), job(2, 'finished')]));
+    fetch.mockResolvedValueOnce(json(200, job(2, 'finished')));
+    fetch.mockResolvedValueOnce(new Response(null, { status: 204 }));
+    fetch.mockResolvedValueOnce(json(200, job(3, 'running', 10)));
+    const t = new HttpTransport('http://h');
+    expect(await t.startTraining({ model: '/m/a.gguf', samples: 12, epochs: 2 })).toEqual(job(3, 'running'));
+    expect((await t.listTrainingJobs()).map((j) => j.id)).toEqual([3, 2]);
+    expect((await t.getTrainingJob(2)).status).toBe('finished');
+    await expect(t.cancelTraining(3)).resolves.toBeUndefined();
+    expect((await t.resumeTraining(3)).figures.answered).toBe(10);
+    const calls = fetch.mock.calls as unknown as [string, RequestInit | undefined][];
+    expect(calls.map(([url, init]) => [init?.method ?? 'GET', url])).toEqual([
+      ['POST', 'http://h/api/training'],
+      ['GET', 'http://h/api/training'],
+      ['GET', 'http://h/api/training/2'],
+      ['POST', 'http://h/api/training/3/cancel'],
+      ['POST', 'http://h/api/training/3/resume'],
+    ]);
+    expect(calls[0][1]?.body).toBe('{"model":"/m/a.gguf","samples":12,"epochs":2}');
+    expect((calls[0][1]?.headers as Record<string, string>)['Content-Type']).toBe('application/json');
+  });
+
+  it('answers a refused start or cancel with the backend code', async () => {
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async () => json(409, { error: { code: 'training_in_progress', message: 'training job 2 is running; one job trains at a time' } })),
+    );
+    await expect(new HttpTransport().startTraining({ model: '/m.gguf' })).rejects.toEqual(
+      new ApiError('training_in_progress', 'training job 2 is running; one job trains at a time', 409),
+    );
+    vi.stubGlobal('fetch', vi.fn(async () => json(409, { error: { code: 'training_tuning', message: 'the tune cannot be stopped' } })));
+    await expect(new HttpTransport().cancelTraining(2)).rejects.toEqual(new ApiError('training_tuning', 'the tune cannot be stopped', 409));
+  });
+
+  it('reads the data lines of server-sent events', () => {
+    expect(sseData('data: {"id":1}')).toBe('{"id":1}');
+    expect(sseData('data:{"id":1}')).toBe('{"id":1}');
+    expect(sseData(':')).toBeNull();
+    expect(sseData('event: message')).toBeNull();
+  });
+
+  it('follows a job through its events until the stream ends', async () => {
+    const text =
+      `data: ${JSON.stringify(job(4, 'running', 1))}\n\n:\n\n` +
+      `data: ${JSON.stringify(job(4, 'running', 2))}\n\ndata: ${JSON.stringify(job(4, 'cancelled', 2))}\n\n`;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        // Split mid-line, as the network may.
+        for (const part of [text.slice(0, 25), text.slice(25, 90), text.slice(90)]) controller.enqueue(encoder.encode(part));
+        controller.close();
+      },
+    });
+    const fetch = vi.fn().mockResolvedValue(new Response(body, { status: 200, headers: { 'Content-Type': 'text/event-stream' } }));
+    vi.stubGlobal('fetch', fetch);
+    const seen: string[] = [];
+    const watch = new HttpTransport('http://h').watchTraining(4, (j) => seen.push(`${j.status} ${j.figures.answered}`));
+    await watch.done;
+    expect(seen).toEqual(['running 1', 'running 2', 'cancelled 2']);
+    expect(fetch.mock.calls[0][0]).toBe('http://h/api/training/4/events');
+  });
+
+  it('stops following on stop(), the job going on', async () => {
+    let push: (text: string) => void = () => {};
+    const fetch = vi.fn(async (_url: string, init: RequestInit) => {
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          push = (text) => controller.enqueue(encoder.encode(text));
+          init.signal?.addEventListener('abort', () => controller.error(new DOMException('aborted', 'AbortError')));
+        },
+      });
+      return new Response(body, { status: 200 });
+    });
+    vi.stubGlobal('fetch', fetch);
+    const seen: number[] = [];
+    const watch = new HttpTransport().watchTraining(5, (j) => seen.push(j.figures.answered));
+    await vi.waitFor(() => expect(fetch).toHaveBeenCalled());
+    push(`data: ${JSON.stringify(job(5, 'running', 1))}\n\n`);
+    await vi.waitFor(() => expect(seen).toEqual([1]));
+    watch.stop();
+    await expect(watch.done).resolves.toBeUndefined();
+    expect(seen).toEqual([1]);
+  });
+
+  it('rejects a watch of a job that is not there', async () => {
+    vi.stubGlobal('fetch', vi.fn(async () => json(404, { error: { code: 'not_found', message: 'training job 9 not found' } })));
+    await expect(new HttpTransport().watchTraining(9, () => {}).done).rejects.toEqual(
+      new ApiError('not_found', 'training job 9 not found', 404),
+    );
   });
 });
 

@@ -3,7 +3,7 @@
 // generation would stall the rest of the page behind a handful of lanes).
 
 import { EventSocket, eventsUrl } from './socket';
-import { ApiError, type RunHandle, type Transport } from './transport';
+import { ApiError, type RunHandle, type TrainingWatch, type Transport } from './transport';
 import type {
   AddRemoteRequest,
   CatalogSearch,
@@ -35,6 +35,8 @@ import type {
   RemoteEngineInfo,
   RunRecord,
   RunWithSteps,
+  TrainingJob,
+  TrainingRequest,
   TuneReport,
   TuneRequest,
 } from './types';
@@ -80,6 +82,16 @@ export async function readLines(body: ReadableStream<Uint8Array>, onLine: (line:
     for (const line of lines) if (line.trim()) onLine(line);
   }
   if (pending.trim()) onLine(pending);
+}
+
+/**
+ * The payload of a server-sent event's `data:` line; null for its other lines (comments such as
+ * keep-alives, ids). The backend sends each event's JSON on one `data:` line.
+ */
+export function sseData(line: string): string | null {
+  if (!line.startsWith('data:')) return null;
+  const data = line.slice(5);
+  return data.startsWith(' ') ? data.slice(1) : data;
 }
 
 export class HttpTransport implements Transport {
@@ -280,6 +292,51 @@ export class HttpTransport implements Transport {
   async deleteModel(request: DeleteModelRequest): Promise<void> {
     const path = `/api/models/local/${encodeURIComponent(request.file_name)}${queryString({ partial: request.partial || undefined })}`;
     await this.request(path, { method: 'DELETE' });
+  }
+
+  startTraining(request: TrainingRequest): Promise<TrainingJob> {
+    return this.post('/api/training', request);
+  }
+
+  listTrainingJobs(): Promise<TrainingJob[]> {
+    return this.request('/api/training');
+  }
+
+  getTrainingJob(id: number): Promise<TrainingJob> {
+    return this.request(`/api/training/${id}`);
+  }
+
+  async cancelTraining(id: number): Promise<void> {
+    await this.request(`/api/training/${id}/cancel`, { method: 'POST' });
+  }
+
+  resumeTraining(id: number): Promise<TrainingJob> {
+    return this.request(`/api/training/${id}/resume`, { method: 'POST' });
+  }
+
+  // A stream of its own rather than the page's socket: a job is followed rarely and by one view.
+  watchTraining(id: number, onJob: (job: TrainingJob) => void): TrainingWatch {
+    const abort = new AbortController();
+    const follow = async () => {
+      let response: Response;
+      try {
+        response = await fetch(`${this.base}/api/training/${id}/events`, { signal: abort.signal });
+      } catch (err) {
+        if (abort.signal.aborted) return;
+        throw new ApiError('network', `cannot reach the server: ${(err as Error).message}`);
+      }
+      if (!response.ok || !response.body) throw await errorFrom(response);
+      try {
+        await readLines(response.body, (line) => {
+          const data = sseData(line);
+          if (data !== null && !abort.signal.aborted) onJob(JSON.parse(data) as TrainingJob);
+        });
+      } catch (err) {
+        if (abort.signal.aborted) return;
+        throw new ApiError('network', `the job's updates stopped: ${(err as Error).message}`);
+      }
+    };
+    return { done: follow(), stop: () => abort.abort() };
   }
 
   onFileDrop(): () => void {

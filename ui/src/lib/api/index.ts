@@ -11,4 +11,4 @@ export function createTransport(): Transport {
 }
 
 export { ApiError } from './transport';
-export type { RunHandle, Transport } from './transport';
+export type { RunHandle, TrainingWatch, Transport } from './transport';

@@ -56,6 +56,72 @@ describe('TauriTransport downloads', () => {
   });
 });
 
+describe('TauriTransport training', () => {
+  type Job = { id: number; status: string };
+  type JobChannel = InstanceType<typeof FakeChannel<Job>>;
+
+  it('calls the training commands with their arguments', async () => {
+    invoke.mockResolvedValue({ id: 3, status: 'running' });
+    const t = new TauriTransport();
+    await t.startTraining({ model: '/m/a.gguf', samples: 12 });
+    invoke.mockResolvedValueOnce([]);
+    expect(await t.listTrainingJobs()).toEqual([]);
+    await t.getTrainingJob(3);
+    invoke.mockResolvedValueOnce(null);
+    expect(await t.cancelTraining(3)).toBeUndefined();
+    await t.resumeTraining(3);
+    expect(invoke.mock.calls).toEqual([
+      ['start_training', { request: { model: '/m/a.gguf', samples: 12 } }],
+      ['list_training_jobs', undefined],
+      ['get_training_job', { id: 3 }],
+      ['cancel_training', { id: 3 }],
+      ['resume_training', { id: 3 }],
+    ]);
+  });
+
+  it('turns a refused start into an ApiError', async () => {
+    invoke.mockRejectedValue({ code: 'training_in_progress', message: 'training job 2 is running' });
+    await expect(new TauriTransport().startTraining({ model: '/m.gguf' })).rejects.toEqual(
+      new ApiError('training_in_progress', 'training job 2 is running'),
+    );
+  });
+
+  it('follows a job through its channel and resolves once its last update came', async () => {
+    invoke.mockImplementation(async (_command: string, args: { onEvent: JobChannel }) => {
+      args.onEvent.onmessage({ id: 4, status: 'running' });
+      // The last update arrives after the command resolved.
+      setTimeout(() => args.onEvent.onmessage({ id: 4, status: 'finished' }), 10);
+    });
+    const seen: string[] = [];
+    await new TauriTransport().watchTraining(4, (job) => seen.push(job.status)).done;
+    expect(seen).toEqual(['running', 'finished']);
+    expect(invoke.mock.calls[0][0]).toBe('watch_training');
+    expect(invoke.mock.calls[0][1].id).toBe(4);
+  });
+
+  it('stops listening on stop() while the command goes on', async () => {
+    let channel: JobChannel | undefined;
+    invoke.mockImplementation((_command: string, args: { onEvent: JobChannel }) => {
+      channel = args.onEvent;
+      return new Promise(() => {});
+    });
+    const seen: string[] = [];
+    const watch = new TauriTransport().watchTraining(5, (job) => seen.push(job.status));
+    channel!.onmessage({ id: 5, status: 'running' });
+    watch.stop();
+    await expect(watch.done).resolves.toBeUndefined();
+    channel!.onmessage({ id: 5, status: 'finished' });
+    expect(seen).toEqual(['running']);
+  });
+
+  it('rejects a watch the backend refuses', async () => {
+    invoke.mockRejectedValue({ code: 'not_found', message: 'training job 9 not found' });
+    await expect(new TauriTransport().watchTraining(9, () => {}).done).rejects.toEqual(
+      new ApiError('not_found', 'training job 9 not found'),
+    );
+  });
+});
+
 describe('TauriTransport', () => {
   it('calls the commands with camelCase arguments', async () => {
     invoke.mockResolvedValue([]);

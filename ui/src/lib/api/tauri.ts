@@ -2,7 +2,7 @@
 
 import { Channel, invoke } from '@tauri-apps/api/core';
 import { getCurrentWebview } from '@tauri-apps/api/webview';
-import { ApiError, Run, type RunHandle, type Transport } from './transport';
+import { ApiError, Run, type RunHandle, type TrainingWatch, type Transport } from './transport';
 import type {
   AddRemoteRequest,
   CatalogSearch,
@@ -34,6 +34,8 @@ import type {
   RemoteEngineInfo,
   RunRecord,
   RunWithSteps,
+  TrainingJob,
+  TrainingRequest,
   TuneReport,
   TuneRequest,
 } from './types';
@@ -230,6 +232,50 @@ export class TauriTransport implements Transport {
 
   async deleteModel(request: DeleteModelRequest): Promise<void> {
     await call('delete_model', { request });
+  }
+
+  startTraining(request: TrainingRequest): Promise<TrainingJob> {
+    return call('start_training', { request });
+  }
+
+  listTrainingJobs(): Promise<TrainingJob[]> {
+    return call('list_training_jobs');
+  }
+
+  getTrainingJob(id: number): Promise<TrainingJob> {
+    return call('get_training_job', { id });
+  }
+
+  async cancelTraining(id: number): Promise<void> {
+    await call('cancel_training', { id });
+  }
+
+  resumeTraining(id: number): Promise<TrainingJob> {
+    return call('resume_training', { id });
+  }
+
+  // The command goes on until the job stops; stopping only stops listening to its channel.
+  watchTraining(id: number, onJob: (job: TrainingJob) => void): TrainingWatch {
+    let stopped = false;
+    let ended: () => void = () => {};
+    const last = new Promise<void>((resolve) => (ended = resolve));
+    let stopNow: () => void = () => {};
+    const stopping = new Promise<void>((resolve) => (stopNow = resolve));
+    const channel = new Channel<TrainingJob>();
+    channel.onmessage = (job) => {
+      if (stopped) return;
+      onJob(job);
+      if (job.status !== 'running') ended();
+    };
+    // The command resolves after its last update was sent; that update may still be on its way.
+    const followed = call('watch_training', { id, onEvent: channel }).then(() => last);
+    return {
+      done: Promise.race([followed, stopping]),
+      stop: () => {
+        stopped = true;
+        stopNow();
+      },
+    };
   }
 
   onFileDrop(onDrop: (paths: string[]) => void): () => void {

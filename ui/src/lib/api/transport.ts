@@ -28,6 +28,8 @@ import type {
   RunQuery,
   RunRecord,
   RunWithSteps,
+  TrainingJob,
+  TrainingRequest,
   TuneReport,
   TuneRequest,
   AddRemoteRequest,
@@ -51,6 +53,14 @@ export class Run implements RunHandle {
     readonly done: Promise<void>,
     readonly cancel: () => void,
   ) {}
+}
+
+/** A training job being followed. */
+export interface TrainingWatch {
+  /** Resolves after the last update (the job stopped running), or on `stop()`. */
+  done: Promise<void>;
+  /** Stops following; the job itself goes on. */
+  stop(): void;
 }
 
 export interface Transport {
@@ -145,6 +155,23 @@ export interface Transport {
   cancelDownload(fileName: string): Promise<void>;
   /** Deletes a model (or, with `partial`, an unfinished download) from the download folder. */
   deleteModel(request: DeleteModelRequest): Promise<void>;
+  /**
+   * Starts training Medusa heads for a model (`<model stem>.medusa.gguf` is written beside it).
+   * Refused with `training_in_progress` while another job runs.
+   */
+  startTraining(request: TrainingRequest): Promise<TrainingJob>;
+  /** The training jobs, the latest first. */
+  listTrainingJobs(): Promise<TrainingJob[]>;
+  getTrainingJob(id: number): Promise<TrainingJob>;
+  /** Stops a running job, keeping its collected answers; refused during its final tune. */
+  cancelTraining(id: number): Promise<void>;
+  /** Goes on with a cancelled, failed or interrupted job from the answers it collected. */
+  resumeTraining(id: number): Promise<TrainingJob>;
+  /**
+   * Calls `onJob` with the job now, then after each change (a few times a second at most),
+   * until it stops running.
+   */
+  watchTraining(id: number, onJob: (job: TrainingJob) => void): TrainingWatch;
   /**
    * Desktop only: calls `onDrop` with the paths of files dropped on the window; returns the
    * function that stops listening. The browser transport never calls it (a page sees no paths).
