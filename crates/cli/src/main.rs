@@ -8,6 +8,7 @@ mod chat;
 mod convert_heads;
 mod figures;
 mod generate;
+mod make_prompts;
 mod model_args;
 mod models_cmd;
 mod progress;
@@ -55,6 +56,8 @@ enum Commands {
     Tune(tune::TuneArgs),
     /// Train Medusa heads for a model on its own answers (self-distillation).
     TrainHeads(train_heads::TrainHeadsArgs),
+    /// Write training prompts made from templates (no network needed), one per line.
+    MakePrompts(make_prompts::MakePromptsArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -83,6 +86,7 @@ fn main() -> std::process::ExitCode {
         Commands::Serve(args) => serve::run(args),
         Commands::Tune(args) => tune::run(args),
         Commands::TrainHeads(args) => train_heads::run(args),
+        Commands::MakePrompts(args) => make_prompts::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -362,12 +362,15 @@ impl Playground {
             .parent()
             .unwrap_or(Path::new("."))
             .join(TRAINING_DIR);
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            AppError::internal(
-                "training_dir",
-                format!("cannot create {}: {e}", dir.display()),
-            )
-        })?;
+        // Absolute, so that the stored path holds wherever the process runs from.
+        let dir = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::canonicalize(&dir))
+            .map_err(|e| {
+                AppError::internal(
+                    "training_dir",
+                    format!("cannot create {}: {e}", dir.display()),
+                )
+            })?;
         Ok(dir.join(format!("job-{id}.data")))
     }
 

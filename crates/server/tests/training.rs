@@ -230,6 +230,7 @@ fn a_training_job_collects_cancels_resumes_and_writes_heads_that_load() {
         .as_str()
         .is_some_and(|d| !d.is_empty()));
     let data = PathBuf::from(last["data_path"].as_str().unwrap());
+    assert!(data.is_absolute(), "{}", data.display());
     assert!(data.is_file(), "the collected answers stay for another run");
 
     // The heads load beside the model, and Medusa mode drafts with them.

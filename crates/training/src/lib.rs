@@ -8,6 +8,7 @@ mod data_file;
 mod dataset;
 mod error;
 mod heads_model;
+mod prompt_templates;
 mod schedule;
 mod stop;
 mod train;
@@ -32,6 +33,7 @@ use collect::Collection;
 use data_file::DataWriter;
 pub use dataset::Dataset;
 pub use error::TrainError;
+pub use prompt_templates::{template_capacity, template_prompts};
 pub use stop::StopFlag;
 pub use train::{Evaluation, TrainEvent, PLOTTED_TREE_NODES};
 
