@@ -36,6 +36,7 @@ mod scoring;
 mod targets;
 pub mod training_figures;
 mod training_jobs;
+mod training_slot;
 pub mod tuning;
 
 pub use draft::{DraftFields, TreeChoice};

@@ -20,7 +20,7 @@ use crate::info::{Health, Info};
 use crate::model_host::{HostedModel, LoadRequest, ModelHost};
 use crate::remotes::{AddRemoteRequest, RemoteInfo, Remotes, REMOTES_FILE};
 use crate::run_counters::RunCounters;
-use crate::training_jobs::TrainingSlot;
+use crate::training_slot::TrainingSlot;
 
 #[derive(Clone)]
 pub struct Playground {

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::tuning::{tune_engine, TuneOptions, TuneReport, DEFAULT_PROMPTS};
@@ -24,6 +24,7 @@ use crate::training_figures::{
     DEFAULT_EPOCHS, DEFAULT_MAX_TOKENS, DEFAULT_TUNE_MAX_TOKENS, DEFAULT_VOCAB_SUBSET,
     EVALUATIONS_PER_EPOCH,
 };
+use crate::training_slot::{ActiveJob, Reservation};
 
 /// Where jobs keep their collected answers, beside the history.
 const TRAINING_DIR: &str = "training";
@@ -32,80 +33,6 @@ const TRAINING_DIR: &str = "training";
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 /// Least time between two writes of a job's progress to the history.
 const STORE_EVERY: Duration = Duration::from_secs(1);
-
-/// The job under way, if any.
-#[derive(Default)]
-pub(crate) struct TrainingSlot(Mutex<Slot>);
-
-#[derive(Default)]
-enum Slot {
-    #[default]
-    Free,
-    /// A job is being recorded and will start.
-    Reserved,
-    Active(ActiveJob),
-}
-
-struct ActiveJob {
-    id: i64,
-    stop: StopFlag,
-    /// False once the heads are written: the tune that follows cannot be stopped part-way.
-    cancellable: Arc<AtomicBool>,
-    updates: watch::Receiver<TrainingJob>,
-}
-
-impl TrainingSlot {
-    fn lock(&self) -> MutexGuard<'_, Slot> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Claims the slot for a job about to start; a conflict while one runs.
-    fn reserve(&self) -> Result<Reservation<'_>, AppError> {
-        let mut slot = self.lock();
-        match &*slot {
-            Slot::Free => {
-                *slot = Slot::Reserved;
-                Ok(Reservation(self))
-            }
-            Slot::Reserved => Err(in_progress("another training job is starting".into())),
-            Slot::Active(active) => Err(in_progress(format!(
-                "training job {} is running; one job trains at a time",
-                active.id
-            ))),
-        }
-    }
-
-    fn active(&self) -> Option<(i64, watch::Receiver<TrainingJob>)> {
-        match &*self.lock() {
-            Slot::Active(active) => Some((active.id, active.updates.clone())),
-            _ => None,
-        }
-    }
-
-    fn release(&self) {
-        *self.lock() = Slot::Free;
-    }
-}
-
-fn in_progress(message: String) -> AppError {
-    AppError::new(ErrorKind::Conflict, "training_in_progress", message)
-}
-
-/// A claimed slot; freed when dropped before a job fills it.
-struct Reservation<'a>(&'a TrainingSlot);
-
-impl Reservation<'_> {
-    fn fill(self, job: ActiveJob) {
-        *self.0.lock() = Slot::Active(job);
-        std::mem::forget(self);
-    }
-}
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        self.0.release();
-    }
-}
 
 /// A job's settings with the prompts they name, checked.
 struct Plan {
@@ -282,26 +209,7 @@ impl Playground {
 
     /// Stops the job under way; it keeps what it collected.
     pub fn cancel_training(&self, id: i64) -> Result<(), AppError> {
-        let slot = self.training_slot().lock();
-        match &*slot {
-            Slot::Active(active) if active.id == id => {
-                if !active.cancellable.load(Ordering::Acquire) {
-                    return Err(AppError::new(
-                        ErrorKind::Conflict,
-                        "training_tuning",
-                        "the heads are written and being tuned, which cannot be stopped \
-                         part-way; it takes about a minute",
-                    ));
-                }
-                active.stop.raise();
-                Ok(())
-            }
-            _ => Err(AppError::new(
-                ErrorKind::Conflict,
-                "not_running",
-                format!("training job {id} is not running"),
-            )),
-        }
+        self.training_slot().cancel(id)
     }
 
     pub async fn list_training_jobs(&self) -> Result<Vec<TrainingJob>, AppError> {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pushWindow, stepAxisTop, stepSeries, withAlpha } from './chart';
+import { pushWindow, stepAxisTop, stepSeries, themedAxis, withAlpha } from './chart';
 
 describe('chart helpers', () => {
   it('adds an alpha to theme colours', () => {
@@ -28,5 +28,16 @@ describe('chart helpers', () => {
   it('keeps a window of recent values', () => {
     expect(pushWindow([1, 2, 3], 4, 3)).toEqual([2, 3, 4]);
     expect(pushWindow([], 1, 3)).toEqual([1]);
+  });
+  it('styles axes from the theme', () => {
+    const axis = themedAxis((name) => `var${name}`);
+    expect(axis).toEqual({
+      stroke: 'var--muted',
+      grid: { stroke: 'var--border', width: 1 },
+      ticks: { stroke: 'var--border', width: 1, size: 4 },
+      font: '11px var--mono',
+      labelFont: '11px var--font',
+      labelSize: 16,
+    });
   });
 });

@@ -1,5 +1,17 @@
 // Data and colours for the uPlot charts, kept pure so they are unit-tested.
 
+/** The charts' axis style from the theme's variables (`css` reads one). */
+export function themedAxis(css: (name: string) => string) {
+  return {
+    stroke: css('--muted'),
+    grid: { stroke: css('--border'), width: 1 },
+    ticks: { stroke: css('--border'), width: 1, size: 4 },
+    font: '11px ' + css('--mono'),
+    labelFont: '11px ' + css('--font'),
+    labelSize: 16,
+  };
+}
+
 /** `color` at opacity `alpha` (0..1): hex (#rgb, #rrggbb, #rrggbbaa) and rgb()/rgba() are understood. */
 export function withAlpha(color: string, alpha: number): string {
   const c = color.trim();
