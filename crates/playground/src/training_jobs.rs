@@ -174,8 +174,10 @@ impl Playground {
             settings: serde_json::to_value(&plan.settings).expect("settings serialize"),
             figures: serde_json::to_value(&figures).expect("figures serialize"),
         };
+        // The folder first: a job is recorded only once it can keep its answers.
+        let dir = self.training_dir()?;
         let job = self.store().begin_training_job(&new).await?;
-        let data = self.training_data_path(job.id)?;
+        let data = data_file(&dir, job.id);
         Ok(self.launch(reservation, job, plan, figures, data))
     }
 
@@ -201,7 +203,7 @@ impl Playground {
             .map_err(|e| AppError::internal("training_figures", e.to_string()))?;
         let data = match &job.data_path {
             Some(path) => PathBuf::from(path),
-            None => self.training_data_path(id)?,
+            None => data_file(&self.training_dir()?, id),
         };
         let reservation = self.training_slot().reserve()?;
         Ok(self.launch(reservation, job, plan, figures, data))
@@ -263,7 +265,8 @@ impl Playground {
             .map(|(_, receiver)| receiver.borrow().clone())
     }
 
-    fn training_data_path(&self, id: i64) -> Result<PathBuf, AppError> {
+    /// Where jobs keep their collected answers, created if need be.
+    fn training_dir(&self) -> Result<PathBuf, AppError> {
         let dir = self
             .store()
             .path()
@@ -271,15 +274,14 @@ impl Playground {
             .unwrap_or(Path::new("."))
             .join(TRAINING_DIR);
         // Absolute, so that the stored path holds wherever the process runs from.
-        let dir = std::fs::create_dir_all(&dir)
+        std::fs::create_dir_all(&dir)
             .and_then(|()| std::fs::canonicalize(&dir))
             .map_err(|e| {
                 AppError::internal(
                     "training_dir",
                     format!("cannot create {}: {e}", dir.display()),
                 )
-            })?;
-        Ok(dir.join(format!("job-{id}.data")))
+            })
     }
 
     /// Marks `job` running in the slot and starts its threads.
@@ -353,6 +355,10 @@ impl Playground {
         self.training_slot().release();
         reporter.publish();
     }
+}
+
+fn data_file(dir: &Path, id: i64) -> PathBuf {
+    dir.join(format!("job-{id}.data"))
 }
 
 fn model_name(model: &Path) -> String {
