@@ -24,8 +24,8 @@ let model;
 
 before(async () => {
   const fetched = execFileSync(medusa, ['fetch-model'], { encoding: 'utf8' }).trim();
-  // The heads are written beside the model trained for: a folder of this test's own. The
-  // models listing shows plain files only, so a hard link (or a copy) stands in for the model.
+  // The heads are written beside the model trained for: a folder of this test's own, where a
+  // hard link (or a copy) stands in for the cached model.
   modelsDir = mkdtempSync(join(tmpdir(), 'medusa-e2e-models-'));
   model = join(modelsDir, basename(fetched));
   try {

@@ -308,11 +308,11 @@ impl Playground {
         });
         let reporter = Reporter::new(job.clone(), figures, sender);
         let context = JobContext {
+            tune_config: self.model_host().config_for(&plan.model),
             plan,
             data,
             stop,
             cancellable,
-            tune_config: self.model_host().config_for(Path::new("")),
         };
         let playground = self.clone();
         tokio::spawn(async move { playground.supervise(context, reporter, updates).await });
@@ -371,7 +371,7 @@ fn model_name(model: &Path) -> String {
 /// Where new heads for `model` go: `<model>.medusa.gguf` beside it, the name the models list
 /// pairs with the model, or `<model>-2.medusa.gguf` and so on when that is taken (existing
 /// heads are never overwritten).
-pub(crate) fn heads_path_for(model: &Path) -> PathBuf {
+fn heads_path_for(model: &Path) -> PathBuf {
     let dir = model.parent().unwrap_or(Path::new("."));
     let stem = model_name(model);
     std::iter::once(format!("{stem}.medusa.gguf"))
@@ -386,7 +386,8 @@ struct JobContext {
     data: PathBuf,
     stop: StopFlag,
     cancellable: Arc<AtomicBool>,
-    /// The served model's loading settings (threads, cost cache) for the tune's engine.
+    /// The job's model with the served model's loading settings (threads, cost cache), for the
+    /// tune's engine.
     tune_config: EngineConfig,
 }
 
@@ -412,7 +413,7 @@ fn run_job(context: &JobContext, reporter: &mut Reporter) -> Result<TrainingRepo
     reporter.enter(TrainingPhase::Done);
     Ok(TrainingReport {
         heads_path: heads_path.display().to_string(),
-        file_bytes: std::fs::metadata(&heads_path).map_or(0, |m| m.len()),
+        file_bytes: trained.file_bytes,
         prompts: trained.prompts,
         generated_tokens: trained.generated_tokens,
         train_positions: trained.train_positions,
@@ -435,7 +436,6 @@ fn tune_heads(
 ) -> Result<TuneReport, TrainError> {
     let settings = &context.plan.settings;
     let mut config = context.tune_config.clone();
-    config.model_path = context.plan.model.clone();
     config.heads_path = Some(heads.to_path_buf());
     let engine = Engine::load(config)?;
     let options = TuneOptions {
