@@ -112,3 +112,12 @@ test('History keeps which draft model a run drafted with', async () => {
   }
   assert.ok(found, 'a run that names its draft model');
 });
+
+test("Settings counts the draft model's decodes once it has drafted", async () => {
+  await page.reload();
+  await openTab(page, 'settings');
+  const line = page.getByTestId('draft-model-decodes');
+  await line.waitFor();
+  // Compare drafted with it above: decodes and their tokens are counted.
+  assert.match(await line.innerText(), /^[1-9]\d* decodes?, \d+ tokens \([\d.]+ per decode, every drafting request's in the same ones\)$/);
+});

@@ -5,6 +5,11 @@
 //! holds are remembered, so a proposal decodes only what the request emitted since its last one;
 //! guesses the served model rejected are removed first. A finished request's cells stay until
 //! its slot's next request, which keeps whatever prefix the two share.
+//!
+//! The draft model is continuous-batched like the served model: at the start of a step every
+//! drafting request's unread tokens are read in one decode, and their chains grow together, one
+//! decode per depth holding a token of each ([`DraftModel::prepare`]). A request then takes its
+//! prepared guesses when it drafts.
 
 use std::cell::RefCell;
 use std::time::Instant;
@@ -19,7 +24,7 @@ use crate::error::EngineError;
 use crate::llama_runtime::LlamaRuntime;
 use crate::request::{ChatMessage, Prompt};
 use crate::sampler::argmax;
-use crate::speculative::drafter::{Guesses, ModelProposer};
+use crate::speculative::drafter::{DraftAsk, Guesses, ModelProposer};
 use crate::token::{common_prefix, TokenId};
 
 /// A guess the draft model gives less probability than this ends its chain: an unsure guess
@@ -27,20 +32,75 @@ use crate::token::{common_prefix, TokenId};
 /// `--draft-p-min` default).
 const MIN_PROBABILITY: f32 = 0.75;
 
+/// Where no single guess is that likely, at most this many of the draft model's top guesses
+/// branch from the end of the chain, when together they hold [`MIN_PROBABILITY`]: a tree from
+/// its top-k, drafted where it is torn between a few tokens (no draft decode is spent on them).
+const MAX_BRANCHES: usize = 3;
+
 /// What a step that drafted leaves for the next proposal to read: its last guess (never decoded
 /// by the draft model) when accepted, and the model's own token.
 const STEP_READ: usize = 2;
+
+/// Guesses made for a request at the start of the step, before it drafts.
+struct Prepared {
+    /// The history they follow, by length (the sequence's cells hold it whole).
+    history_len: usize,
+    guesses: Guesses,
+    /// The chain stopped at an unsure guess (rather than at the asked length).
+    ended: bool,
+}
+
+/// A request's guesses being made in [`DraftModel::prepare`].
+struct Lane<'h> {
+    seq: usize,
+    history: &'h [TokenId],
+    n: usize,
+    /// Tokens it read that the sequence had not seen.
+    read: usize,
+    /// Its share of the decodes that read them.
+    reading_ms: f64,
+    guesses: Guesses,
+    /// Its chain grows at the next decode.
+    growing: bool,
+}
+
+impl<'h> Lane<'h> {
+    fn new(ask: &DraftAsk<'h>, n: usize) -> Self {
+        Self {
+            seq: ask.seq,
+            history: ask.history,
+            n,
+            read: 0,
+            reading_ms: 0.0,
+            guesses: Guesses::default(),
+            growing: false,
+        }
+    }
+}
+
+/// A token of one sequence in a decode of several.
+struct LaneToken {
+    seq: usize,
+    token: TokenId,
+    pos: usize,
+    logits: bool,
+}
 
 pub(crate) struct DraftModel<'m> {
     ctx: LlamaContext<'m>,
     batch: LlamaBatch<'static>,
     /// By sequence id: the tokens whose cells the sequence holds, in position order.
     held: Vec<Vec<TokenId>>,
+    /// By sequence id: this step's guesses, made together for every request that asked.
+    prepared: Vec<Option<Prepared>>,
     /// Cells each sequence may use.
     n_ctx_seq: usize,
     n_batch: usize,
     /// Tokens of the served model's vocabulary; a guess beyond it is not proposed.
     target_vocab: usize,
+    /// Decodes and their tokens since [`Self::take_counts`] last read them.
+    decodes: u64,
+    tokens: u64,
 }
 
 impl<'m> DraftModel<'m> {
@@ -51,14 +111,19 @@ impl<'m> DraftModel<'m> {
             ctx,
             batch: LlamaBatch::new(n_batch, 1),
             held: vec![Vec::new(); sequences],
+            prepared: (0..sequences).map(|_| None).collect(),
             n_ctx_seq,
             n_batch,
             target_vocab,
+            decodes: 0,
+            tokens: 0,
         }
     }
 
-    /// Up to `n` tokens the draft model expects after `history`, its top guess at each place;
-    /// the chain ends early at a guess it is unsure of.
+    /// Up to `n` tokens the draft model expects after `history`: a chain of its top guesses,
+    /// ending early at a place it is unsure of, where its few likeliest guesses may branch.
+    /// Takes what [`Self::prepare`] made for the request this step, and only decodes further
+    /// when the request asks for more.
     fn propose(
         &mut self,
         seq: usize,
@@ -66,13 +131,17 @@ impl<'m> DraftModel<'m> {
         n: usize,
     ) -> Result<Guesses, EngineError> {
         let _span = tracing::debug_span!("draft_model", seq, n).entered();
-        if history.is_empty() || n == 0 || seq >= self.held.len() {
-            return Ok(Guesses::default());
-        }
-        let room = self.n_ctx_seq.saturating_sub(history.len());
-        let n = n.min(room);
+        let n = self.room(seq, history, n);
         if n == 0 {
             return Ok(Guesses::default());
+        }
+        if let Some(prepared) = self.take_prepared(seq, history) {
+            let mut guesses = prepared.guesses;
+            if guesses.len() < n && !prepared.ended && !guesses.tokens.is_empty() {
+                self.extend_chain(seq, &mut guesses, n)?;
+            }
+            guesses.truncate(n);
+            return Ok(guesses);
         }
         let reading = Instant::now();
         let read = self.catch_up(seq, history)?;
@@ -83,30 +152,192 @@ impl<'m> DraftModel<'m> {
         } else {
             0.0
         };
-        let mut proposal = Vec::with_capacity(n);
-        loop {
-            let last = self.batch.n_tokens() - 1;
-            let Some(token) = confident_top(self.ctx.get_logits_ith(last), self.target_vocab)
-            else {
-                break;
-            };
-            proposal.push(token);
-            if proposal.len() == n {
+        let mut guesses = Guesses {
+            reading_ms,
+            ..Guesses::default()
+        };
+        let last = self.batch.n_tokens() - 1;
+        if guess_at(
+            &mut guesses,
+            self.ctx.get_logits_ith(last),
+            self.target_vocab,
+            n,
+        ) {
+            self.extend_chain(seq, &mut guesses, n)?;
+        }
+        Ok(guesses)
+    }
+
+    /// How many of `n` guesses after `history` fit in sequence `seq`.
+    fn room(&self, seq: usize, history: &[TokenId], n: usize) -> usize {
+        if history.is_empty() || seq >= self.held.len() {
+            return 0;
+        }
+        n.min(self.n_ctx_seq.saturating_sub(history.len()))
+    }
+
+    /// The guesses prepared this step for sequence `seq`, if they follow `history`.
+    fn take_prepared(&mut self, seq: usize, history: &[TokenId]) -> Option<Prepared> {
+        let prepared = self.prepared[seq].take()?;
+        let held = &self.held[seq];
+        (prepared.history_len == history.len() && held.starts_with(history)).then_some(prepared)
+    }
+
+    /// Decodes the chain's last guess and adds the draft model's next, until `n` guesses or
+    /// one it is unsure of.
+    fn extend_chain(
+        &mut self,
+        seq: usize,
+        guesses: &mut Guesses,
+        n: usize,
+    ) -> Result<(), EngineError> {
+        while guesses.len() < n {
+            let last = *guesses.tokens.last().expect("a chain to extend");
+            let pos = self.held[seq].len();
+            self.decode(seq, &[last], pos)?;
+            self.held[seq].push(last);
+            if !guess_at(guesses, self.ctx.get_logits_ith(0), self.target_vocab, n) {
                 break;
             }
-            let pos = self.held[seq].len();
-            self.decode(seq, &[token], pos)?;
-            self.held[seq].push(token);
         }
-        Ok(Guesses {
-            tokens: proposal,
-            reading_ms,
-        })
+        Ok(())
+    }
+
+    /// Makes every request's guesses for this step together: one decode reads what each
+    /// sequence has not seen (more when the batch is too small for it all), then one decode
+    /// per depth extends every chain still growing. The time of each decode is shared among
+    /// its tokens, so each request pays its part. Guesses not taken this step are dropped
+    /// at the next.
+    pub(crate) fn prepare(&mut self, asks: &[DraftAsk<'_>]) {
+        self.prepared.iter_mut().for_each(|p| *p = None);
+        let mut lanes: Vec<Lane<'_>> = asks
+            .iter()
+            .filter_map(|ask| {
+                let n = self.room(ask.seq, ask.history, ask.n);
+                (n > 0).then(|| Lane::new(ask, n))
+            })
+            .collect();
+        if lanes.is_empty() {
+            return;
+        }
+        let _span = tracing::debug_span!("draft_model_batch", requests = lanes.len()).entered();
+        if let Err(err) = self.prepare_lanes(&mut lanes) {
+            // Their cells may not match what is remembered: each reads its text again.
+            tracing::warn!(%err, "the draft model failed to prepare guesses");
+            for lane in &lanes {
+                let _ = self.forget(lane.seq);
+            }
+            return;
+        }
+        for lane in lanes {
+            let ended = lane.guesses.len() < lane.n || !lane.guesses.branches.is_empty();
+            let mut guesses = lane.guesses;
+            guesses.reading_ms = if lane.read > STEP_READ {
+                lane.reading_ms
+            } else {
+                0.0
+            };
+            self.prepared[lane.seq] = Some(Prepared {
+                history_len: lane.history.len(),
+                guesses,
+                ended,
+            });
+        }
+    }
+
+    fn prepare_lanes(&mut self, lanes: &mut [Lane<'_>]) -> Result<(), EngineError> {
+        // Each lane's unread tokens: (lane, position).
+        let mut unread = Vec::new();
+        for (l, lane) in lanes.iter_mut().enumerate() {
+            let keep = self.drop_after_common_prefix(lane.seq, lane.history)?;
+            lane.read = lane.history.len() - keep;
+            unread.extend((keep..lane.history.len()).map(|pos| (l, pos)));
+            self.held[lane.seq].extend_from_slice(&lane.history[keep..]);
+        }
+        for chunk in unread.chunks(self.n_batch) {
+            let tokens: Vec<LaneToken> = chunk
+                .iter()
+                .map(|&(l, pos)| LaneToken {
+                    seq: lanes[l].seq,
+                    token: lanes[l].history[pos],
+                    pos,
+                    logits: pos + 1 == lanes[l].history.len(),
+                })
+                .collect();
+            let share = self.decode_lanes(&tokens)?;
+            for (i, &(l, _)) in chunk.iter().enumerate() {
+                let lane = &mut lanes[l];
+                lane.reading_ms += share;
+                if tokens[i].logits {
+                    let logits = self.ctx.get_logits_ith(i as i32);
+                    lane.growing = guess_at(&mut lane.guesses, logits, self.target_vocab, lane.n);
+                }
+            }
+        }
+        for lane in lanes.iter_mut() {
+            lane.guesses.prepared_ms = lane.reading_ms;
+        }
+        loop {
+            let growing: Vec<usize> = (0..lanes.len()).filter(|&l| lanes[l].growing).collect();
+            if growing.is_empty() {
+                return Ok(());
+            }
+            let tokens: Vec<LaneToken> = growing
+                .iter()
+                .map(|&l| {
+                    let seq = lanes[l].seq;
+                    LaneToken {
+                        seq,
+                        token: *lanes[l].guesses.tokens.last().expect("a growing chain"),
+                        pos: self.held[seq].len(),
+                        logits: true,
+                    }
+                })
+                .collect();
+            let share = self.decode_lanes(&tokens)?;
+            for (i, &l) in growing.iter().enumerate() {
+                let lane = &mut lanes[l];
+                self.held[lane.seq].push(tokens[i].token);
+                lane.guesses.prepared_ms += share;
+                let logits = self.ctx.get_logits_ith(i as i32);
+                lane.growing = guess_at(&mut lane.guesses, logits, self.target_vocab, lane.n);
+            }
+        }
+    }
+
+    /// One decode of tokens of several sequences; returns each token's share of its time.
+    fn decode_lanes(&mut self, tokens: &[LaneToken]) -> Result<f64, EngineError> {
+        self.batch.clear();
+        for t in tokens {
+            self.batch
+                .add(LlamaToken(t.token), t.pos as i32, &[t.seq as i32], t.logits)
+                .map_err(failed)?;
+        }
+        let started = Instant::now();
+        self.decode_batch()?;
+        Ok(ms_since(started) / tokens.len().max(1) as f64)
     }
 
     /// Makes sequence `seq` hold exactly `history`, decoding what it lacks; the last token is
     /// always decoded, as its logits give the first guess. Returns how many tokens it read.
     fn catch_up(&mut self, seq: usize, history: &[TokenId]) -> Result<usize, EngineError> {
+        let keep = self.drop_after_common_prefix(seq, history)?;
+        for start in (keep..history.len()).step_by(self.n_batch) {
+            let end = (start + self.n_batch).min(history.len());
+            self.decode(seq, &history[start..end], start)?;
+        }
+        self.held[seq].extend_from_slice(&history[keep..]);
+        Ok(history.len() - keep)
+    }
+
+    /// Removes the cells of sequence `seq` after the longest prefix it shares with `history`,
+    /// short of `history`'s last token (whose logits give the first guess); returns the prefix's
+    /// length.
+    fn drop_after_common_prefix(
+        &mut self,
+        seq: usize,
+        history: &[TokenId],
+    ) -> Result<usize, EngineError> {
         let held = &self.held[seq];
         let keep = common_prefix(held, history).min(history.len() - 1);
         if keep < held.len() {
@@ -115,12 +346,7 @@ impl<'m> DraftModel<'m> {
                 .map_err(failed)?;
             self.held[seq].truncate(keep);
         }
-        for start in (keep..history.len()).step_by(self.n_batch) {
-            let end = (start + self.n_batch).min(history.len());
-            self.decode(seq, &history[start..end], start)?;
-        }
-        self.held[seq].extend_from_slice(&history[keep..]);
-        Ok(history.len() - keep)
+        Ok(keep)
     }
 
     /// One decode of `tokens` at positions from `pos` in sequence `seq`, with logits for the
@@ -148,7 +374,21 @@ impl<'m> DraftModel<'m> {
                 )
                 .map_err(failed)?;
         }
+        self.decode_batch()
+    }
+
+    fn decode_batch(&mut self) -> Result<(), EngineError> {
+        self.decodes += 1;
+        self.tokens += self.batch.n_tokens() as u64;
         self.ctx.decode(&mut self.batch).map_err(failed)
+    }
+
+    /// Decodes and their tokens since the last call.
+    pub(crate) fn take_counts(&mut self) -> (u64, u64) {
+        (
+            std::mem::take(&mut self.decodes),
+            std::mem::take(&mut self.tokens),
+        )
     }
 }
 
@@ -282,17 +522,95 @@ impl ModelProposer for RefCell<DraftModel<'_>> {
     }
 }
 
+/// What the draft model guesses at the next place.
+#[derive(Debug, Clone, PartialEq)]
+enum NextGuess {
+    /// Its top token, at least [`MIN_PROBABILITY`] likely.
+    Sure(TokenId),
+    /// Its few likeliest tokens, none that likely alone, together at least that likely.
+    Torn(Vec<TokenId>),
+    Unsure,
+}
+
+/// The draft model's guess from its `logits`, branching into at most `max_branches` tokens;
+/// tokens beyond the served model's vocabulary are never guessed.
+fn next_guess(logits: &[f32], target_vocab: usize, max_branches: usize) -> NextGuess {
+    if logits.is_empty() {
+        return NextGuess::Unsure;
+    }
+    let top = top_tokens(logits, MAX_BRANCHES);
+    let max = logits[top[0] as usize];
+    let sum: f32 = logits.iter().map(|&l| (l - max).exp()).sum();
+    let probability = |t: TokenId| (logits[t as usize] - max).exp() / sum;
+    if probability(top[0]) >= MIN_PROBABILITY {
+        return if (top[0] as usize) < target_vocab {
+            NextGuess::Sure(top[0])
+        } else {
+            NextGuess::Unsure
+        };
+    }
+    let mut held = 0.0;
+    let mut branches = Vec::new();
+    for &t in top.iter().filter(|&&t| (t as usize) < target_vocab) {
+        if branches.len() == max_branches {
+            break;
+        }
+        branches.push(t);
+        held += probability(t);
+        if held >= MIN_PROBABILITY {
+            return if branches.len() > 1 {
+                NextGuess::Torn(branches)
+            } else {
+                NextGuess::Unsure
+            };
+        }
+    }
+    NextGuess::Unsure
+}
+
+/// The `k` tokens with the highest logits, highest first (the lower id first on a tie, as
+/// greedy decoding breaks one).
+fn top_tokens(logits: &[f32], k: usize) -> Vec<TokenId> {
+    let mut top: Vec<TokenId> = Vec::with_capacity(k + 1);
+    for (t, &l) in logits.iter().enumerate() {
+        if top.len() == k && l <= logits[top[k - 1] as usize] {
+            continue;
+        }
+        let at = top.partition_point(|&u| logits[u as usize] >= l);
+        top.insert(at, t as TokenId);
+        top.truncate(k);
+    }
+    top
+}
+
 /// The most likely token, when the draft model gives it at least [`MIN_PROBABILITY`] and the
 /// served model's vocabulary has it.
 fn confident_top(logits: &[f32], target_vocab: usize) -> Option<TokenId> {
-    if logits.is_empty() {
-        return None;
+    match next_guess(logits, target_vocab, 1) {
+        NextGuess::Sure(token) => Some(token),
+        _ => None,
     }
-    let best = argmax(logits);
-    let max = logits[best as usize];
-    let sum: f32 = logits.iter().map(|&l| (l - max).exp()).sum();
-    // The top token's softmax probability is 1 / sum.
-    (sum * MIN_PROBABILITY <= 1.0 && (best as usize) < target_vocab).then_some(best)
+}
+
+/// Adds the draft model's guess at the next place to `guesses`, at most `n` in all: its top
+/// token when it is sure of it, or its likeliest few as branches, which end the chain. Returns
+/// whether the chain may grow on.
+fn guess_at(guesses: &mut Guesses, logits: &[f32], target_vocab: usize, n: usize) -> bool {
+    let room = n.saturating_sub(guesses.len());
+    if room == 0 {
+        return false;
+    }
+    match next_guess(logits, target_vocab, room.min(MAX_BRANCHES)) {
+        NextGuess::Sure(token) => {
+            guesses.tokens.push(token);
+            guesses.len() < n
+        }
+        NextGuess::Torn(branches) => {
+            guesses.branches = branches;
+            false
+        }
+        NextGuess::Unsure => false,
+    }
 }
 
 /// What a vocabulary must agree on for one model to draft for another.
@@ -421,5 +739,53 @@ mod tests {
         // A confident guess beyond the served model's vocabulary.
         assert_eq!(confident_top(&[0.0, 0.0, 6.0], 2), None);
         assert_eq!(confident_top(&[], 2), None);
+    }
+
+    #[test]
+    fn a_torn_guess_branches_into_the_few_tokens_that_together_are_likely() {
+        // Softmax of [ln 4, ln 3, ln 2, ln 1]: 0.4, 0.3, 0.2, 0.1.
+        let logits = [4f32.ln(), 3f32.ln(), 2f32.ln(), 0.0];
+        assert_eq!(next_guess(&logits, 4, 3), NextGuess::Torn(vec![0, 1, 2]));
+        // Two branches hold only 0.7.
+        assert_eq!(next_guess(&logits, 4, 2), NextGuess::Unsure);
+        // The likeliest first, wherever they are.
+        let shuffled = [4f32.ln(), 0.0, 3f32.ln(), 2f32.ln()];
+        assert_eq!(next_guess(&shuffled, 4, 3), NextGuess::Torn(vec![0, 2, 3]));
+        // Token 3 (0.3) is beyond the served model's vocabulary: 0 and 2 hold only 0.6.
+        let beyond = [4f32.ln(), 0.0, 2f32.ln(), 3f32.ln()];
+        assert_eq!(next_guess(&beyond, 3, 3), NextGuess::Unsure);
+        // Two tokens at 0.45 each.
+        let pair = [0.0, 0.0, -2.0, -30.0];
+        assert_eq!(next_guess(&pair, 4, 3), NextGuess::Torn(vec![0, 1]));
+        assert_eq!(next_guess(&[4.0, 0.0, 0.0], 3, 3), NextGuess::Sure(0));
+    }
+
+    #[test]
+    fn the_top_tokens_come_highest_first_and_ties_by_the_lower_id() {
+        assert_eq!(top_tokens(&[0.5, 2.0, 1.0, 2.0, -1.0], 3), vec![1, 3, 2]);
+        assert_eq!(top_tokens(&[1.0], 3), vec![0]);
+    }
+
+    #[test]
+    fn guesses_grow_a_chain_until_torn_or_full() {
+        let sure = [4.0, 0.0, 0.0];
+        let torn = [0.0, 0.0, -2.0];
+        let mut guesses = Guesses::default();
+        assert!(guess_at(&mut guesses, &sure, 3, 4));
+        assert!(
+            !guess_at(&mut guesses, &torn, 3, 4),
+            "branches end the chain"
+        );
+        assert_eq!(guesses.tokens, vec![0]);
+        assert_eq!(guesses.branches, vec![0, 1]);
+        assert_eq!(guesses.len(), 3);
+        let mut full = Guesses::default();
+        assert!(guess_at(&mut full, &sure, 3, 2));
+        assert!(!guess_at(&mut full, &sure, 3, 2));
+        assert_eq!(full.tokens, vec![0, 0]);
+        // One place left: a torn guess cannot branch.
+        let mut one = Guesses::default();
+        assert!(!guess_at(&mut one, &torn, 3, 1));
+        assert!(one.branches.is_empty());
     }
 }

@@ -38,6 +38,10 @@ pub struct EngineMetrics {
     pub kv_cells_used: usize,
     /// KV cells in all (every slot's share).
     pub kv_cells: usize,
+    /// Decodes of the draft model, and the tokens in them: it reads and guesses for every
+    /// drafting request in the same decodes, so tokens per decode grow with the requests.
+    pub draft_model_decodes: u64,
+    pub draft_model_tokens: u64,
 }
 
 /// One decoding step, as the counters take it.
@@ -99,6 +103,13 @@ impl Shared {
             .add(profile);
     }
 
+    /// The draft model's decodes of a step and their tokens.
+    pub(crate) fn count_draft_model(&self, decodes: u64, tokens: u64) {
+        let mut m = self.counters();
+        m.draft_model_decodes += decodes;
+        m.draft_model_tokens += tokens;
+    }
+
     pub(crate) fn count_finished(&self) {
         self.counters().requests_finished += 1;
     }
@@ -145,10 +156,13 @@ mod tests {
         }
         shared.count_finished();
         shared.count_failed();
+        shared.count_draft_model(3, 7);
+        shared.count_draft_model(1, 2);
         let m = shared.metrics();
         assert_eq!((m.steps, m.batch_tokens, m.tokens_emitted), (2, 10, 4));
         assert_eq!((m.last_batch_tokens, m.last_occupancy), (5, 0.5));
         assert_eq!((m.requests_finished, m.requests_failed), (1, 1));
         assert_eq!((m.slots, m.kv_cells, m.kv_cells_used), (4, 4096, 100));
+        assert_eq!((m.draft_model_decodes, m.draft_model_tokens), (4, 9));
     }
 }

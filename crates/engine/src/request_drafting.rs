@@ -12,7 +12,7 @@ use crate::speculative::budget::{
 };
 use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftInput, Drafter};
-use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
+use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout, DRAFT_MODEL};
 use crate::token::TokenId;
 
 /// One drafter and what this run learnt about its guesses.
@@ -25,6 +25,8 @@ struct Proposer {
     start: Vec<AcceptanceStats>,
     /// The class of this step's proposal.
     class: usize,
+    /// Time this step's proposal took before it was asked for (see [`Drafter::prepared_ms`]).
+    prepared_ms: f64,
 }
 
 /// A cheap drafter's guess that the budget did not draft, checked against the tokens that
@@ -105,6 +107,7 @@ impl Drafting {
                         acceptance: priors.clone(),
                         start: priors,
                         class: 0,
+                        prepared_ms: 0.0,
                     }
                 })
                 .collect(),
@@ -125,6 +128,9 @@ impl Drafting {
         max_nodes: usize,
     ) -> Draft {
         let started = Instant::now();
+        for p in &mut self.proposers {
+            p.prepared_ms = 0.0;
+        }
         let limit = max_nodes.min(self.max_draft);
         if limit == 0 {
             return skipped(no_room());
@@ -150,7 +156,7 @@ impl Drafting {
                 }
                 Err((skip, weighed)) => {
                     return Draft {
-                        draft_ms: ms_since(started),
+                        draft_ms: self.drafting_ms(started),
                         decision: weighed,
                         ..skipped(skip)
                     }
@@ -164,10 +170,48 @@ impl Drafting {
         let skip = tree.is_empty().then(|| self.no_candidates());
         Draft {
             tree,
-            draft_ms: ms_since(started),
+            draft_ms: self.drafting_ms(started),
             skip,
             decision,
         }
+    }
+
+    /// This step's drafting time: since `started`, and what its proposals took before.
+    fn drafting_ms(&self, started: Instant) -> f64 {
+        ms_since(started) + self.proposers.iter().map(|p| p.prepared_ms).sum::<f64>()
+    }
+
+    /// The most guesses this step may ask of the draft model: all it may draft when every
+    /// drafter proposes in full, else what the budget would let it draft were it the only
+    /// drafter (the others can only take its share). Asked before any request drafts, so that
+    /// the draft model's decodes for every request run together; a request that asks for more
+    /// when it drafts gets them then.
+    pub(crate) fn draft_model_ask(
+        &self,
+        cost: Option<&CostModel>,
+        batch: BatchLoad,
+        max_nodes: usize,
+    ) -> usize {
+        let limit = max_nodes.min(self.max_draft);
+        let Some(p) = self
+            .proposers
+            .iter()
+            .find(|p| p.drafter.name() == DRAFT_MODEL)
+        else {
+            return 0;
+        };
+        if self.fixed {
+            return limit;
+        }
+        let Some(cost) = cost else {
+            return 0;
+        };
+        let option = DraftOption {
+            stats: p.stats(),
+            cap: limit,
+            confidence_z: self.confidence_z,
+        };
+        choose_draft_lens(cost, &[option], limit, batch).lens[0]
     }
 
     /// Each drafter's proposal cut to what the budget expects to pay, with the figures it
@@ -350,13 +394,14 @@ impl Proposer {
         let started = Instant::now();
         let mut tree = self.drafter.draft(input, max_nodes);
         tree.truncate(max_nodes);
+        self.prepared_ms = self.drafter.prepared_ms();
         self.class = self.drafter.evidence_class();
         if self.acceptance.len() <= self.class {
             let fresh = self.acceptance[0].without_evidence();
             self.acceptance.resize(self.class + 1, fresh);
         }
         if !tree.is_empty() {
-            let ms = (ms_since(started) - self.drafter.reading_ms()).max(0.0);
+            let ms = (ms_since(started) + self.prepared_ms - self.drafter.reading_ms()).max(0.0);
             self.stats_mut().record_draft(ms, tree.len());
         }
         tree

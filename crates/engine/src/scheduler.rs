@@ -28,7 +28,8 @@ use crate::request::Prompt;
 use crate::request_drafting::no_room;
 use crate::sequence::{NewSequence, Sequence, StepPlan};
 use crate::speculative::budget::BatchLoad;
-use crate::speculative::drafter::ModelProposer;
+use crate::speculative::costs::CostModel;
+use crate::speculative::drafter::{DraftAsk, ModelProposer};
 use crate::step_batch::{add_tree, fit_leaves, StepBatch};
 use crate::token::TokenId;
 use crate::valid_request::ValidRequest;
@@ -99,7 +100,11 @@ impl<'m> Scheduler<'m> {
             n_seq_max,
             cache: PromptCache::new((slots..leaves_from).map(|s| s as i32)),
             drafters,
-            draft_model: draft_model.map(RefCell::new),
+            // What it decoded when it loaded is not a request's.
+            draft_model: draft_model.map(|mut model| {
+                model.take_counts();
+                RefCell::new(model)
+            }),
             shared,
         }
     }
@@ -340,6 +345,7 @@ impl<'m> Scheduler<'m> {
             })
             .collect();
         let cost = self.runtime.cost_model().cloned();
+        self.prepare_draft_model(&decoding, cost.as_ref());
         for (k, &slot) in decoding.iter().enumerate() {
             let reserved_for_others = decoding.len() - k - 1;
             let Some(sequence) = self.slots[slot].as_mut() else {
@@ -349,9 +355,12 @@ impl<'m> Scheduler<'m> {
                 sequence.ending = Some(crate::events::StopReason::ContextFull);
                 continue;
             }
-            let room = (n_ctx_seq - sequence.pos - 2)
-                .min(sequence.out.remaining().saturating_sub(1))
-                .min(n_batch.saturating_sub(batch.tokens + 1 + reserved_for_others));
+            let room = draft_room(
+                sequence,
+                n_ctx_seq,
+                n_batch,
+                batch.tokens + 1 + reserved_for_others,
+            );
             // Whatever this request drafts, the step decodes the trees of the requests before
             // it and the roots of those after it, and yields each of them at least a token.
             let load = BatchLoad {
@@ -393,6 +402,38 @@ impl<'m> Scheduler<'m> {
             batch.tokens += 1 + plan.tree.len();
             batch.trees.push((slot, plan));
         }
+        if let Some(draft_model) = &self.draft_model {
+            let (decodes, tokens) = draft_model.borrow_mut().take_counts();
+            self.shared.count_draft_model(decodes, tokens);
+        }
+    }
+
+    /// The draft model's guesses for every decoding request that may draft with it, made
+    /// together (one decode per depth for all of them), as the first request would weigh them:
+    /// beside the others' roots.
+    fn prepare_draft_model(&mut self, decoding: &[usize], cost: Option<&CostModel>) {
+        let Some(draft_model) = self.draft_model.as_ref() else {
+            return;
+        };
+        let (n_ctx_seq, n_batch) = (self.runtime.n_ctx_seq(), self.runtime.n_batch());
+        let others = decoding.len().saturating_sub(1);
+        let load = BatchLoad {
+            tokens: others,
+            requests: others,
+        };
+        let asks: Vec<DraftAsk<'_>> = decoding
+            .iter()
+            .filter_map(|&slot| {
+                let sequence = self.slots[slot].as_ref()?;
+                if sequence.pos + 1 >= n_ctx_seq {
+                    return None;
+                }
+                let room = draft_room(sequence, n_ctx_seq, n_batch, decoding.len());
+                sequence.draft_model_ask(cost, load, room)
+            })
+            .collect();
+        // Each request's share of this time is in its draft's time.
+        draft_model.borrow_mut().prepare(&asks);
     }
 
     /// Then prompt chunks, oldest request first, in what is left of the batch.
@@ -582,4 +623,12 @@ impl<'m> Scheduler<'m> {
     fn update_queue_metrics(&self) {
         self.shared.set_load(self.active());
     }
+}
+/// Most tokens a request at `sequence.pos` may draft in a step whose batch already holds
+/// `taken` tokens (its own root and the others' included): within its context, its token
+/// limit and the batch.
+fn draft_room(sequence: &Sequence<'_>, n_ctx_seq: usize, n_batch: usize, taken: usize) -> usize {
+    (n_ctx_seq - sequence.pos - 2)
+        .min(sequence.out.remaining().saturating_sub(1))
+        .min(n_batch.saturating_sub(taken))
 }

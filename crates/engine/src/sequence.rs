@@ -23,7 +23,7 @@ use crate::request_drafting::{Draft, Drafting};
 use crate::sampler::Sampler;
 use crate::speculative::budget::{AcceptanceStats, BatchLoad};
 use crate::speculative::costs::CostModel;
-use crate::speculative::drafter::{DraftInput, Drafter, ModelProposer};
+use crate::speculative::drafter::{DraftAsk, DraftInput, Drafter, ModelProposer};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
 use crate::speculative::verify::{verify, Verdict};
 use crate::step_profile::StepProfile;
@@ -212,6 +212,25 @@ impl<'m> Sequence<'m> {
             draft_model,
         };
         drafting.draft(&input, cost, batch, max_nodes)
+    }
+
+    /// What this step may ask of the draft model for this request (see
+    /// [`Drafting::draft_model_ask`]), if anything.
+    pub(crate) fn draft_model_ask(
+        &self,
+        cost: Option<&CostModel>,
+        batch: BatchLoad,
+        max_nodes: usize,
+    ) -> Option<DraftAsk<'_>> {
+        let n = self
+            .drafting
+            .as_ref()?
+            .draft_model_ask(cost, batch, max_nodes);
+        (n > 0).then(|| DraftAsk {
+            seq: self.id as usize,
+            history: &self.out.history,
+            n,
+        })
     }
 
     /// Its drafters, and what this run learnt about each beyond what it started from.

@@ -107,6 +107,39 @@ fn a_full_batch_of_drafting_requests_is_lossless() {
 }
 
 #[test]
+fn the_draft_model_guesses_for_every_request_in_the_same_decodes() {
+    // An engine of its own, so that no other test's requests are counted.
+    let mut config = EngineConfig::new(model_path());
+    config.parallel = PARALLEL;
+    config.decode_costs = Some(common::cpu_decode_costs());
+    config.draft_model_path = Some(model_path());
+    let engine = Engine::load(config).expect("model and draft model load");
+    let streams: Vec<_> = PROMPTS
+        .iter()
+        .map(|p| engine.generate(drafting(p, 4, 48)).expect("accepted"))
+        .collect();
+    let mut steps = 0;
+    for (stream, prompt) in streams.into_iter().zip(PROMPTS) {
+        let summary = stream.wait().expect("finished");
+        assert_like_normal(&engine, &chat(prompt), &summary.token_ids, 48, prompt);
+        assert!(
+            summary.draft_tokens.unwrap_or(0) > 0,
+            "{prompt}: drafted nothing"
+        );
+        steps += summary.steps as u64;
+    }
+    // One request at a time takes a decode to read each step's tokens and one more per guess;
+    // three requests reading and guessing together share those decodes.
+    let metrics = engine.metrics();
+    assert!(
+        metrics.draft_model_decodes < steps,
+        "{} draft model decodes for {steps} steps of the three requests",
+        metrics.draft_model_decodes
+    );
+    assert!(metrics.draft_model_tokens > 2 * metrics.draft_model_decodes);
+}
+
+#[test]
 fn its_cache_stays_in_step_through_a_cancel_and_a_new_request_in_the_same_place() {
     // A run cancelled after a few steps leaves the draft model's cells mid-answer; the next
     // requests start elsewhere and with part of its prompt. Had the cells not followed, the

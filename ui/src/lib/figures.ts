@@ -23,3 +23,14 @@ export function acceptanceText(label: string, depth: number, rate: number, count
     'Each depth counts only the steps that reached it, so a deeper one can be higher.'
   );
 }
+
+/**
+ * The draft model's decodes in words: it reads and guesses for every drafting request in the
+ * same decodes, so its tokens per decode grow with the requests drafting together.
+ */
+export function draftModelDecodesText(metrics: { draft_model_decodes: number; draft_model_tokens: number }): string {
+  const { draft_model_decodes: decodes, draft_model_tokens: tokens } = metrics;
+  if (decodes === 0) return 'no decodes yet';
+  const each = (tokens / decodes).toFixed(1);
+  return `${decodes} decode${decodes === 1 ? '' : 's'}, ${tokens} tokens (${each} per decode, every drafting request's in the same ones)`;
+}

@@ -22,12 +22,40 @@ pub trait ModelProposer {
     fn propose(&self, seq: usize, history: &[TokenId], n: usize) -> Result<Guesses, EngineError>;
 }
 
-/// A model's guesses, and the time it spent first reading text it had not seen (see
-/// [`Drafter::reading_ms`]).
+/// A request's ask of the draft model for this step: up to `n` guesses after `history` in
+/// sequence `seq`.
+pub struct DraftAsk<'h> {
+    pub seq: usize,
+    pub history: &'h [TokenId],
+    pub n: usize,
+}
+
+/// A model's guesses: a chain of its top tokens, and where it was torn between a few at the
+/// place after the chain, those few, as branches.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Guesses {
     pub tokens: Vec<TokenId>,
+    pub branches: Vec<TokenId>,
+    /// Time spent first reading text it had not seen (see [`Drafter::reading_ms`]).
     pub reading_ms: f64,
+    /// Time spent on them before they were asked for (see [`Drafter::prepared_ms`]).
+    pub prepared_ms: f64,
+}
+
+impl Guesses {
+    pub fn len(&self) -> usize {
+        self.tokens.len() + self.branches.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keeps the first `n` guesses, the chain's first.
+    pub fn truncate(&mut self, n: usize) {
+        self.tokens.truncate(n);
+        self.branches.truncate(n - self.tokens.len());
+    }
 }
 
 pub trait Drafter: Send {
@@ -55,6 +83,12 @@ pub trait Drafter: Send {
     /// Time the last draft spent reading text the drafter had not seen yet beyond a step's
     /// worth (a new prompt): paid once per request, not by each step that drafts.
     fn reading_ms(&self) -> f64 {
+        0.0
+    }
+
+    /// Time the last draft took before it was asked for: a draft model's decodes run for
+    /// every request together at the start of the step, each request paying its share.
+    fn prepared_ms(&self) -> f64 {
         0.0
     }
 

@@ -1,4 +1,5 @@
-//! The draft model as a drafter: a chain of its guesses, as long as the budget asks for.
+//! The draft model as a drafter: a chain of its guesses, as long as the budget asks for, and
+//! where it was torn between a few tokens after the chain, those few as branches.
 
 use super::drafter::{DraftInput, Drafter, Guesses};
 use super::tree::{DraftTree, TokenSource, DRAFT_MODEL};
@@ -7,6 +8,8 @@ use super::tree::{DraftTree, TokenSource, DRAFT_MODEL};
 pub struct DraftModelDrafter {
     /// See [`Drafter::reading_ms`].
     reading_ms: f64,
+    /// See [`Drafter::prepared_ms`].
+    prepared_ms: f64,
 }
 
 impl Drafter for DraftModelDrafter {
@@ -28,6 +31,10 @@ impl Drafter for DraftModelDrafter {
         self.reading_ms
     }
 
+    fn prepared_ms(&self) -> f64 {
+        self.prepared_ms
+    }
+
     fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
         let Some(model) = input.draft_model else {
             return DraftTree::default();
@@ -41,10 +48,14 @@ impl Drafter for DraftModelDrafter {
             }
         };
         self.reading_ms = guesses.reading_ms;
+        self.prepared_ms = guesses.prepared_ms;
         let mut tree = DraftTree::default();
         let mut parent = None;
         for token in guesses.tokens {
             parent = Some(tree.push(token, parent, TokenSource::DraftModel, 0));
+        }
+        for (rank, token) in guesses.branches.into_iter().enumerate() {
+            tree.push(token, parent, TokenSource::DraftModel, rank);
         }
         tree
     }
@@ -71,9 +82,13 @@ mod tests {
                 return Err(EngineError::Decode("draft model: out of cells".into()));
             }
             let last = *history.last().unwrap();
+            // The last place torn between two tokens.
+            let chain = n.saturating_sub(2) as TokenId;
             Ok(Guesses {
-                tokens: (1..=n as TokenId).map(|i| last + i).collect(),
+                tokens: (1..=chain).map(|i| last + i).collect(),
+                branches: vec![last + chain + 1, last + chain + 2][..n.min(2)].to_vec(),
                 reading_ms: 2.5,
+                prepared_ms: 4.0,
             })
         }
     }
@@ -91,11 +106,15 @@ mod tests {
     }
 
     #[test]
-    fn the_guesses_hang_in_one_chain_below_the_root() {
-        let tree = draft(Some(&Counting(true)), 3);
-        assert_eq!(tree.tokens, vec![5, 6, 7]);
-        assert_eq!(tree.parents, vec![None, Some(0), Some(1)]);
-        assert_eq!(tree.sources, vec![TokenSource::DraftModel; 3]);
+    fn the_guesses_hang_in_one_chain_below_the_root_and_branch_at_its_end() {
+        let tree = draft(Some(&Counting(true)), 4);
+        assert_eq!(tree.tokens, vec![5, 6, 7, 8]);
+        assert_eq!(tree.parents, vec![None, Some(0), Some(1), Some(1)]);
+        assert_eq!(tree.ranks, vec![0, 0, 0, 1]);
+        assert_eq!(tree.sources, vec![TokenSource::DraftModel; 4]);
+        let torn_at_once = draft(Some(&Counting(true)), 2);
+        assert_eq!(torn_at_once.tokens, vec![5, 6]);
+        assert_eq!(torn_at_once.parents, vec![None, None]);
     }
 
     #[test]
@@ -110,6 +129,7 @@ mod tests {
         };
         drafter.draft(&input, 2);
         assert_eq!(drafter.reading_ms(), 2.5);
+        assert_eq!(drafter.prepared_ms(), 4.0);
     }
 
     #[test]

@@ -885,7 +885,12 @@ kv_cells_used: number,
 /**
  * KV cells in all (every slot's share).
  */
-kv_cells: number, };
+kv_cells: number, 
+/**
+ * Decodes of the draft model, and the tokens in them: it reads and guesses for every
+ * drafting request in the same decodes, so tokens per decode grow with the requests.
+ */
+draft_model_decodes: number, draft_model_tokens: number, };
 
 /**
  * A model being loaded (in the background) to replace the current one, if any.
