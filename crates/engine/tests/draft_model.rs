@@ -93,6 +93,27 @@ fn its_nodes_are_named_as_the_draft_model_s() {
 }
 
 #[test]
+fn where_it_is_torn_between_a_few_tokens_they_branch_and_output_stays_normal_s() {
+    let mut branched = 0;
+    for prompt in PROMPTS {
+        let mut stream = engine()
+            .generate(drafting(prompt, 4, 64))
+            .expect("accepted");
+        let summary = loop {
+            match stream.blocking_next().expect("stream ends with Finished") {
+                // A tree wider than it is deep has siblings: branches of the draft model.
+                GenerationEvent::Step(step) if step.tree_size > step.tree_depth => branched += 1,
+                GenerationEvent::Finished(summary) => break summary,
+                GenerationEvent::Failed(err) => panic!("{err}"),
+                _ => {}
+            }
+        };
+        assert_like_normal(engine(), &chat(prompt), &summary.token_ids, 64, prompt);
+    }
+    assert!(branched > 0, "no step branched");
+}
+
+#[test]
 fn a_full_batch_of_drafting_requests_is_lossless() {
     let streams: Vec<_> = PROMPTS
         .iter()

@@ -1146,6 +1146,9 @@ fn health_info_and_metrics() {
         "medusa_slots 4",
         "medusa_engine_steps_total",
         "medusa_batch_tokens_total",
+        // No draft model here.
+        "medusa_draft_model_decodes_total 0",
+        "medusa_draft_model_tokens_total 0",
         "medusa_runs_total{status=\"finished\"}",
     ] {
         assert!(text.contains(name), "{name} missing from\n{text}");
