@@ -183,7 +183,7 @@ impl Drafting {
 
     /// The most guesses this step may ask of the draft model: all it may draft when every
     /// drafter proposes in full, else what the budget would let it draft were it the only
-    /// drafter (the others can only take its share). Asked before any request drafts, so that
+    /// drafter (beside others it is given at most that). Asked before any request drafts, so that
     /// the draft model's decodes for every request run together; a request that asks for more
     /// when it drafts gets them then.
     pub(crate) fn draft_model_ask(

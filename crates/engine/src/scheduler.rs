@@ -411,7 +411,7 @@ impl<'m> Scheduler<'m> {
     /// The draft model's guesses for every decoding request that may draft with it, made
     /// together (one decode per depth for all of them), as the first request would weigh them:
     /// beside the others' roots.
-    fn prepare_draft_model(&mut self, decoding: &[usize], cost: Option<&CostModel>) {
+    fn prepare_draft_model(&self, decoding: &[usize], cost: Option<&CostModel>) {
         let Some(draft_model) = self.draft_model.as_ref() else {
             return;
         };
