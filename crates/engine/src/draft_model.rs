@@ -78,7 +78,8 @@ impl<'h> Lane<'h> {
     }
 }
 
-/// A token of one sequence in a decode of several.
+/// A token in a decode: its sequence, its position, and whether its logits are wanted.
+#[derive(Clone, Copy)]
 struct LaneToken {
     seq: usize,
     token: TokenId,
@@ -268,14 +269,12 @@ impl<'m> DraftModel<'m> {
             for (i, &(l, _)) in chunk.iter().enumerate() {
                 let lane = &mut lanes[l];
                 lane.reading_ms += share;
+                lane.guesses.prepared_ms += share;
                 if tokens[i].logits {
                     let logits = self.ctx.get_logits_ith(i as i32);
                     lane.growing = guess_at(&mut lane.guesses, logits, self.target_vocab, lane.n);
                 }
             }
-        }
-        for lane in lanes.iter_mut() {
-            lane.guesses.prepared_ms = lane.reading_ms;
         }
         loop {
             let growing: Vec<usize> = (0..lanes.len()).filter(|&l| lanes[l].growing).collect();
@@ -307,14 +306,8 @@ impl<'m> DraftModel<'m> {
 
     /// One decode of tokens of several sequences; returns each token's share of its time.
     fn decode_lanes(&mut self, tokens: &[LaneToken]) -> Result<f64, EngineError> {
-        self.batch.clear();
-        for t in tokens {
-            self.batch
-                .add(LlamaToken(t.token), t.pos as i32, &[t.seq as i32], t.logits)
-                .map_err(failed)?;
-        }
         let started = Instant::now();
-        self.decode_batch()?;
+        self.decode_tokens(tokens.iter().copied())?;
         Ok(ms_since(started) / tokens.len().max(1) as f64)
     }
 
@@ -363,21 +356,25 @@ impl<'m> DraftModel<'m> {
         pos: usize,
         first: usize,
     ) -> Result<(), EngineError> {
-        self.batch.clear();
-        for (i, &token) in tokens.iter().enumerate() {
-            self.batch
-                .add(
-                    LlamaToken(token),
-                    (pos + i) as i32,
-                    &[seq as i32],
-                    i >= first,
-                )
-                .map_err(failed)?;
-        }
-        self.decode_batch()
+        self.decode_tokens(tokens.iter().enumerate().map(|(i, &token)| LaneToken {
+            seq,
+            token,
+            pos: pos + i,
+            logits: i >= first,
+        }))
     }
 
-    fn decode_batch(&mut self) -> Result<(), EngineError> {
+    /// One decode of `tokens`, counted.
+    fn decode_tokens(
+        &mut self,
+        tokens: impl IntoIterator<Item = LaneToken>,
+    ) -> Result<(), EngineError> {
+        self.batch.clear();
+        for t in tokens {
+            self.batch
+                .add(LlamaToken(t.token), t.pos as i32, &[t.seq as i32], t.logits)
+                .map_err(failed)?;
+        }
         self.decodes += 1;
         self.tokens += self.batch.n_tokens() as u64;
         self.ctx.decode(&mut self.batch).map_err(failed)
