@@ -33,6 +33,8 @@ const TRAINING_DIR: &str = "training";
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 /// Least time between two writes of a job's progress to the history.
 const STORE_EVERY: Duration = Duration::from_secs(1);
+/// Writes tried for a job's end before giving up (one [`STORE_EVERY`] apart).
+const END_WRITE_ATTEMPTS: u32 = 5;
 
 /// A job's settings with the prompts they name, checked.
 struct Plan {
@@ -328,7 +330,7 @@ impl Playground {
     ) {
         let id = reporter.job.id;
         let store = self.store().clone();
-        let persist = tokio::spawn(persist_progress(store.clone(), updates));
+        let persist = tokio::spawn(persist_progress(store.clone(), updates.clone()));
         let ran = tokio::task::spawn_blocking(move || {
             let mut reporter = reporter;
             let outcome = run_job(&context, &mut reporter);
@@ -341,17 +343,17 @@ impl Playground {
             Ok(ran) => ran,
             Err(panic) => {
                 tracing::error!(id, %panic, "training job thread ended abnormally");
+                // Its last published state, failed, so that it does not read as running.
+                let mut job = updates.borrow().clone();
+                job.status = TrainingStatus::Failed;
+                job.error = Some(format!("the training thread ended abnormally: {panic}"));
+                record_end(&store, &job).await;
                 self.training_slot().release();
                 return;
             }
         };
         reporter.finish(outcome);
-        if let Err(err) = store
-            .update_training_job(id, &progress_of(&reporter.job))
-            .await
-        {
-            tracing::error!(id, %err, "the training job's end could not be recorded");
-        }
+        record_end(&store, &reporter.job).await;
         self.training_slot().release();
         reporter.publish();
     }
@@ -576,6 +578,23 @@ fn progress_of(job: &TrainingJob) -> TrainingProgress {
         heads_path: job.heads_path.clone(),
         report: job.report.clone(),
         error: job.error.clone(),
+    }
+}
+
+/// Writes how a job ended, trying again a few times: a job whose end is not written reads as
+/// running until the next start.
+async fn record_end(store: &store::Store, job: &TrainingJob) {
+    for attempt in 1..=END_WRITE_ATTEMPTS {
+        match store.update_training_job(job.id, &progress_of(job)).await {
+            Ok(()) => return,
+            Err(err) if attempt < END_WRITE_ATTEMPTS => {
+                tracing::warn!(id = job.id, %err, attempt, "the training job's end not recorded yet");
+                tokio::time::sleep(STORE_EVERY).await;
+            }
+            Err(err) => {
+                tracing::error!(id = job.id, %err, "the training job's end could not be recorded")
+            }
+        }
     }
 }
 

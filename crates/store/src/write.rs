@@ -28,19 +28,22 @@ pub(crate) struct WriteTx {
 impl WriteTx {
     pub(crate) async fn begin(
         turn: OwnedMutexGuard<()>,
-        mut conn: PoolConnection<Sqlite>,
+        conn: PoolConnection<Sqlite>,
     ) -> Result<Self> {
-        // Takes the write lock up front, so that the transaction waits out another process's
-        // writer (up to the busy timeout) instead of failing when it first writes after a read.
-        if let Err(err) = sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await {
-            conn.close_on_drop();
-            return Err(err.into());
-        }
-        Ok(Self {
+        // Open before `BEGIN` runs: a caller that gives up while it waits for the lock (a
+        // cancelled task, a client gone) drops this, and the connection is closed rather than
+        // pooled, where the `BEGIN` it still runs would hold the lock for good.
+        let mut tx = Self {
             conn,
             open: true,
             _turn: turn,
-        })
+        };
+        // Takes the write lock up front, so that the transaction waits out another process's
+        // writer (up to the busy timeout) instead of failing when it first writes after a read.
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *tx.conn)
+            .await?;
+        Ok(tx)
     }
 
     pub(crate) async fn commit(mut self) -> Result<()> {

@@ -201,3 +201,44 @@ async fn a_large_import_goes_in_batches_and_repeats_harmlessly() {
     let first = store.list_runs(&all).await.unwrap().pop().unwrap();
     assert_eq!(store.get_run(first.id).await.unwrap().steps.len(), 2);
 }
+
+/// A write whose caller gives up while it waits for another process's lock (a client that
+/// disconnects, a task cancelled) leaves no connection holding the lock: the next write goes
+/// through once the other process lets go.
+#[tokio::test]
+async fn a_write_cancelled_while_it_waits_for_the_lock_leaves_no_lock_behind() {
+    use sqlx::{Connection, SqliteConnection};
+
+    let (dir, store) = temp_store().await;
+    let mut other_process = SqliteConnection::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("history.sqlite").display()
+    ))
+    .await
+    .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other_process)
+        .await
+        .unwrap();
+    // The history's busy timeout is seconds: this gives up while the write still waits.
+    let given_up = tokio::time::timeout(
+        std::time::Duration::from_millis(200),
+        store.begin_run(&new_run("normal", "m", chat("given up"), 0)),
+    )
+    .await;
+    assert!(given_up.is_err(), "the write waited for the lock");
+    sqlx::query("COMMIT")
+        .execute(&mut other_process)
+        .await
+        .unwrap();
+
+    // Time for the abandoned `BEGIN` to take the lock, were it still waiting for it (SQLite's
+    // busy handler tries again every 100 ms at most).
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    for i in 0..4 {
+        store
+            .begin_run(&new_run("normal", "m", chat(&format!("after {i}")), 1))
+            .await
+            .expect("no connection kept the lock");
+    }
+}
