@@ -556,7 +556,9 @@ fn auto_mode_merges_lookup_and_medusa_guesses_into_one_lossless_tree() {
     // Copying text: lookup finds the prompt's words, the heads guess the same tokens or others.
     let prompt = chat(
         "Fix the typos in this paragraph and write it out in full: The sun rose slowley over the \
-         quiet vilage. Farmers walked to thier fields while the children ran to school.",
+         quiet vilage. Farmers walked to thier fields while the children ran to school. The baker \
+         opend his shop and the smell of fresh bread filed the streets. By noon the market was \
+         bussy with people buying fruit, vegtables and cheese.",
     );
     let tree = TreeSpec::mc_sim_7b_63();
     const MAX_TOKENS: u32 = 80;
