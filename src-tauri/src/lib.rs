@@ -57,6 +57,7 @@ pub fn invoke_handler<R: tauri::Runtime>(
         training_commands::get_training_job,
         training_commands::cancel_training,
         training_commands::resume_training,
+        training_commands::delete_training_job,
         training_commands::watch_training,
     ]
 }

@@ -2,7 +2,7 @@
 //! `/api/training` answers over HTTP. A job's updates go to a channel.
 
 use futures_util::StreamExt;
-use playground::training_figures::TrainingRequest;
+use playground::training_figures::{DeletedTrainingJob, TrainingRequest};
 use playground::{AppError, Playground};
 use store::TrainingJob;
 use tauri::ipc::Channel;
@@ -42,6 +42,14 @@ pub async fn resume_training(
     id: i64,
 ) -> Result<TrainingJob, AppError> {
     playground.resume_training(id).await
+}
+
+#[tauri::command]
+pub async fn delete_training_job(
+    playground: State<'_, Playground>,
+    id: i64,
+) -> Result<DeletedTrainingJob, AppError> {
+    playground.delete_training_job(id).await
 }
 
 /// Sends the job now, then each change until it stops running; resolves at its last update.

@@ -374,4 +374,10 @@ fn heads_training_through_ipc() {
     assert_eq!(err["code"], "not_running");
     let err = invoke(&window, "resume_training", json!({"id": id})).expect_err("finished");
     assert_eq!(err["code"], "not_resumable");
+    let deleted = invoke(&window, "delete_training_job", json!({"id": id})).unwrap();
+    assert_eq!(deleted["id"], id);
+    assert!(deleted["freed_bytes"].as_u64().unwrap() > 0, "{deleted}");
+    let listed = invoke(&window, "list_training_jobs", json!({})).unwrap();
+    assert_eq!(listed, json!([]));
+    assert!(dir.path().join("tiny.medusa.gguf").is_file());
 }

@@ -208,6 +208,7 @@ test('a job cancelled while it collects answers resumes from them', async () => 
 
   await page.getByTestId('training-resume').click();
   await page.locator(`[data-testid="training-job"][data-job-id="${id}"][data-status="running"]`).waitFor();
+  assert.equal(await page.getByTestId('training-delete').count(), 0, 'a running job cannot be deleted');
   assert.ok((await answered()) >= kept, `resumed from ${kept} answers: ${await progress.innerText()}`);
   await page.waitForFunction(
     (from) => {
@@ -226,4 +227,20 @@ test('a job cancelled while it collects answers resumes from them', async () => 
     jobs.map((j) => j.status),
     ['cancelled', 'finished'],
   );
+
+  // Deleted after a question: the job leaves the list, and its answers the disk.
+  // Collection did not end: its answers so far are kept beside the data file.
+  const data = jobs[0].data_path.replace(/\.data$/, '.partial');
+  assert.ok(existsSync(data), data);
+  page.once('dialog', (dialog) => {
+    assert.match(dialog.message(), new RegExp(`^Delete training job ${id} \\(.+\\) and the answers it collected\\?$`));
+    void dialog.accept();
+  });
+  await page.getByTestId('training-delete').click();
+  await page.getByTestId('training-deleted').waitFor();
+  assert.match(await page.getByTestId('training-deleted').innerText(), new RegExp(`^Deleted job ${id}, freeing \\d+ (kB|MB) of collected answers\\.$`));
+  assert.equal(await page.getByTestId(`training-job-${id}`).count(), 0);
+  assert.ok(!existsSync(data), 'the collected answers are removed');
+  const left = await page.evaluate(async () => (await fetch('/api/training')).json());
+  assert.deepEqual(left.map((j) => j.status), ['finished']);
 });

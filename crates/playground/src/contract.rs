@@ -91,6 +91,7 @@ pub fn typescript() -> String {
         crate::training_figures::TrainingFigures,
         crate::training_figures::TuneSummary,
         crate::training_figures::TrainingReport,
+        crate::training_figures::DeletedTrainingJob,
         store::TrainingJob,
         store::TrainingStatus,
         engine::tuning::TuneReport,

@@ -38,6 +38,14 @@ pub struct TrainingRequest {
     pub tune_max_tokens: Option<u32>,
 }
 
+/// What deleting a training job removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+pub struct DeletedTrainingJob {
+    pub id: i64,
+    /// Bytes of collected answers removed from disk (the heads it wrote stay).
+    pub freed_bytes: u64,
+}
+
 /// What a job runs with: the request with every default filled in. Stored with the job, so that
 /// a resume does exactly what the start did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]

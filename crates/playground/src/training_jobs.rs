@@ -20,7 +20,7 @@ use training::{StopFlag, TrainError, TrainHeadsOptions, TrainProgress};
 use crate::error::{AppError, ErrorKind};
 use crate::playground::Playground;
 use crate::training_figures::{
-    TrainingFigures, TrainingPhase, TrainingReport, TrainingRequest, TrainingSettings, TuneSummary,
+    DeletedTrainingJob, TrainingFigures, TrainingPhase, TrainingReport, TrainingRequest, TrainingSettings, TuneSummary,
     DEFAULT_EPOCHS, DEFAULT_MAX_TOKENS, DEFAULT_TUNE_MAX_TOKENS, DEFAULT_VOCAB_SUBSET,
     EVALUATIONS_PER_EPOCH,
 };
@@ -186,6 +186,8 @@ impl Playground {
     /// Continues a cancelled, failed or interrupted job from the answers it collected.
     #[tracing::instrument(skip(self))]
     pub async fn resume_training(&self, id: i64) -> Result<TrainingJob, AppError> {
+        // Claimed before the job is read, so that it cannot be deleted in between.
+        let reservation = self.training_slot().reserve()?;
         let job = self.store().get_training_job(id).await?;
         if !matches!(
             job.status,
@@ -207,8 +209,21 @@ impl Playground {
             Some(path) => PathBuf::from(path),
             None => data_file(&self.training_dir()?, id),
         };
-        let reservation = self.training_slot().reserve()?;
         Ok(self.launch(reservation, job, plan, figures, data))
+    }
+
+    /// Deletes a job that is not running, with the answers it collected; the heads it wrote
+    /// stay beside their model.
+    #[tracing::instrument(skip(self))]
+    pub async fn delete_training_job(&self, id: i64) -> Result<DeletedTrainingJob, AppError> {
+        self.training_slot().check_stopped(id)?;
+        self.store().delete_training_job(id).await?;
+        let data = data_file(&self.training_dir()?, id);
+        let freed_bytes = [data.with_extension("partial"), data]
+            .iter()
+            .map(|path| remove_answers(path))
+            .sum();
+        Ok(DeletedTrainingJob { id, freed_bytes })
     }
 
     /// Stops the job under way; it keeps what it collected.
@@ -361,6 +376,20 @@ impl Playground {
 
 fn data_file(dir: &Path, id: i64) -> PathBuf {
     dir.join(format!("job-{id}.data"))
+}
+
+/// Removes a file of collected answers if it is there; the bytes it held.
+fn remove_answers(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return 0;
+    };
+    match std::fs::remove_file(path) {
+        Ok(()) => meta.len(),
+        Err(err) => {
+            tracing::warn!(path = %path.display(), %err, "collected answers not removed");
+            0
+        }
+    }
 }
 
 fn model_name(model: &Path) -> String {

@@ -59,6 +59,21 @@ impl TrainingSlot {
         }
     }
 
+    /// A conflict while job `id` runs, or while a job is starting (whose id is not known yet).
+    pub(crate) fn check_stopped(&self, id: i64) -> Result<(), AppError> {
+        match &*self.lock() {
+            Slot::Active(active) if active.id == id => Err(AppError::new(
+                ErrorKind::Conflict,
+                "training_running",
+                format!("training job {id} is running: cancel it first"),
+            )),
+            Slot::Reserved => Err(in_progress(
+                "a training job is starting; try again in a moment".into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Raises the stop of job `id` if it is the one running and may still stop.
     pub(crate) fn cancel(&self, id: i64) -> Result<(), AppError> {
         match &*self.lock() {

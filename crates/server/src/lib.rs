@@ -183,7 +183,10 @@ pub fn router_with_ui(
             "/api/training",
             get(training_api::list).post(training_api::start),
         )
-        .route("/api/training/{id}", get(training_api::get))
+        .route(
+            "/api/training/{id}",
+            get(training_api::get).delete(training_api::delete),
+        )
         .route("/api/training/{id}/cancel", post(training_api::cancel))
         .route("/api/training/{id}/resume", post(training_api::resume))
         .route("/api/training/{id}/events", get(training_api::events))

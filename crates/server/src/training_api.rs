@@ -1,5 +1,6 @@
-//! `/api/training`: heads training jobs. Start one, list them, read one, cancel or resume it,
-//! and follow it as server-sent events (the job now, then each change until it stops running).
+//! `/api/training`: heads training jobs. Start one, list them, read one, cancel, resume or
+//! delete it, and follow it as server-sent events (the job now, then each change until it stops
+//! running).
 
 use std::convert::Infallible;
 use std::path::Path;
@@ -10,7 +11,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::StreamExt;
-use playground::training_figures::TrainingRequest;
+use playground::training_figures::{DeletedTrainingJob, TrainingRequest};
 use store::TrainingJob;
 
 use crate::error::ApiError;
@@ -46,6 +47,15 @@ pub async fn get(
     RecordId(id): RecordId,
 ) -> Result<Json<TrainingJob>, ApiError> {
     Ok(Json(state.playground.get_training_job(id).await?))
+}
+
+/// Deletes a job that is not running and its collected answers (its heads stay).
+#[tracing::instrument(skip(state))]
+pub async fn delete(
+    State(state): State<ServerState>,
+    RecordId(id): RecordId,
+) -> Result<Json<DeletedTrainingJob>, ApiError> {
+    Ok(Json(state.playground.delete_training_job(id).await?))
 }
 
 #[tracing::instrument(skip(state, _body))]

@@ -1,7 +1,8 @@
 //! Heads training jobs over real HTTP on the real default model: a job on a small prompt set
 //! is refused while another runs, cancelled during collection (keeping its answers), resumed
 //! from them to the end, its progress followed as server-sent events in order; the heads it
-//! writes beside the model load and draft, and the job stays in the history and its export.
+//! writes beside the model load and draft, and the job stays in the history and its export
+//! until it is deleted with its answers.
 
 mod common;
 
@@ -135,6 +136,7 @@ fn a_training_job_collects_cancels_resumes_and_writes_heads_that_load() {
         409,
         "training_in_progress",
     );
+    assert_error(delete_job(&base, id), 409, "training_running");
 
     // Cancel once answers arrive: the job stops, keeping them.
     let mut cancelled = false;
@@ -271,4 +273,20 @@ fn a_training_job_collects_cancels_resumes_and_writes_heads_that_load() {
         "not_resumable",
     );
     assert_error(get_from(&base, "/api/training/999"), 404, "not_found");
+
+    // Deleting the job removes it with its collected answers; the heads it wrote stay.
+    let data_bytes = std::fs::metadata(&data).unwrap().len();
+    let (status, deleted) = delete_job(&base, id);
+    assert_eq!(status, 200, "{deleted}");
+    assert_eq!(deleted, json!({"id": id, "freed_bytes": data_bytes}));
+    assert!(!data.exists());
+    assert!(heads.is_file());
+    assert_error(get_from(&base, &format!("/api/training/{id}")), 404, "not_found");
+    assert_eq!(get_from(&base, "/api/training").1, json!([]));
+    assert_error(delete_job(&base, id), 404, "not_found");
+}
+
+fn delete_job(base: &str, id: i64) -> (u16, Value) {
+    let (status, response) = send(agent().delete(&format!("{base}/api/training/{id}")), None);
+    (status, response.into_json().expect("JSON answer"))
 }

@@ -162,6 +162,27 @@ impl Store {
         self.health.observe(write.await)
     }
 
+    /// Removes job `id` from the history and answers it as it was. A running job is refused.
+    #[tracing::instrument(level = "debug", skip(self), err(level = "debug"))]
+    pub async fn delete_training_job(&self, id: i64) -> Result<TrainingJob> {
+        let write = async {
+            let mut tx = self.begin_write().await?;
+            let job = load_job(&mut tx, id).await?;
+            if job.status == TrainingStatus::Running {
+                return Err(StoreError::invalid(format!(
+                    "training job {id} is running: cancel it first"
+                )));
+            }
+            sqlx::query("DELETE FROM training_jobs WHERE id = ?")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(job)
+        };
+        self.health.observe(write.await)
+    }
+
     /// Jobs, the latest first.
     pub async fn list_training_jobs(&self) -> Result<Vec<TrainingJob>> {
         let mut conn = self.pool.acquire().await?;

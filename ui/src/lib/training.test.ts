@@ -4,6 +4,8 @@ import {
   canCancel,
   canResume,
   defaultJob,
+  deletedText,
+  deleteQuestion,
   durationText,
   headAccuracy,
   headCount,
@@ -167,6 +169,23 @@ describe('job state in words', () => {
       true,
       false,
     ]);
+  });
+});
+
+describe('deleting a job', () => {
+  it('asks, naming the heads that stay when the job wrote them', () => {
+    const base = { id: 4, model_name: 'tiny', heads_path: '/m/tiny.medusa.gguf' };
+    expect(deleteQuestion(base)).toBe(
+      'Delete training job 4 (tiny) and the answers it collected? The heads it wrote stay (/m/tiny.medusa.gguf).',
+    );
+    expect(deleteQuestion({ ...base, heads_path: null })).toBe(
+      'Delete training job 4 (tiny) and the answers it collected?',
+    );
+  });
+
+  it('says what was freed', () => {
+    expect(deletedText({ id: 4, freed_bytes: 230_000_000 })).toBe('Deleted job 4, freeing 230 MB of collected answers.');
+    expect(deletedText({ id: 5, freed_bytes: 0 })).toBe('Deleted job 5.');
   });
 });
 

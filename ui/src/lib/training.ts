@@ -1,7 +1,9 @@
 // What the Training view shows of a heads training job, kept pure so it is unit-tested: the
 // request its form makes, the job's state and progress in words, and its figures as uPlot data.
 
+import { sizeText } from './catalog';
 import type {
+  DeletedTrainingJob,
   EvaluationPoint,
   Info,
   LossPoint,
@@ -159,6 +161,19 @@ export function canCancel(job: Pick<TrainingJob, 'status' | 'phase'>): boolean {
 
 export function canResume(job: Pick<TrainingJob, 'status'>): boolean {
   return job.status === 'cancelled' || job.status === 'failed' || job.status === 'interrupted';
+}
+
+/** The question asked before a job is deleted. */
+export function deleteQuestion(job: Pick<TrainingJob, 'id' | 'model_name' | 'heads_path'>): string {
+  const heads = job.heads_path ? ` The heads it wrote stay (${job.heads_path}).` : '';
+  return `Delete training job ${job.id} (${job.model_name}) and the answers it collected?${heads}`;
+}
+
+/** "Deleted job 3, freeing 230 MB of collected answers." */
+export function deletedText(deleted: DeletedTrainingJob): string {
+  return deleted.freed_bytes > 0
+    ? `Deleted job ${deleted.id}, freeing ${sizeText(deleted.freed_bytes)} of collected answers.`
+    : `Deleted job ${deleted.id}.`;
 }
 
 /**

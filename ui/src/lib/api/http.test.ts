@@ -250,7 +250,7 @@ describe('HttpTransport training', () => {
   const job = (id: number, status: string, answered = 0) => ({ id, status, phase: 'collecting', figures: { answered } });
   const encoder = new TextEncoder();
 
-  it('starts, lists, reads, cancels and resumes jobs at their addresses', async () => {
+  it('starts, lists, reads, cancels, resumes and deletes jobs at their addresses', async () => {
     const fetch = vi.fn(async () => new Response(null, { status: 204 }));
     vi.stubGlobal('fetch', fetch);
     fetch.mockResolvedValueOnce(json(201, job(3, 'running')));
@@ -258,12 +258,14 @@ describe('HttpTransport training', () => {
     fetch.mockResolvedValueOnce(json(200, job(2, 'finished')));
     fetch.mockResolvedValueOnce(new Response(null, { status: 204 }));
     fetch.mockResolvedValueOnce(json(200, job(3, 'running', 10)));
+    fetch.mockResolvedValueOnce(json(200, { id: 2, freed_bytes: 4096 }));
     const t = new HttpTransport('http://h');
     expect(await t.startTraining({ model: '/m/a.gguf', samples: 12, epochs: 2 })).toEqual(job(3, 'running'));
     expect((await t.listTrainingJobs()).map((j) => j.id)).toEqual([3, 2]);
     expect((await t.getTrainingJob(2)).status).toBe('finished');
     await expect(t.cancelTraining(3)).resolves.toBeUndefined();
     expect((await t.resumeTraining(3)).figures.answered).toBe(10);
+    expect(await t.deleteTrainingJob(2)).toEqual({ id: 2, freed_bytes: 4096 });
     const calls = fetch.mock.calls as unknown as [string, RequestInit | undefined][];
     expect(calls.map(([url, init]) => [init?.method ?? 'GET', url])).toEqual([
       ['POST', 'http://h/api/training'],
@@ -271,6 +273,7 @@ describe('HttpTransport training', () => {
       ['GET', 'http://h/api/training/2'],
       ['POST', 'http://h/api/training/3/cancel'],
       ['POST', 'http://h/api/training/3/resume'],
+      ['DELETE', 'http://h/api/training/2'],
     ]);
     expect(calls[0][1]?.body).toBe('{"model":"/m/a.gguf","samples":12,"epochs":2}');
     expect((calls[0][1]?.headers as Record<string, string>)['Content-Type']).toBe('application/json');

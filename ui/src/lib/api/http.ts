@@ -21,6 +21,7 @@ import type {
   ConversationsQuery,
   ComparisonList,
   DeleteReport,
+  DeletedTrainingJob,
   Divergence,
   DivergenceRequest,
   ExportFormat,
@@ -312,6 +313,10 @@ export class HttpTransport implements Transport {
 
   resumeTraining(id: number): Promise<TrainingJob> {
     return this.request(`/api/training/${id}/resume`, { method: 'POST' });
+  }
+
+  deleteTrainingJob(id: number): Promise<DeletedTrainingJob> {
+    return this.request(`/api/training/${id}`, { method: 'DELETE' });
   }
 
   // A stream of its own rather than the page's socket: a job is followed rarely and by one view.

@@ -70,12 +70,15 @@ describe('TauriTransport training', () => {
     invoke.mockResolvedValueOnce(null);
     expect(await t.cancelTraining(3)).toBeUndefined();
     await t.resumeTraining(3);
+    invoke.mockResolvedValueOnce({ id: 2, freed_bytes: 10 });
+    expect(await t.deleteTrainingJob(2)).toEqual({ id: 2, freed_bytes: 10 });
     expect(invoke.mock.calls).toEqual([
       ['start_training', { request: { model: '/m/a.gguf', samples: 12 } }],
       ['list_training_jobs', undefined],
       ['get_training_job', { id: 3 }],
       ['cancel_training', { id: 3 }],
       ['resume_training', { id: 3 }],
+      ['delete_training_job', { id: 2 }],
     ]);
   });
 

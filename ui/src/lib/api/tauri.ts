@@ -20,6 +20,7 @@ import type {
   ConversationsQuery,
   ComparisonList,
   DeleteReport,
+  DeletedTrainingJob,
   Divergence,
   DivergenceRequest,
   ExportFormat,
@@ -252,6 +253,10 @@ export class TauriTransport implements Transport {
 
   resumeTraining(id: number): Promise<TrainingJob> {
     return call('resume_training', { id });
+  }
+
+  deleteTrainingJob(id: number): Promise<DeletedTrainingJob> {
+    return call('delete_training_job', { id });
   }
 
   // The command goes on until the job stops; stopping only stops listening to its channel.

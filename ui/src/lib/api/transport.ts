@@ -16,6 +16,7 @@ import type {
   ConversationSummary,
   ConversationsQuery,
   DeleteReport,
+  DeletedTrainingJob,
   Divergence,
   DivergenceRequest,
   ExportFormat,
@@ -167,6 +168,11 @@ export interface Transport {
   cancelTraining(id: number): Promise<void>;
   /** Goes on with a cancelled, failed or interrupted job from the answers it collected. */
   resumeTraining(id: number): Promise<TrainingJob>;
+  /**
+   * Deletes a job that is not running and the answers it collected (the heads it wrote stay);
+   * refused with `training_running` while it runs.
+   */
+  deleteTrainingJob(id: number): Promise<DeletedTrainingJob>;
   /**
    * Calls `onJob` with the job now, then after each change (a few times a second at most),
    * until it stops running.

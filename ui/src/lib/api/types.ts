@@ -80,6 +80,7 @@ export type {
   TrainingJob,
   TrainingPhase,
   TrainingReport,
+  DeletedTrainingJob,
   TrainingRequest,
   TrainingSettings,
   TrainingStatus,
