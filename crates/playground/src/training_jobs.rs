@@ -20,9 +20,9 @@ use training::{StopFlag, TrainError, TrainHeadsOptions, TrainProgress};
 use crate::error::{AppError, ErrorKind};
 use crate::playground::Playground;
 use crate::training_figures::{
-    DeletedTrainingJob, TrainingFigures, TrainingPhase, TrainingReport, TrainingRequest, TrainingSettings, TuneSummary,
-    DEFAULT_EPOCHS, DEFAULT_MAX_TOKENS, DEFAULT_TUNE_MAX_TOKENS, DEFAULT_VOCAB_SUBSET,
-    EVALUATIONS_PER_EPOCH,
+    DeletedTrainingJob, TrainingFigures, TrainingPhase, TrainingReport, TrainingRequest,
+    TrainingSettings, TuneSummary, DEFAULT_EPOCHS, DEFAULT_MAX_TOKENS, DEFAULT_TUNE_MAX_TOKENS,
+    DEFAULT_VOCAB_SUBSET, EVALUATIONS_PER_EPOCH,
 };
 use crate::training_slot::{ActiveJob, Reservation};
 

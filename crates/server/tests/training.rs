@@ -281,7 +281,11 @@ fn a_training_job_collects_cancels_resumes_and_writes_heads_that_load() {
     assert_eq!(deleted, json!({"id": id, "freed_bytes": data_bytes}));
     assert!(!data.exists());
     assert!(heads.is_file());
-    assert_error(get_from(&base, &format!("/api/training/{id}")), 404, "not_found");
+    assert_error(
+        get_from(&base, &format!("/api/training/{id}")),
+        404,
+        "not_found",
+    );
     assert_eq!(get_from(&base, "/api/training").1, json!([]));
     assert_error(delete_job(&base, id), 404, "not_found");
 }

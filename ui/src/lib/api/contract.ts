@@ -1101,6 +1101,15 @@ tree_nodes: number, expected_tokens_per_step: number,
 tree_tokens_per_step: number, tune: TuneSummary | null, };
 
 /**
+ * What deleting a training job removed.
+ */
+export type DeletedTrainingJob = { id: number, 
+/**
+ * Bytes of collected answers removed from disk (the heads it wrote stay).
+ */
+freed_bytes: number, };
+
+/**
  * A heads training job as stored.
  */
 export type TrainingJob = { id: number, uid: string, created_at: string, updated_at: string, status: TrainingStatus, 
