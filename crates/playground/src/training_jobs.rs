@@ -217,8 +217,9 @@ impl Playground {
     #[tracing::instrument(skip(self))]
     pub async fn delete_training_job(&self, id: i64) -> Result<DeletedTrainingJob, AppError> {
         self.training_slot().check_stopped(id)?;
-        self.store().delete_training_job(id).await?;
+        // Found before the row goes, so that a folder that cannot be read fails the whole delete.
         let data = data_file(&self.training_dir()?, id);
+        self.store().delete_training_job(id).await?;
         let freed_bytes = [data.with_extension("partial"), data]
             .iter()
             .map(|path| remove_answers(path))
