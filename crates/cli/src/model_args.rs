@@ -28,6 +28,10 @@ pub struct ModelArgs {
     /// Requests that may wait for a free slot before new ones are refused.
     #[arg(long, default_value_t = engine::DEFAULT_MAX_QUEUED)]
     pub max_queued: usize,
+    /// Most tokens one embedding call may take (default: as many as the KV cache holds for
+    /// all requests, --ctx-size times --parallel); larger calls are refused.
+    #[arg(long, value_name = "TOKENS")]
+    pub max_embedding_tokens: Option<usize>,
     /// Most prompt tokens decoded at once.
     #[arg(long, default_value_t = engine::DEFAULT_BATCH_SIZE)]
     pub batch_size: u32,
@@ -89,6 +93,7 @@ impl ModelArgs {
         config.ctx_size = self.ctx_size;
         config.parallel = self.parallel;
         config.max_queued = self.max_queued;
+        config.max_embedding_tokens = self.max_embedding_tokens;
         config.batch_size = self.batch_size;
         config.heads_placement = self.heads_on;
         config.exact = !self.no_exact;

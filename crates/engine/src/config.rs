@@ -24,6 +24,9 @@ pub struct EngineConfig {
     pub parallel: usize,
     /// Requests that may wait for a slot before new ones are refused.
     pub max_queued: usize,
+    /// Most tokens one embedding call may take; `None`: as many as the KV cache holds for all
+    /// requests (`ctx_size` times `parallel`).
+    pub max_embedding_tokens: Option<usize>,
     /// Most prompt tokens decoded in one llama.cpp call.
     pub batch_size: u32,
     /// Layers offloaded to a GPU when the build has one.
@@ -89,6 +92,7 @@ impl EngineConfig {
             batch_size: DEFAULT_BATCH_SIZE,
             parallel: DEFAULT_PARALLEL,
             max_queued: DEFAULT_MAX_QUEUED,
+            max_embedding_tokens: None,
             gpu_layers: 999,
             heads_path: None,
             draft_model_path: None,
@@ -130,6 +134,9 @@ impl EngineConfig {
                 "parallel",
                 format!("must be between 1 and 64, got {}", self.parallel),
             );
+        }
+        if self.max_embedding_tokens == Some(0) {
+            return invalid("max_embedding_tokens", "must be at least 1".into());
         }
         if self.max_queued > 1 << 20 {
             return invalid(

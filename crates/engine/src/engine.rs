@@ -6,15 +6,19 @@ use std::sync::{mpsc as std_mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use llama_cpp_2::model::LlamaModel;
 use tokio::sync::mpsc::{self, UnboundedSender};
+use tokio::sync::oneshot;
 
 use crate::config::EngineConfig;
 use crate::diagnostics::{BaselineRun, Diagnostic};
-use crate::embeddings::Embedding;
+use crate::embeddings::{self, Embedding, EmbeddingCall, EmbeddingJob};
 use crate::engine_loading::engine_thread;
 use crate::engine_metrics::{EngineMetrics, Shared};
 use crate::error::EngineError;
+use crate::events::GenerationEvent;
 use crate::generation_stream::GenerationStream;
+use crate::grammar_prep::prepare_grammar;
 use crate::info::ModelInfo;
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::model_file;
@@ -32,8 +36,13 @@ use crate::valid_request::ValidRequest;
 pub struct Engine {
     commands: UnboundedSender<Command>,
     info: ModelInfo,
+    /// Shared with the engine thread, for the work done before a request queues (tokenizing
+    /// texts to embed, compiling grammars) on the caller's threads.
+    model: Arc<LlamaModel>,
     shared: Arc<Shared>,
     max_queued: usize,
+    /// Most tokens one embedding call may take.
+    max_embedding_tokens: usize,
     /// Whether decodes keep the hidden states (heads loaded, or asked for at load).
     returns_hidden_states: bool,
     thread: Option<JoinHandle<()>>,
@@ -48,6 +57,7 @@ impl Engine {
         let (ready_tx, ready_rx) = std_mpsc::channel();
         let shared = Arc::new(Shared::default());
         let max_queued = config.max_queued;
+        let max_embedding_tokens = config.max_embedding_tokens;
         let hidden_states_asked = config.hidden_states;
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
@@ -55,11 +65,15 @@ impl Engine {
             .spawn(move || engine_thread(config, header, ready_tx, receiver, thread_shared))
             .map_err(|e| EngineError::Context(format!("cannot start engine thread: {e}")))?;
         match ready_rx.recv() {
-            Ok(Ok(info)) => Ok(Self {
+            Ok(Ok((info, model))) => Ok(Self {
                 commands,
                 // The context keeps hidden states when asked to, or for the heads it loaded.
                 returns_hidden_states: hidden_states_asked || info.heads.is_some(),
+                // A context's worth unless configured: every request's cells.
+                max_embedding_tokens: max_embedding_tokens
+                    .unwrap_or(info.n_ctx as usize * info.parallel),
                 info,
+                model,
                 shared,
                 max_queued,
                 thread: Some(thread),
@@ -138,8 +152,69 @@ impl Engine {
     }
 
     /// Queues a request and returns its event stream. Requests beyond the queue's capacity are
-    /// refused here at once.
+    /// refused here at once. A request with a grammar waits, counted in the queue, while its
+    /// grammar is compiled and tried off the engine thread; a grammar refused then is the
+    /// stream's first event.
     pub fn submit(&self, request: ValidRequest) -> Result<GenerationStream, EngineError> {
+        self.reserve_queue_place()?;
+        let (events, receiver) = mpsc::unbounded_channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let queued_at = Instant::now();
+        let Some(gbnf) = request.get().grammar.clone() else {
+            self.queue(Command::Generate {
+                request: Box::new(request),
+                grammar: None,
+                events,
+                cancel: cancel.clone(),
+                queued_at,
+            })?;
+            return Ok(GenerationStream::from_parts(receiver, cancel));
+        };
+        let (model, commands, shared) = (
+            self.model.clone(),
+            self.commands.clone(),
+            self.shared.clone(),
+        );
+        let thread_cancel = cancel.clone();
+        let span = tracing::info_span!("prepare_grammar", bytes = gbnf.len());
+        let waiting = std::thread::Builder::new()
+            .name("medusa-grammar-wait".into())
+            .spawn(move || {
+                let _span = span.entered();
+                let command = match prepare_grammar(model, gbnf) {
+                    Ok(grammar) => Command::Generate {
+                        request: Box::new(request),
+                        grammar: Some(grammar),
+                        events,
+                        cancel: thread_cancel,
+                        queued_at,
+                    },
+                    Err(err) => {
+                        tracing::info!(error = %err, "grammar refused");
+                        shared.queued.fetch_sub(1, Ordering::Relaxed);
+                        shared.count_failed();
+                        let _ = events.send(GenerationEvent::Failed(err));
+                        return;
+                    }
+                };
+                if let Err(unsent) = commands.send(command) {
+                    shared.queued.fetch_sub(1, Ordering::Relaxed);
+                    if let Command::Generate { events, .. } = unsent.0 {
+                        let _ = events.send(GenerationEvent::Failed(EngineError::EngineStopped));
+                    }
+                }
+            });
+        if let Err(err) = waiting {
+            self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+            return Err(EngineError::Context(format!(
+                "cannot start a grammar thread: {err}"
+            )));
+        }
+        Ok(GenerationStream::from_parts(receiver, cancel))
+    }
+
+    /// Takes a place in the queue, or refuses when it is full.
+    fn reserve_queue_place(&self) -> Result<(), EngineError> {
         let queued = self.shared.queued.fetch_add(1, Ordering::Relaxed);
         if queued >= self.max_queued {
             self.shared.queued.fetch_sub(1, Ordering::Relaxed);
@@ -148,19 +223,25 @@ impl Engine {
                 retry_after_ms: 1000,
             });
         }
-        let (events, receiver) = mpsc::unbounded_channel();
-        let cancel = Arc::new(AtomicBool::new(false));
-        let sent = self.commands.send(Command::Generate {
-            request: Box::new(request),
-            events,
-            cancel: cancel.clone(),
-            queued_at: Instant::now(),
-        });
-        if sent.is_err() {
+        Ok(())
+    }
+
+    /// Sends work that holds a queue place to the engine thread; gives the place back when the
+    /// thread has stopped.
+    fn queue(&self, command: Command) -> Result<(), EngineError> {
+        self.commands.send(command).map_err(|_| {
             self.shared.queued.fetch_sub(1, Ordering::Relaxed);
-            return Err(EngineError::EngineStopped);
-        }
-        Ok(GenerationStream::from_parts(receiver, cancel))
+            EngineError::EngineStopped
+        })
+    }
+
+    /// Makes the next decoding step panic part-way, after its decode: a fault to show that a
+    /// panic ends that step's requests with an error and the engine goes on.
+    #[doc(hidden)]
+    pub fn inject_step_panic(&self) -> Result<(), EngineError> {
+        self.commands
+            .send(Command::PanicInNextStep)
+            .map_err(|_| EngineError::EngineStopped)
     }
 
     /// Engine-wide counters: slots, active and queued requests, batch sizes, tokens.
@@ -183,13 +264,34 @@ impl Engine {
         answer.recv().map_err(|_| EngineError::EngineStopped)?
     }
 
+    /// Queues an embedding call (blocking while its texts are tokenized): at most
+    /// [`crate::MAX_EMBEDDING_INPUTS`] texts, each within a request's context, all together
+    /// within the embedding budget; it takes a queue place like a generation. Await the call for
+    /// the vectors; dropping it cancels the call.
+    pub fn submit_embedding(&self, texts: Vec<String>) -> Result<EmbeddingCall, EngineError> {
+        let _span = tracing::info_span!("submit_embedding", texts = texts.len()).entered();
+        let texts = embeddings::tokenize_texts(
+            &self.model,
+            &texts,
+            self.info.n_ctx as usize,
+            self.max_embedding_tokens,
+        )?;
+        self.reserve_queue_place()?;
+        let (reply, answer) = oneshot::channel();
+        self.queue(Command::Embed(EmbeddingJob {
+            texts,
+            reply,
+            queued_at: Instant::now(),
+        }))?;
+        Ok(EmbeddingCall { answer })
+    }
+
     /// Each text's embedding (blocking): the mean of its final hidden states, unit length.
     pub fn embed(&self, texts: Vec<String>) -> Result<Vec<Embedding>, EngineError> {
-        let (reply, answer) = std_mpsc::channel();
-        self.commands
-            .send(Command::Embed { texts, reply })
-            .map_err(|_| EngineError::EngineStopped)?;
-        answer.recv().map_err(|_| EngineError::EngineStopped)?
+        self.submit_embedding(texts)?
+            .answer
+            .blocking_recv()
+            .unwrap_or(Err(EngineError::EngineStopped))
     }
 
     /// Sends a diagnostic to the engine thread and waits for its answer.

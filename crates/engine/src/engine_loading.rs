@@ -41,12 +41,12 @@ pub(crate) fn batch_capacity(batch_size: u32, parallel: usize, n_seq_max: usize)
 pub(crate) fn engine_thread(
     config: EngineConfig,
     header: model_file::GgufHeader,
-    ready: std_mpsc::Sender<Result<ModelInfo, EngineError>>,
+    ready: std_mpsc::Sender<Result<(ModelInfo, Arc<LlamaModel>), EngineError>>,
     mut commands: UnboundedReceiver<Command>,
     shared: Arc<Shared>,
 ) {
     let loaded = backend().and_then(|backend| {
-        let model = load_model(backend, &config, &header)?;
+        let model = Arc::new(load_model(backend, &config, &header)?);
         Ok((backend, model))
     });
     let (backend, model) = match loaded {
@@ -198,7 +198,7 @@ pub(crate) fn engine_thread(
         info.medusa_plan = Some(medusa.plan.clone());
     }
     tracing::info!(model = %info.name, file_type = %info.file_type, threads, n_ctx_seq, parallel, "model loaded");
-    if ready.send(Ok(info)).is_err() {
+    if ready.send(Ok((info, model.clone()))).is_err() {
         return;
     }
 

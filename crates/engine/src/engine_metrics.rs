@@ -16,7 +16,8 @@ pub struct EngineMetrics {
     pub slots: usize,
     /// Requests decoding now.
     pub active: usize,
-    /// Requests waiting for a slot.
+    /// Requests and embedding calls waiting for the engine (a request with a grammar while
+    /// its grammar is compiled, too).
     pub queued: usize,
     pub steps: u64,
     /// Tokens in all decodes so far (prompt chunks, roots and draft trees).
@@ -42,6 +43,11 @@ pub struct EngineMetrics {
     /// drafting request in the same decodes, so tokens per decode grow with the requests.
     pub draft_model_decodes: u64,
     pub draft_model_tokens: u64,
+    /// Embedding calls the engine holds, waiting or being read (those waiting also count in
+    /// `queued`).
+    pub embedding_calls: usize,
+    /// Tokens read for embedding calls so far.
+    pub embedding_tokens: u64,
 }
 
 /// One decoding step, as the counters take it.
@@ -110,6 +116,15 @@ impl Shared {
         m.draft_model_tokens += tokens;
     }
 
+    /// Embedding calls waiting or being read.
+    pub(crate) fn set_embedding_calls(&self, calls: usize) {
+        self.counters().embedding_calls = calls;
+    }
+
+    pub(crate) fn count_embedding_tokens(&self, tokens: usize) {
+        self.counters().embedding_tokens += tokens as u64;
+    }
+
     pub(crate) fn count_finished(&self) {
         self.counters().requests_finished += 1;
     }
@@ -158,11 +173,15 @@ mod tests {
         shared.count_failed();
         shared.count_draft_model(3, 7);
         shared.count_draft_model(1, 2);
+        shared.count_embedding_tokens(64);
+        shared.count_embedding_tokens(10);
+        shared.set_embedding_calls(2);
         let m = shared.metrics();
         assert_eq!((m.steps, m.batch_tokens, m.tokens_emitted), (2, 10, 4));
         assert_eq!((m.last_batch_tokens, m.last_occupancy), (5, 0.5));
         assert_eq!((m.requests_finished, m.requests_failed), (1, 1));
         assert_eq!((m.slots, m.kv_cells, m.kv_cells_used), (4, 4096, 100));
         assert_eq!((m.draft_model_decodes, m.draft_model_tokens), (4, 9));
+        assert_eq!((m.embedding_calls, m.embedding_tokens), (2, 74));
     }
 }

@@ -30,6 +30,12 @@ pub enum EngineError {
     InvalidGrammar(String),
     #[error("invalid JSON schema: {0}")]
     InvalidSchema(String),
+    /// A grammar (or a schema's) that would cost the engine too much to compile or to follow.
+    #[error("grammar too complex: {0}")]
+    GrammarTooComplex(String),
+    /// More work in one request than the engine takes at once.
+    #[error("{message}")]
+    TooMuchWork { name: &'static str, message: String },
     #[error("the model has no chat template; send a plain prompt instead of chat messages")]
     NoChatTemplate,
     #[error("the chat template could not be applied: {0}")]
@@ -50,6 +56,10 @@ pub enum EngineError {
     DraftModelMismatch { path: PathBuf, reason: String },
     #[error("llama.cpp decode failed: {0}")]
     Decode(String),
+    /// A step failed in a way the engine did not foresee (a panic): its requests end, the
+    /// engine goes on.
+    #[error("the engine failed during this request's step and ended it: {0}")]
+    StepFailed(String),
     #[error("quantization failed: {0}")]
     Quantize(String),
     #[error("the engine has stopped")]
@@ -80,6 +90,8 @@ impl EngineError {
             Self::PromptTooLong { .. } => "prompt_too_long",
             Self::InvalidGrammar(_) => "invalid_grammar",
             Self::InvalidSchema(_) => "invalid_json_schema",
+            Self::GrammarTooComplex(_) => "grammar_too_complex",
+            Self::TooMuchWork { .. } => "request_too_large",
             Self::NoChatTemplate => "no_chat_template",
             Self::ChatTemplate(_) => "chat_template_failed",
             Self::NoMedusaHeads => "no_medusa_heads",
@@ -88,6 +100,7 @@ impl EngineError {
             Self::NoDraftModel => "no_draft_model",
             Self::DraftModelMismatch { .. } => "draft_model_mismatch",
             Self::Decode(_) => "decode_failed",
+            Self::StepFailed(_) => "engine_step_failed",
             Self::Quantize(_) => "quantize_failed",
             Self::EngineStopped => "engine_stopped",
             Self::QueueFull { .. } => "queue_full",
@@ -105,6 +118,8 @@ impl EngineError {
                 | Self::PromptTooLong { .. }
                 | Self::InvalidGrammar(_)
                 | Self::InvalidSchema(_)
+                | Self::GrammarTooComplex(_)
+                | Self::TooMuchWork { .. }
                 | Self::NoChatTemplate
                 | Self::NoMedusaHeads
                 | Self::NoDraftModel

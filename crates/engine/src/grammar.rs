@@ -5,6 +5,8 @@
 //! own: verification walks the accepted path one token at a time, and a drafted token the grammar
 //! forbids can never equal the constrained choice, so it is rejected like any other miss.
 
+use std::time::{Duration, Instant};
+
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::data::LlamaTokenData;
@@ -12,6 +14,7 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::error::EngineError;
+use crate::grammar_limits::{check_gbnf, pattern_nesting, MAX_GRAMMAR_BYTES, MAX_GRAMMAR_NESTING};
 use crate::token::TokenId;
 
 /// Tokens checked before the whole vocabulary is: the likeliest, in order.
@@ -23,6 +26,8 @@ pub(crate) struct Grammar {
     sampler: LlamaSampler,
     /// What ends the run should the grammar allow nothing at all.
     end_token: TokenId,
+    /// Time spent in llama.cpp's grammar code since [`Grammar::take_spent`] last read it.
+    spent: Duration,
 }
 
 impl Grammar {
@@ -37,7 +42,20 @@ impl Grammar {
         Ok(Self {
             sampler,
             end_token: model.vocab().eos().0,
+            spent: Duration::ZERO,
         })
+    }
+
+    /// Runs `apply` on the candidates, counting its time.
+    fn apply(&mut self, candidates: &mut LlamaTokenDataArray) {
+        let started = Instant::now();
+        self.sampler.apply(candidates);
+        self.spent += started.elapsed();
+    }
+
+    /// The time spent following the grammar since the last call: what it cost the engine.
+    pub(crate) fn take_spent(&mut self) -> Duration {
+        std::mem::take(&mut self.spent)
     }
 
     /// Whether `token` may come next.
@@ -46,7 +64,7 @@ impl Grammar {
             vec![LlamaTokenData::new(LlamaToken(token), logit, 0.0)],
             false,
         );
-        self.sampler.apply(&mut one);
+        self.apply(&mut one);
         one.data[0].logit() != f32::NEG_INFINITY
     }
 
@@ -72,7 +90,7 @@ impl Grammar {
                 .map(|&id| LlamaTokenData::new(LlamaToken(id as i32), logits[id], 0.0)),
             false,
         );
-        self.sampler.apply(&mut candidates);
+        self.apply(&mut candidates);
         let allowed: Vec<(TokenId, f32)> = candidates
             .data
             .iter()
@@ -92,7 +110,7 @@ impl Grammar {
                 .map(|(id, &logit)| LlamaTokenData::new(LlamaToken(id as i32), logit, 0.0)),
             false,
         );
-        self.sampler.apply(&mut all);
+        self.apply(&mut all);
         for data in &all.data {
             logits[data.id().0 as usize] = data.logit();
         }
@@ -104,14 +122,26 @@ impl Grammar {
 
     /// Advances past an emitted token (one the grammar allowed).
     pub(crate) fn accept(&mut self, token: TokenId) {
+        let started = Instant::now();
         self.sampler.accept(LlamaToken(token));
+        self.spent += started.elapsed();
     }
 }
 
 /// The grammar of a JSON schema, by llama.cpp's converter (the one llama-server uses).
 pub fn json_schema_grammar(schema: &serde_json::Value) -> Result<String, EngineError> {
     check_schema(schema, schema)?;
-    llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|_| {
+    let text = schema.to_string();
+    if text.len() > MAX_GRAMMAR_BYTES {
+        return Err(EngineError::GrammarTooComplex(format!(
+            "the JSON schema is {} bytes; at most {MAX_GRAMMAR_BYTES} are taken",
+            text.len()
+        )));
+    }
+    let converted = on_large_stack("medusa-schema", move || {
+        llama_cpp_2::json_schema_to_grammar(&text).ok()
+    })?;
+    let grammar = converted.ok_or_else(|| {
         EngineError::InvalidSchema(
             "llama.cpp's converter could not turn this JSON schema into a grammar; it takes \
              type, properties, required, additionalProperties, items, prefixItems, enum, const, \
@@ -119,6 +149,25 @@ pub fn json_schema_grammar(schema: &serde_json::Value) -> Result<String, EngineE
              length bounds"
                 .into(),
         )
+    })?;
+    check_gbnf(&grammar)?;
+    Ok(grammar)
+}
+
+/// Stack for llama.cpp's recursive grammar parser and schema converter: the nesting limits keep
+/// them far inside it whatever a request sends.
+pub(crate) const GRAMMAR_STACK_BYTES: usize = 64 << 20;
+
+/// Runs `work` on a thread of its own with [`GRAMMAR_STACK_BYTES`] of stack, and waits for it.
+fn on_large_stack<T: Send>(name: &str, work: impl FnOnce() -> T + Send) -> Result<T, EngineError> {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name(name.into())
+            .stack_size(GRAMMAR_STACK_BYTES)
+            .spawn_scoped(scope, work)
+            .map_err(|e| EngineError::Context(format!("cannot start a grammar thread: {e}")))?
+            .join()
+            .map_err(|_| EngineError::GrammarTooComplex("converting it failed".into()))
     })
 }
 
@@ -149,6 +198,13 @@ fn check_schema(node: &serde_json::Value, root: &serde_json::Value) -> Result<()
                 if !(pattern.starts_with('^') && pattern.ends_with('$')) {
                     return Err(EngineError::InvalidSchema(format!(
                         "pattern {pattern:?} must start with ^ and end with $"
+                    )));
+                }
+                let depth = pattern_nesting(pattern);
+                if depth > MAX_GRAMMAR_NESTING {
+                    return Err(EngineError::GrammarTooComplex(format!(
+                        "a pattern nests groups {depth} deep; at most {MAX_GRAMMAR_NESTING} \
+                         levels are taken"
                     )));
                 }
             }

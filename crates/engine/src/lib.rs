@@ -23,6 +23,8 @@ mod events;
 mod exact_kernels;
 mod generation_stream;
 mod grammar;
+mod grammar_limits;
+mod grammar_prep;
 mod info;
 mod llama_runtime;
 pub mod medusa;
@@ -55,7 +57,7 @@ pub use config::{
     DEFAULT_DRAFT_CONFIDENCE, DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL, MAX_DRAFT_CONFIDENCE,
 };
 pub use diagnostics::BaselineRun;
-pub use embeddings::{Embedding, MAX_EMBEDDING_INPUTS};
+pub use embeddings::{Embedding, EmbeddingCall, EMBEDDING_CHUNK, MAX_EMBEDDING_INPUTS};
 pub use engine::Engine;
 pub use engine_metrics::EngineMetrics;
 pub use error::EngineError;
@@ -65,6 +67,8 @@ pub use events::{
 };
 pub use generation_stream::{Canceller, GenerationSender, GenerationStream};
 pub use grammar::{json_object_grammar, json_schema_grammar};
+pub use grammar_limits::{MAX_GRAMMAR_BYTES, MAX_GRAMMAR_NESTING};
+pub use grammar_prep::{GRAMMAR_PREPARE_DEADLINE, GRAMMAR_STEP_LIMIT};
 pub use info::{DraftModelInfo, ModelInfo};
 pub use prompt::RenderedPrompt;
 pub use quantize::{file_type_name, quantize, quantize_type_names, QuantType, QuantizeReport};

@@ -104,6 +104,11 @@ impl<'m> LlamaRuntime<'m> {
         self.template.is_some()
     }
 
+    /// Whether it decodes in exact mode (batch-invariant kernels, cells in position order).
+    pub(crate) fn is_exact(&self) -> bool {
+        self.cell_order.is_some()
+    }
+
     pub(crate) fn returns_hidden_states(&self) -> bool {
         self.returns_hidden_states
     }

@@ -466,6 +466,7 @@ impl GenerateRequest {
                     "the grammar is empty or contains a NUL character".into(),
                 ));
             }
+            crate::grammar_limits::check_gbnf(grammar)?;
         }
         if self.max_tokens == 0 || self.max_tokens > MAX_TOKENS_LIMIT {
             return Err(invalid(

@@ -76,6 +76,13 @@ impl Sampler {
         }
     }
 
+    /// Time spent following the grammar since the last call.
+    pub(crate) fn take_grammar_time(&mut self) -> std::time::Duration {
+        self.grammar
+            .as_mut()
+            .map_or(std::time::Duration::ZERO, Grammar::take_spent)
+    }
+
     /// Makes `token` part of the output: the grammar, if any, moves past it.
     pub fn accept(&mut self, token: TokenId) {
         if let Some(grammar) = self.grammar.as_mut() {

@@ -2,8 +2,10 @@
 //! of every running request plus prompt chunks of new ones. Requests join at the next step and
 //! leave as soon as they end, freeing their KV cells and their slot.
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc};
 use std::time::Instant;
@@ -15,11 +17,12 @@ use crate::clock::ms_since;
 use crate::diagnostics::Diagnostic;
 use crate::draft_model::DraftModel;
 use crate::drafter_pool::DrafterPool;
-use crate::embeddings::Embedding;
+use crate::embeddings::{EmbeddingJob, RunningEmbedding};
 use crate::engine_metrics::{Shared, StepCount};
 use crate::error::EngineError;
 use crate::events::GenerationEvent;
 use crate::grammar::Grammar;
+use crate::grammar_prep::GRAMMAR_STEP_LIMIT;
 use crate::llama_runtime::{random_seed, LlamaRuntime};
 use crate::output::OutputSink;
 use crate::prompt::RenderedPrompt;
@@ -38,6 +41,8 @@ pub(crate) enum Command {
     Generate {
         /// Boxed: a request with its draft is much larger than the other commands.
         request: Box<ValidRequest>,
+        /// The request's grammar, compiled and tried before it queued.
+        grammar: Option<Grammar>,
         events: UnboundedSender<GenerationEvent>,
         cancel: Arc<AtomicBool>,
         queued_at: Instant,
@@ -46,13 +51,12 @@ pub(crate) enum Command {
         prompt: Prompt,
         reply: std_mpsc::Sender<Result<RenderedPrompt, EngineError>>,
     },
-    /// Runs at once, in a context of its own.
-    Embed {
-        texts: Vec<String>,
-        reply: std_mpsc::Sender<Result<Vec<Embedding>, EngineError>>,
-    },
+    /// Read a chunk at a time between steps, in a context of its own.
+    Embed(EmbeddingJob),
     /// Waits until nothing is decoding.
     Diagnostic(Diagnostic),
+    /// A fault for tests: the next step panics after its decode.
+    PanicInNextStep,
     Shutdown,
 }
 
@@ -66,8 +70,13 @@ pub(crate) struct Scheduler<'m> {
     waiting: VecDeque<Command>,
     /// Diagnostics need the whole context (they clear the KV cache): run when idle.
     diagnostics: VecDeque<Diagnostic>,
-    /// Free sequence ids for tree leaves.
+    /// Embedding calls waiting, and the one being read (a chunk between two steps).
+    embeddings: VecDeque<EmbeddingJob>,
+    embedding: Option<RunningEmbedding<'m>>,
+    panic_in_next_step: bool,
+    /// Free sequence ids for tree leaves, and all of them.
     leaf_pool: Vec<i32>,
+    leaf_seqs: Vec<i32>,
     n_seq_max: usize,
     /// Finished requests' cells, for later requests that start with the same tokens.
     cache: PromptCache,
@@ -96,7 +105,11 @@ impl<'m> Scheduler<'m> {
             slots: (0..slots).map(|_| None).collect(),
             waiting: VecDeque::new(),
             diagnostics: VecDeque::new(),
+            embeddings: VecDeque::new(),
+            embedding: None,
+            panic_in_next_step: false,
             leaf_pool: (leaves_from..n_seq_max).map(|s| s as i32).rev().collect(),
+            leaf_seqs: (leaves_from..n_seq_max).map(|s| s as i32).rev().collect(),
             n_seq_max,
             cache: PromptCache::new((slots..leaves_from).map(|s| s as i32)),
             drafters,
@@ -113,13 +126,18 @@ impl<'m> Scheduler<'m> {
         self.slots.iter().flatten().count()
     }
 
+    /// No request decoding or waiting.
     fn idle(&self) -> bool {
         self.active() == 0 && self.waiting.is_empty()
     }
 
+    fn embedding_work(&self) -> bool {
+        self.embedding.is_some() || !self.embeddings.is_empty()
+    }
+
     pub(crate) fn run(mut self, commands: &mut UnboundedReceiver<Command>) {
         loop {
-            if self.idle() {
+            if self.idle() && !self.embedding_work() {
                 while let Some(diagnostic) = self.diagnostics.pop_front() {
                     self.run_diagnostic(diagnostic);
                 }
@@ -146,12 +164,94 @@ impl<'m> Scheduler<'m> {
             }
             self.admit();
             if self.active() > 0 {
-                self.step();
-            } else if !self.diagnostics.is_empty() {
-                continue;
+                self.guarded_step();
+            }
+            if self.embedding_work() {
+                self.guarded_embedding_chunk();
             }
         }
         self.shut_down();
+    }
+
+    /// A step under `catch_unwind`: a panic in it (a bug, or llama-cpp-2 refusing an index)
+    /// fails the requests that were in it, and the engine starts afresh for the next ones.
+    fn guarded_step(&mut self) {
+        let stepped = panic::catch_unwind(AssertUnwindSafe(|| self.step()));
+        if let Err(payload) = stepped {
+            let message = panic_message(payload.as_ref());
+            let requests: Vec<i32> = self.slots.iter().flatten().map(|s| s.id).collect();
+            tracing::error!(panic = %message, slots = ?requests, "a step panicked; its requests fail");
+            for slot in 0..self.slots.len() {
+                self.fail_slot(slot, EngineError::StepFailed(message.clone()));
+            }
+            self.reset_kv();
+        }
+    }
+
+    /// Forgets every cell and gives every leaf sequence back: after a panic, nothing the step
+    /// left half-done can be trusted.
+    fn reset_kv(&mut self) {
+        self.drop_prompt_cache();
+        self.runtime.clear_kv();
+        self.runtime.clear_batch();
+        self.leaf_pool.clone_from(&self.leaf_seqs);
+        self.update_queue_metrics();
+    }
+
+    /// The next chunk of the embedding call being read (starting the next call if none is);
+    /// a call whose caller went away ends here.
+    fn guarded_embedding_chunk(&mut self) {
+        if self.embedding.is_none() {
+            let Some(job) = self.embeddings.pop_front() else {
+                return;
+            };
+            self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+            let started = panic::catch_unwind(AssertUnwindSafe(|| {
+                RunningEmbedding::start(
+                    self.runtime.model(),
+                    self.runtime.threads(),
+                    self.runtime.is_exact(),
+                    job,
+                )
+            }));
+            match started {
+                Ok(Ok(running)) => self.embedding = Some(running),
+                Ok(Err(err)) => tracing::warn!(error = %err, "embedding call failed"),
+                Err(payload) => {
+                    tracing::error!(panic = %panic_message(payload.as_ref()), "embedding call panicked")
+                }
+            }
+            self.update_queue_metrics();
+            return;
+        }
+        let Some(mut running) = self.embedding.take() else {
+            return;
+        };
+        if running.is_abandoned() {
+            tracing::info!("embedding call abandoned by its caller");
+            self.update_queue_metrics();
+            return;
+        }
+        let _span =
+            tracing::debug_span!("embedding_chunk", waited_ms = ms_since(running.queued_at()))
+                .entered();
+        match panic::catch_unwind(AssertUnwindSafe(|| running.read_chunk())) {
+            Ok(Ok((done, tokens))) => {
+                self.shared.count_embedding_tokens(tokens);
+                if done {
+                    running.finish(None);
+                } else {
+                    self.embedding = Some(running);
+                }
+            }
+            Ok(Err(err)) => running.finish(Some(err)),
+            Err(payload) => {
+                let message = panic_message(payload.as_ref());
+                tracing::error!(panic = %message, "an embedding chunk panicked");
+                running.finish(Some(EngineError::StepFailed(message)));
+            }
+        }
+        self.update_queue_metrics();
     }
 
     fn accept(&mut self, command: Command) {
@@ -160,15 +260,8 @@ impl<'m> Scheduler<'m> {
             Command::RenderPrompt { prompt, reply } => {
                 let _ = reply.send(self.runtime.render_prompt(&prompt));
             }
-            Command::Embed { texts, reply } => {
-                let _span = tracing::info_span!("embed", texts = texts.len()).entered();
-                let _ = reply.send(crate::embeddings::embed(
-                    self.runtime.model(),
-                    self.runtime.threads(),
-                    self.runtime.n_ctx_seq(),
-                    &texts,
-                ));
-            }
+            Command::Embed(job) => self.embeddings.push_back(job),
+            Command::PanicInNextStep => self.panic_in_next_step = true,
             Command::Diagnostic(diagnostic) if self.idle() => self.run_diagnostic(diagnostic),
             Command::Diagnostic(diagnostic) => self.diagnostics.push_back(diagnostic),
             Command::Shutdown => {}
@@ -207,6 +300,7 @@ impl<'m> Scheduler<'m> {
         while let Some(slot) = self.slots.iter().position(Option::is_none) {
             let Some(Command::Generate {
                 request,
+                grammar,
                 events,
                 cancel,
                 queued_at,
@@ -219,7 +313,7 @@ impl<'m> Scheduler<'m> {
                 continue;
             }
             let failures = events.clone();
-            match self.start(slot, *request, events, cancel, queued_at) {
+            match self.start(slot, *request, grammar, events, cancel, queued_at) {
                 Ok(sequence) => self.slots[slot] = Some(sequence),
                 Err(err) => {
                     tracing::warn!(error = %err, "request refused");
@@ -235,6 +329,7 @@ impl<'m> Scheduler<'m> {
         &mut self,
         slot: usize,
         request: ValidRequest,
+        grammar: Option<Grammar>,
         events: UnboundedSender<GenerationEvent>,
         cancel: Arc<AtomicBool>,
         queued_at: Instant,
@@ -244,11 +339,6 @@ impl<'m> Scheduler<'m> {
         let prompt = self
             .runtime
             .prompt_tokens(&request.prompt, request.continue_final_message)?;
-        let grammar = request
-            .grammar
-            .as_deref()
-            .map(|gbnf| Grammar::new(self.runtime.model(), gbnf))
-            .transpose()?;
         // Measuring decode costs clears the KV cache, so it only happens with nothing running.
         if !draft.drafters.is_empty() && self.runtime.cost_model().is_none() && self.active() == 0 {
             self.drop_prompt_cache();
@@ -317,8 +407,12 @@ impl<'m> Scheduler<'m> {
             self.retire();
             return;
         }
+        if std::mem::take(&mut self.panic_in_next_step) {
+            panic!("a fault injected into this step");
+        }
         let profiled = batch.decodes_drafts_only();
         let emitted = self.commit(&mut batch);
+        self.fail_slow_grammars();
         self.shared.record_step(StepCount {
             batch_tokens: batch.tokens,
             emitted,
@@ -509,6 +603,26 @@ impl<'m> Scheduler<'m> {
         emitted
     }
 
+    /// Ends requests whose grammar cost this step more than a step may spend on one: the others
+    /// would wait that long at every step.
+    fn fail_slow_grammars(&mut self) {
+        for slot in 0..self.slots.len() {
+            let Some(spent) = self.slots[slot].as_mut().map(Sequence::take_grammar_time) else {
+                continue;
+            };
+            if spent > GRAMMAR_STEP_LIMIT {
+                let err = EngineError::GrammarTooComplex(format!(
+                    "following it took {} ms in one step; a step may spend at most {} ms on \
+                     a request's grammar",
+                    spent.as_millis(),
+                    GRAMMAR_STEP_LIMIT.as_millis()
+                ));
+                tracing::warn!(slot, error = %err, "grammar too slow");
+                self.fail_slot(slot, err);
+            }
+        }
+    }
+
     fn fail_slot(&mut self, slot: usize, err: EngineError) {
         if let Some(sequence) = self.slots[slot].take() {
             let _ = self.runtime.forget(sequence.id);
@@ -566,6 +680,12 @@ impl<'m> Scheduler<'m> {
                 let _ = events.send(GenerationEvent::Failed(EngineError::EngineStopped));
             }
         }
+        if let Some(running) = self.embedding.take() {
+            running.finish(Some(EngineError::EngineStopped));
+        }
+        for job in self.embeddings.drain(..) {
+            let _ = job.reply.send(Err(EngineError::EngineStopped));
+        }
     }
 
     /// In exact mode, leaves room for this step's batch after every taken cell. Cached prompts
@@ -622,8 +742,19 @@ impl<'m> Scheduler<'m> {
 
     fn update_queue_metrics(&self) {
         self.shared.set_load(self.active());
+        self.shared
+            .set_embedding_calls(self.embeddings.len() + usize::from(self.embedding.is_some()));
     }
 }
+/// What a panic said, for the error and the log.
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with no message".into())
+}
+
 /// Most tokens a request at `sequence.pos` may draft in a step whose batch already holds
 /// `taken` tokens (its own root and the others' included): within its context, its token
 /// limit and the batch.

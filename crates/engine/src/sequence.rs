@@ -147,6 +147,11 @@ impl<'m> Sequence<'m> {
         self.prefilled == self.prompt.len()
     }
 
+    /// Time spent following the request's grammar since the last call.
+    pub(crate) fn take_grammar_time(&mut self) -> std::time::Duration {
+        self.sampler.take_grammar_time()
+    }
+
     /// Stops the run when the caller cancelled or went away.
     pub(crate) fn check_cancelled(&mut self) {
         if self.ending.is_none() && (self.cancel.load(Ordering::Relaxed) || self.out.is_closed()) {

@@ -328,3 +328,177 @@ fn batched_greedy_runs_return_the_hidden_state_behind_each_token() {
         .unwrap_err();
     assert!(err.to_string().contains("hidden states"), "{err}");
 }
+
+/// Texts of about `words` words each, all different.
+fn long_texts(count: usize, words: usize) -> Vec<String> {
+    (0..count)
+        .map(|i| {
+            (0..words)
+                .map(|w| format!("word{}", (i * 7919 + w * 31) % 1000))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// An engine that takes large embedding calls.
+fn embedding_engine() -> Engine {
+    let mut config = EngineConfig::new(model_path());
+    config.parallel = 2;
+    config.ctx_size = Some(1024);
+    config.max_embedding_tokens = Some(100_000);
+    config.decode_costs = Some(common::cpu_decode_costs());
+    Engine::load(config).expect("model loads")
+}
+
+/// The engine's counters once nothing runs or waits (they are updated just after a run's
+/// last event is sent).
+fn settled_metrics(engine: &Engine) -> engine::EngineMetrics {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = engine.metrics();
+        let settled = (metrics.active, metrics.queued, metrics.embedding_calls) == (0, 0, 0);
+        if settled || std::time::Instant::now() > deadline {
+            return metrics;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_generation_answers_while_a_large_embedding_call_is_read_between_its_steps() {
+    let engine = embedding_engine();
+    let call = engine
+        .submit_embedding(long_texts(64, 100))
+        .expect("within the budget");
+    let metrics = engine.metrics();
+    assert_eq!(metrics.embedding_calls, 1, "{metrics:?}");
+    let summary = run(&engine, greedy(chat("Say hi."), 2, GenerationMode::Normal));
+    assert_eq!(summary.tokens_generated, 2);
+    // The call reads a chunk between steps: the generation ended long before it did.
+    let read = engine.metrics().embedding_tokens;
+    assert!(read > 0, "the call started");
+    let embeddings = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(call)
+        .expect("embedded");
+    let total: u64 = embeddings.iter().map(|e| e.tokens as u64).sum();
+    assert!(
+        read < total,
+        "the generation waited for the whole call: {read} of {total} tokens read when it ended"
+    );
+    assert_eq!(embeddings.len(), 64);
+    for embedding in &embeddings {
+        let norm: f32 = embedding.vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-3, "{norm}");
+    }
+    // Chunked reading gives a text the same vector alone as among others.
+    let alone = engine.embed(long_texts(1, 100)).expect("embedded");
+    assert_eq!(alone[0], embeddings[0]);
+    let metrics = settled_metrics(&engine);
+    assert_eq!(
+        (metrics.embedding_calls, metrics.queued),
+        (0, 0),
+        "{metrics:?}"
+    );
+}
+
+#[test]
+fn a_dropped_embedding_call_stops_being_read() {
+    let engine = embedding_engine();
+    let call = engine
+        .submit_embedding(long_texts(64, 100))
+        .expect("within the budget");
+    let total: u64 = {
+        // What the call would read: the same texts, counted by the tokenizer.
+        let rendered: usize = long_texts(64, 100)
+            .iter()
+            .map(|t| {
+                engine
+                    .render_prompt(engine::Prompt::Text(t.clone()))
+                    .unwrap()
+                    .token_count
+            })
+            .sum();
+        rendered as u64
+    };
+    drop(call);
+    // A call behind it answers only once the dropped one has been let go.
+    engine
+        .embed(vec!["one short text".into()])
+        .expect("embedded");
+    let metrics = settled_metrics(&engine);
+    assert!(
+        metrics.embedding_tokens < total / 2,
+        "the dropped call went on being read: {} of {total} tokens",
+        metrics.embedding_tokens
+    );
+    assert_eq!(
+        (metrics.embedding_calls, metrics.queued),
+        (0, 0),
+        "{metrics:?}"
+    );
+}
+
+#[test]
+fn an_embedding_call_over_the_budget_is_refused_before_it_queues() {
+    let mut config = EngineConfig::new(model_path());
+    config.parallel = 1;
+    config.ctx_size = Some(2048);
+    config.decode_costs = Some(common::cpu_decode_costs());
+    let engine = Engine::load(config).expect("model loads");
+    // 256 texts of about 4,000 characters: a megabyte. Each fits a request's context; two
+    // already take more than the KV cache holds.
+    let err = engine
+        .submit_embedding(vec!["lorem ipsum dolor sit amet ".repeat(150); 256])
+        .err()
+        .expect("refused");
+    assert_eq!(err.code(), "request_too_large", "{err}");
+    assert!(err.to_string().contains("at most 2048"), "{err}");
+    let metrics = engine.metrics();
+    assert_eq!((metrics.queued, metrics.embedding_calls), (0, 0));
+    // One text over a request's context is refused too, as a prompt would be.
+    let err = engine
+        .embed(vec!["word ".repeat(2100)])
+        .expect_err("longer than the context");
+    assert_eq!(err.code(), "prompt_too_long", "{err}");
+    assert_eq!(engine.embed(vec!["fits".into()]).unwrap().len(), 1);
+}
+
+#[test]
+fn a_step_that_panics_fails_its_requests_and_the_next_ones_succeed() {
+    let engine = engine(2, 8);
+    let prompt = chat("Write a short story about a robot who learns to paint.");
+    let expected = run(&engine, greedy(prompt.clone(), 24, GenerationMode::Normal));
+    let mut first = engine
+        .generate(greedy(prompt.clone(), 200, GenerationMode::Normal))
+        .unwrap();
+    let second = engine
+        .generate(greedy(chat("Count to ten."), 200, GenerationMode::Auto))
+        .unwrap();
+    // Both are decoding once the first has a token.
+    loop {
+        match first.blocking_next() {
+            Some(GenerationEvent::Text { .. }) => break,
+            Some(GenerationEvent::Failed(err)) => panic!("{err}"),
+            Some(_) => {}
+            None => panic!("stream ended"),
+        }
+    }
+    engine.inject_step_panic().unwrap();
+    for stream in [first, second] {
+        let err = stream.wait().expect_err("the step panicked");
+        assert_eq!(err.code(), "engine_step_failed", "{err}");
+        assert!(err.to_string().contains("fault injected"), "{err}");
+    }
+    let after = run(&engine, greedy(prompt, 24, GenerationMode::Normal));
+    assert_identical(&expected.token_ids, &after.token_ids, "after the panic");
+    let lookup = run(
+        &engine,
+        greedy(chat("Repeat: a b c a b c"), 16, GenerationMode::Lookup),
+    );
+    assert_eq!(lookup.tokens_generated, 16);
+    let metrics = settled_metrics(&engine);
+    assert_eq!((metrics.active, metrics.queued), (0, 0), "{metrics:?}");
+}

@@ -188,3 +188,95 @@ fn logit_bias_moves_the_greedy_choice() {
     let err = engine.generate(outside).err().expect("refused");
     assert!(err.to_string().contains("vocabulary"), "{err}");
 }
+
+/// The request's end within a generous deadline (the engine must not stall on a grammar): the
+/// tokens it wrote, or its error's code.
+fn end_within(request: engine::GenerateRequest) -> Result<usize, &'static str> {
+    let started = std::time::Instant::now();
+    let stream = engine().generate(request).map_err(|e| e.code())?;
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(stream.wait());
+    });
+    let ended = ended
+        .recv_timeout(std::time::Duration::from_secs(180))
+        .expect("the request ended within its deadline");
+    eprintln!(
+        "ended after {:?}: {:?}",
+        started.elapsed(),
+        ended.as_ref().map(|s| &s.text)
+    );
+    ended.map(|s| s.tokens_generated).map_err(|e| e.code())
+}
+
+fn assert_engine_alive() {
+    let summary = common::run(engine(), greedy(chat("Say hi."), 4, GenerationMode::Normal));
+    assert_eq!(summary.tokens_generated, 4);
+}
+
+#[test]
+fn a_grammar_nested_five_thousand_deep_is_refused_and_the_engine_lives() {
+    let deep = format!("root ::= {}\"a\"{}", "(".repeat(5000), ")".repeat(5000));
+    let mut request = greedy(chat("Hi"), 8, GenerationMode::Normal);
+    request.grammar = Some(deep);
+    let err = engine().generate(request).err().expect("refused at once");
+    assert_eq!(err.code(), "grammar_too_complex", "{err}");
+    assert!(err.to_string().contains("1024"), "{err}");
+    assert_engine_alive();
+}
+
+#[test]
+fn an_ambiguous_grammar_is_refused_or_answered_and_the_engine_lives() {
+    let group = r#"("a" | "a" | [a-z] | [^b])*"#;
+    let grammar = format!("root ::= {}", vec![group; 300].join(" "));
+    let mut request = greedy(
+        chat("Write the letter a many times."),
+        16,
+        GenerationMode::Normal,
+    );
+    request.grammar = Some(grammar);
+    match end_within(request) {
+        Ok(tokens) => assert!(tokens > 0),
+        Err(code) => assert_eq!(code, "grammar_too_complex"),
+    }
+    assert_engine_alive();
+}
+
+#[test]
+fn a_pathological_pattern_is_refused_or_answered_and_the_engine_lives() {
+    let pattern = format!("^(a+)+(b|c)*({}){}$", "a?".repeat(200), "a".repeat(200));
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"s": {"type": "string", "pattern": pattern}},
+        "required": ["s"]
+    });
+    match json_schema_grammar(&schema) {
+        Err(err) => assert_eq!(err.code(), "grammar_too_complex", "{err}"),
+        Ok(grammar) => {
+            let mut request = greedy(chat("Answer in JSON."), 16, GenerationMode::Normal);
+            request.grammar = Some(grammar);
+            match end_within(request) {
+                Ok(tokens) => assert!(tokens > 0),
+                Err(code) => assert_eq!(code, "grammar_too_complex"),
+            }
+        }
+    }
+    let nested = format!("^{}a{}$", "(".repeat(3000), ")".repeat(3000));
+    let err = json_schema_grammar(&serde_json::json!({"type": "string", "pattern": nested}))
+        .expect_err("nested too deep for the converter");
+    assert_eq!(err.code(), "grammar_too_complex", "{err}");
+    assert_engine_alive();
+}
+
+#[test]
+fn an_enum_of_twenty_thousand_values_is_refused_by_size() {
+    let values: Vec<String> = (0..20_000).map(|i| format!("value-{i}")).collect();
+    let err =
+        json_schema_grammar(&serde_json::json!({"enum": values})).expect_err("over the size limit");
+    assert_eq!(err.code(), "grammar_too_complex", "{err}");
+    assert!(
+        err.to_string()
+            .contains(&engine::MAX_GRAMMAR_BYTES.to_string()),
+        "{err}"
+    );
+}

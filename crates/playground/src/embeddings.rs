@@ -18,7 +18,13 @@ impl Playground {
             ))
             .with_param("model"));
         }
-        self.on_engine("embedding_failed", move |engine| engine.embed(texts))
-            .await
+        // The call queues on the engine; if this future is dropped (the client went away),
+        // the call is dropped with it and the engine stops reading its texts.
+        let call = self
+            .on_engine("embedding_failed", move |engine| {
+                engine.submit_embedding(texts)
+            })
+            .await?;
+        Ok(call.await?)
     }
 }

@@ -139,6 +139,7 @@ impl From<EngineError> for AppError {
         let kind = match &err {
             EngineError::NoMedusaHeads => ErrorKind::Conflict,
             EngineError::QueueFull { .. } => ErrorKind::Unavailable,
+            EngineError::TooMuchWork { .. } => ErrorKind::TooLarge,
             EngineError::Remote { .. } => ErrorKind::Upstream,
             e if e.is_client_error() => ErrorKind::Invalid,
             _ => ErrorKind::Internal,

@@ -1,0 +1,90 @@
+//! A request's grammar made ready off the engine thread: compiled on a thread with a large stack,
+//! within a deadline, and followed for a few tokens first, so that a grammar whose every step
+//! would stall the engine is refused before it runs instead of holding every request up.
+
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::token::LlamaToken;
+
+use crate::error::EngineError;
+use crate::grammar::{Grammar, GRAMMAR_STACK_BYTES};
+
+/// Longest a grammar may take to compile and to be tried.
+pub const GRAMMAR_PREPARE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Longest one check of the whole vocabulary against a grammar may take while it is tried, and
+/// the most grammar work one request may cost a step: others wait for it. Grammars real
+/// requests use take a few milliseconds to a few tens here.
+pub const GRAMMAR_STEP_LIMIT: Duration = Duration::from_millis(1500);
+
+/// Tokens followed when a grammar is tried, each the longest the grammar allows, to walk deep
+/// into it where ambiguity multiplies the work.
+const TRIAL_TOKENS: usize = 6;
+
+/// Compiles and tries `gbnf` (within the limits request validation checks) for `model`,
+/// waiting at most [`GRAMMAR_PREPARE_DEADLINE`]. A grammar that misses the deadline is refused;
+/// its thread finishes on its own.
+pub(crate) fn prepare_grammar(
+    model: Arc<LlamaModel>,
+    gbnf: String,
+) -> Result<Grammar, EngineError> {
+    let (done, result) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("medusa-grammar".into())
+        .stack_size(GRAMMAR_STACK_BYTES)
+        .spawn(move || {
+            let _ = done.send(compile_and_try(&model, &gbnf));
+        })
+        .map_err(|e| EngineError::Context(format!("cannot start a grammar thread: {e}")))?;
+    match result.recv_timeout(GRAMMAR_PREPARE_DEADLINE) {
+        Ok(prepared) => prepared,
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(EngineError::GrammarTooComplex(format!(
+            "compiling and trying it took more than {} s",
+            GRAMMAR_PREPARE_DEADLINE.as_secs()
+        ))),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(EngineError::GrammarTooComplex(
+            "llama.cpp failed while compiling it".into(),
+        )),
+    }
+}
+
+fn compile_and_try(model: &LlamaModel, gbnf: &str) -> Result<Grammar, EngineError> {
+    let grammar = Grammar::new(model, gbnf)?;
+    let mut trial = grammar.clone();
+    let n_vocab = model.n_vocab().max(0) as usize;
+    let mut logits = vec![0.0f32; n_vocab];
+    for token_index in 0..TRIAL_TOKENS {
+        logits.fill(0.0);
+        let started = Instant::now();
+        trial.mask(&mut logits);
+        let took = started.elapsed();
+        if took > GRAMMAR_STEP_LIMIT {
+            return Err(EngineError::GrammarTooComplex(format!(
+                "checking the vocabulary against it took {} ms at token {}; each step may \
+                 spend at most {} ms on the grammar",
+                took.as_millis(),
+                token_index + 1,
+                GRAMMAR_STEP_LIMIT.as_millis()
+            )));
+        }
+        let Some(next) = longest_allowed(model, &logits, trial.end_token()) else {
+            break;
+        };
+        trial.accept(next);
+    }
+    Ok(grammar)
+}
+
+/// The allowed token (not the end) whose text is longest, lowest id first among equals.
+fn longest_allowed(model: &LlamaModel, masked: &[f32], end_token: i32) -> Option<i32> {
+    let vocab = model.vocab();
+    masked
+        .iter()
+        .enumerate()
+        .filter(|(id, logit)| **logit != f32::NEG_INFINITY && *id as i32 != end_token)
+        .map(|(id, _)| id as i32)
+        .filter(|&id| !vocab.is_eog(LlamaToken(id)))
+        .max_by_key(|&id| (vocab.token_to_piece(LlamaToken(id), false, None).len(), -id))
+}
