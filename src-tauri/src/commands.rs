@@ -171,14 +171,32 @@ pub async fn ask_save_path<R: Runtime>(
         .map_err(|e| AppError::invalid_parameter(format!("cannot save there: {e}")))
 }
 
-/// Writes the export of `query` to `path`.
+/// Writes the export of `query` to `path`, a run at a time, through a temporary file, so that
+/// memory does not grow with the history and a failure leaves whatever was at `path` untouched.
 pub async fn export_to(
     playground: &Playground,
     query: &RunsQuery,
     path: &Path,
 ) -> Result<(), AppError> {
-    let export = playground.export_runs(query).await?;
-    write_file(path, &export.body).await
+    let partial = path.with_extension("partial");
+    let failed = |e: std::io::Error| {
+        let _ = std::fs::remove_file(&partial);
+        AppError::internal(
+            "export_failed",
+            format!("cannot write {}: {e}", path.display()),
+        )
+    };
+    let file = tokio::fs::File::create(&partial).await.map_err(failed)?;
+    let mut out = tokio::io::BufWriter::new(file);
+    if let Err(err) = playground.write_export(query, &mut out).await {
+        let _ = std::fs::remove_file(&partial);
+        return Err(err);
+    }
+    tokio::io::AsyncWriteExt::flush(&mut out)
+        .await
+        .map_err(failed)?;
+    drop(out);
+    tokio::fs::rename(&partial, path).await.map_err(failed)
 }
 
 /// Writes `body` to `path` through a temporary file, so that a failure leaves whatever was at

@@ -300,7 +300,7 @@ fn remote_engines_through_ipc() {
     .unwrap();
     assert_eq!(added["has_key"], true);
     assert_eq!(added["error"]["code"], "remote_unreachable");
-    let saved = std::fs::read_to_string(dir.path().join("remotes.json")).unwrap();
+    let saved = std::fs::read_to_string(dir.path().join("history.sqlite.remotes.json")).unwrap();
     assert!(saved.contains("sk-0123"), "kept for the next start");
     let listed = invoke(&window, "list_remotes", json!({})).unwrap();
     assert_eq!(listed[0]["name"], "lab");

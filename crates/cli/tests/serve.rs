@@ -302,6 +302,7 @@ fn serve_runs_on_remote_engines_given_on_the_command_line() {
     assert!(remotes[0]["models"][0].is_string(), "{remotes}");
     assert_eq!(remotes[1]["error"]["code"], "remote_unreachable");
     // Nothing was written for them: the next start does not know them.
+    assert!(!dir.path().join("history.sqlite.remotes.json").exists());
     assert!(!dir.path().join("remotes.json").exists());
 
     let answer = agent()

@@ -494,7 +494,7 @@ fn greedy_answer(
     let mut answer = Vec::with_capacity(max);
     let mut index = prompt.len() as i32 - 1;
     while answer.len() < max {
-        let token = argmax(runtime.logits(index));
+        let token = argmax(runtime.logits(index)?);
         if runtime.model().vocab().is_eog(LlamaToken(token)) {
             break;
         }

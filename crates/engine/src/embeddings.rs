@@ -87,18 +87,16 @@ pub(crate) fn tokenize_texts(
             ),
         });
     }
+    // No token spells more than MAX_BYTES_PER_TOKEN bytes: a call far over the budget is
+    // refused from its length, before megabytes are tokenized.
+    let at_least: usize = texts.iter().map(|t| t.len() / MAX_BYTES_PER_TOKEN).sum();
+    if at_least > max_call_tokens {
+        return Err(over_budget(at_least, max_call_tokens));
+    }
     let mut total = 0usize;
     texts
         .iter()
         .map(|text| {
-            // No token spells more than MAX_BYTES_PER_TOKEN bytes, so a call far over the
-            // budget is refused from its length, before megabytes are tokenized.
-            if text.len() / MAX_BYTES_PER_TOKEN > max_call_tokens.saturating_sub(total) {
-                return Err(over_budget(
-                    total + text.len() / MAX_BYTES_PER_TOKEN,
-                    max_call_tokens,
-                ));
-            }
             let rendered = prompt::render(model, None, &Prompt::Text(text.clone()), false)?;
             let tokens = prompt::tokenize(model, &rendered);
             if tokens.is_empty() {

@@ -299,10 +299,10 @@ impl Engine {
         &self,
         diagnostic: impl FnOnce(std_mpsc::Sender<Result<T, EngineError>>) -> Diagnostic,
     ) -> Result<T, EngineError> {
+        // It holds a queue place until it runs, like a request.
+        self.reserve_queue_place()?;
         let (reply, answer) = std_mpsc::channel();
-        self.commands
-            .send(Command::Diagnostic(diagnostic(reply)))
-            .map_err(|_| EngineError::EngineStopped)?;
+        self.queue(Command::Diagnostic(diagnostic(reply)))?;
         answer.recv().map_err(|_| EngineError::EngineStopped)?
     }
 

@@ -60,6 +60,11 @@ fn compile_and_try(model: &LlamaModel, gbnf: &str) -> Result<Grammar, EngineErro
         let started = Instant::now();
         trial.mask(&mut logits);
         let took = started.elapsed();
+        tracing::debug!(
+            token_index,
+            mask_ms = took.as_millis() as u64,
+            "grammar tried"
+        );
         if took > GRAMMAR_STEP_LIMIT {
             return Err(EngineError::GrammarTooComplex(format!(
                 "checking the vocabulary against it took {} ms at token {}; each step may \

@@ -35,6 +35,10 @@ pub(crate) struct LlamaRuntime<'m> {
     model: &'m LlamaModel,
     ctx: LlamaContext<'m>,
     batch: LlamaBatch<'static>,
+    /// Which tokens of the batch being built ask for logits, and of the last one decoded: so
+    /// that reading logits the decode did not give is an error, not llama-cpp-2's panic.
+    batch_outputs: Vec<bool>,
+    decoded_outputs: Vec<bool>,
     template: Option<LlamaChatTemplate>,
     /// Context cells one request may use (prompt, output and its draft tree).
     n_ctx_seq: usize,
@@ -85,6 +89,8 @@ impl<'m> LlamaRuntime<'m> {
             model,
             ctx,
             batch: LlamaBatch::new(n_batch, settings.max_seqs_per_token as i32),
+            batch_outputs: Vec::with_capacity(n_batch),
+            decoded_outputs: Vec::with_capacity(n_batch),
             template: model.chat_template(None).ok(),
             n_ctx_seq: settings.n_ctx_seq,
             n_batch,
@@ -165,6 +171,7 @@ impl<'m> LlamaRuntime<'m> {
 
     pub(crate) fn clear_batch(&mut self) {
         self.batch.clear();
+        self.batch_outputs.clear();
     }
 
     /// Tokens in the batch being built.
@@ -181,7 +188,9 @@ impl<'m> LlamaRuntime<'m> {
     ) -> Result<(), EngineError> {
         self.batch
             .add(token, pos as i32, seqs, logits)
-            .map_err(|e| EngineError::Decode(e.to_string()))
+            .map_err(|e| EngineError::Decode(e.to_string()))?;
+        self.batch_outputs.push(logits);
+        Ok(())
     }
 
     pub(crate) fn decode(&mut self) -> Result<DecodeTimes, EngineError> {
@@ -189,9 +198,11 @@ impl<'m> LlamaRuntime<'m> {
             order.took(self.batch.n_tokens() as usize);
         }
         let started = Instant::now();
+        self.decoded_outputs.clear();
         self.ctx
             .decode(&mut self.batch)
             .map_err(|e| EngineError::Decode(e.to_string()))?;
+        self.decoded_outputs.clone_from(&self.batch_outputs);
         let submit_ms = ms_since(started);
         // GPU backends return before the work is done; the decode timings that size draft
         // trees must include it.
@@ -203,9 +214,19 @@ impl<'m> LlamaRuntime<'m> {
         })
     }
 
-    /// Logits of the last decode at batch index `index`.
-    pub(crate) fn logits(&self, index: i32) -> &[f32] {
-        self.ctx.get_logits_ith(index)
+    /// Logits of the last decode at batch index `index`; an error where that decode gave none
+    /// (with hidden states on, llama.cpp gives every token's).
+    pub(crate) fn logits(&self, index: i32) -> Result<&[f32], EngineError> {
+        let given = usize::try_from(index)
+            .ok()
+            .and_then(|i| self.decoded_outputs.get(i))
+            .is_some_and(|&asked| asked || self.returns_hidden_states);
+        if !given {
+            return Err(EngineError::Decode(format!(
+                "the last decode gave no logits at batch index {index}"
+            )));
+        }
+        Ok(self.ctx.get_logits_ith(index))
     }
 
     /// Final hidden state of the last decode at batch index `index` (llama.cpp looks them up
@@ -351,7 +372,7 @@ impl<'m> LlamaRuntime<'m> {
             let mut times = Vec::with_capacity(CALIBRATION_SIZES.len());
             for &n in CALIBRATION_SIZES {
                 self.clear_kv();
-                self.batch.clear();
+                self.clear_batch();
                 for pos in 0..n {
                     self.add(token, pos, &[0], true)?;
                 }

@@ -268,10 +268,21 @@ impl<'m> Scheduler<'m> {
         }
     }
 
-    /// Diagnostics clear the KV cache, and with it what the prompt cache kept.
+    /// Diagnostics clear the KV cache, and with it what the prompt cache kept. One that panics
+    /// answers nothing (its caller sees the engine stop answering it) and the engine starts
+    /// afresh.
     fn run_diagnostic(&mut self, diagnostic: Diagnostic) {
+        self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+        self.update_queue_metrics();
         self.drop_prompt_cache();
-        diagnostic.run(&mut self.runtime, self.drafters.heads());
+        let heads = self.drafters.heads();
+        let runtime = &mut self.runtime;
+        if let Err(payload) =
+            panic::catch_unwind(AssertUnwindSafe(|| diagnostic.run(runtime, heads)))
+        {
+            tracing::error!(panic = %panic_message(payload.as_ref()), "a diagnostic panicked");
+            self.reset_kv();
+        }
     }
 
     fn drop_prompt_cache(&mut self) {

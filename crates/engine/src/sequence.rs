@@ -167,9 +167,9 @@ impl<'m> Sequence<'m> {
     ) -> Result<(), EngineError> {
         let token = self
             .sampler
-            .sample(runtime.logits(index), &self.out.history);
+            .sample(runtime.logits(index)?, &self.out.history);
         self.sampler.accept(token);
-        let logprobs = self.logprobs(runtime, index, token);
+        let logprobs = self.logprobs(runtime, index, token)?;
         self.ttft_ms = Some(ms_since(self.queued_at));
         if runtime.returns_hidden_states() {
             self.keep_hidden(runtime, index)?;
@@ -188,14 +188,16 @@ impl<'m> Sequence<'m> {
         runtime: &LlamaRuntime,
         index: i32,
         token: TokenId,
-    ) -> Option<TokenLogprobs> {
-        let top = self.request.logprobs?;
-        Some(token_choice::logprobs(
-            runtime.logits(index),
+    ) -> Result<Option<TokenLogprobs>, EngineError> {
+        let Some(top) = self.request.logprobs else {
+            return Ok(None);
+        };
+        Ok(Some(token_choice::logprobs(
+            runtime.logits(index)?,
             token,
             top,
             |t| self.out.token_bytes(t),
-        ))
+        )))
     }
 
     /// Drafts this step's tree, at most `max_nodes` tokens; the budget weighs the expected
@@ -276,7 +278,7 @@ impl<'m> Sequence<'m> {
         profile: &mut StepProfile,
     ) -> Result<u64, EngineError> {
         let verifying = Instant::now();
-        let verdict = self.verify(runtime, plan);
+        let verdict = self.verify(runtime, plan)?;
         profile.verify_ms += ms_since(verifying);
         let keeping = Instant::now();
         if let Some(&last) = verdict.accepted.last() {
@@ -300,16 +302,19 @@ impl<'m> Sequence<'m> {
     }
 
     /// Verifies the decoded tree.
-    fn verify(&mut self, runtime: &LlamaRuntime, plan: &StepPlan) -> Verdict {
-        let root = plan.root_index;
-        verify(
+    fn verify(&mut self, runtime: &LlamaRuntime, plan: &StepPlan) -> Result<Verdict, EngineError> {
+        // The root's logits, then each node's, in batch order.
+        let logits = (0..=plan.tree.len() as i32)
+            .map(|i| runtime.logits(plan.root_index + i))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(verify(
             &plan.tree,
             &plan.layout,
-            |node| runtime.logits(root + node.map_or(0, |i| i as i32 + 1)),
+            |node| logits[node.map_or(0, |i| i + 1)],
             &mut self.sampler,
             &mut self.out.history,
             self.request.acceptance,
-        )
+        ))
     }
 
     /// Emits the step's tokens and reports it.
@@ -361,7 +366,7 @@ impl<'m> Sequence<'m> {
             .zip(sources)
             .zip(chosen_at(plan, verdict))
         {
-            let logprobs = self.logprobs(runtime, index, token);
+            let logprobs = self.logprobs(runtime, index, token)?;
             if let Some(reason) = self.out.push(token, source, logprobs) {
                 self.ending = Some(reason);
                 break;

@@ -115,6 +115,7 @@ pub fn typescript() -> String {
         // The run history
         crate::history::RunsQuery,
         crate::history::RunList,
+        store::ListedRun,
         store::Run,
         store::RunStatus,
         store::ModelRef,

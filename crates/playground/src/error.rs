@@ -149,12 +149,16 @@ impl From<EngineError> for AppError {
             EngineError::QueueFull { retry_after_ms, .. } => Some(retry_after_ms.div_ceil(1000)),
             _ => None,
         };
+        let param = match &err {
+            EngineError::TooMuchWork { name, .. } => Some((*name).to_owned()),
+            _ => None,
+        };
         Self {
             kind,
             code: err.code(),
             message: err.to_string(),
             retry_after_s,
-            param: None,
+            param,
         }
     }
 }

@@ -5,12 +5,14 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use store::{
-    Comparison, DeleteReport, ExportDocument, ExportFormat, ImportReport, Run, RunFilter,
-    RunStatus, RunWithSteps, SortKey, SortOrder, MAX_DELETED_RUNS,
+    Comparison, DeleteReport, ExportDocument, ExportFormat, ImportReport, ListedRun, RunFilter,
+    RunStatus, RunWithSteps, SortKey, SortOrder, StoreError, MAX_DELETED_RUNS,
 };
+use tokio::io::{AsyncWrite, DuplexStream};
+use tokio::sync::oneshot;
 use ts_rs::TS;
 
-use crate::error::AppError;
+use crate::error::{AppError, ErrorKind};
 use crate::playground::Playground;
 
 /// Filters, order and paging of the run history (listing and export).
@@ -48,10 +50,15 @@ pub const DEFAULT_PAGE: i64 = 100;
 /// Most runs in one page of the history.
 pub const MAX_PAGE: i64 = 1_000;
 
-/// A page of runs, newest first unless asked otherwise.
+/// Bytes of an export on their way to its reader: enough to keep the pipe busy, small beside a
+/// run.
+const EXPORT_PIPE_BYTES: usize = 256 << 10;
+
+/// A page of runs, newest first unless asked otherwise. The runs come without their per-token
+/// arrays: a run's own record ([`Playground::get_run`]) and the export have them.
 #[derive(Debug, Clone, Serialize, TS)]
 pub struct RunList {
-    pub runs: Vec<Run>,
+    pub runs: Vec<ListedRun>,
     /// The `offset` of the next page; absent on the last page.
     #[ts(optional)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -63,11 +70,14 @@ pub struct ComparisonList {
     pub comparisons: Vec<Comparison>,
 }
 
-/// An export: its format, a file name for it and its bytes.
-pub struct Export {
+/// An export on its way: its bytes come out of `body` as the store writes them, one run at a
+/// time, so that its memory does not grow with the history. Once `body` ends, `ended` says
+/// whether the export was whole (the runs written) or why it stopped.
+pub struct ExportStream {
     pub format: ExportFormat,
     pub filename: String,
-    pub body: Vec<u8>,
+    pub body: DuplexStream,
+    pub ended: oneshot::Receiver<Result<usize, AppError>>,
 }
 
 impl RunsQuery {
@@ -149,21 +159,54 @@ impl Playground {
         Ok(self.store().get_run(id).await?)
     }
 
-    /// The runs matching `query` in its format.
-    pub async fn export_runs(&self, query: &RunsQuery) -> Result<Export, AppError> {
+    /// Writes the runs matching `query` in its format to `out`, one run at a time; answers the
+    /// format.
+    pub async fn write_export<W: AsyncWrite + Unpin>(
+        &self,
+        query: &RunsQuery,
+        out: &mut W,
+    ) -> Result<ExportFormat, AppError> {
         let format = query.export_format()?;
         let filter = query.filter()?;
-        let mut body = Vec::new();
-        self.store().export(&filter, format, &mut body).await?;
-        Ok(Export {
+        self.store().export(&filter, format, out).await?;
+        Ok(format)
+    }
+
+    /// Starts exporting the runs matching `query` in its format; its bytes come through the
+    /// answer's `body`, which holds back the export while its reader is slow. A bad query is
+    /// refused here, before anything is written.
+    pub fn export_stream(&self, query: &RunsQuery) -> Result<ExportStream, AppError> {
+        let format = query.export_format()?;
+        let filter = query.filter()?;
+        let (mut writer, body) = tokio::io::duplex(EXPORT_PIPE_BYTES);
+        let (report, ended) = oneshot::channel();
+        let store = self.store().clone();
+        tokio::spawn(async move {
+            let written = store.export(&filter, format, &mut writer).await;
+            // Said before the pipe closes, so that its reader learns at its end how it ended. A
+            // reader gone away (a download cancelled) stopped the export and listens no more.
+            let _ = report.send(written.map_err(AppError::from));
+            drop(writer);
+        });
+        Ok(ExportStream {
             format,
             filename: export_filename(format),
             body,
+            ended,
         })
     }
 
     pub async fn import_runs(&self, document: &ExportDocument) -> Result<ImportReport, AppError> {
-        Ok(self.store().import_document(document).await?)
+        self.store()
+            .import_document(document)
+            .await
+            .map_err(|err| match err {
+                // The document is well formed, only more than one import takes.
+                StoreError::ImportTooLarge { .. } => {
+                    AppError::new(ErrorKind::TooLarge, err.code(), err.to_string())
+                }
+                err => err.into(),
+            })
     }
 
     /// Deletes finished runs with their steps; comparisons that lose runs are measured again.

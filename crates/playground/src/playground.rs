@@ -18,7 +18,7 @@ use crate::draft::TreeChoice;
 use crate::error::{AppError, ErrorKind};
 use crate::info::{Health, Info};
 use crate::model_host::{HostedModel, LoadRequest, ModelHost};
-use crate::remotes::{AddRemoteRequest, RemoteInfo, Remotes, REMOTES_FILE};
+use crate::remotes::{AddRemoteRequest, RemoteInfo, Remotes};
 use crate::run_counters::RunCounters;
 use crate::training_slot::TrainingSlot;
 
@@ -77,13 +77,12 @@ impl Playground {
         playground
     }
 
-    /// The remote engines saved beside the history come back with it.
+    /// The remote engines saved with the history come back with it.
     fn with_host(host: ModelHost, store: Store) -> Self {
-        let remotes_file = store.path().parent().map(|dir| dir.join(REMOTES_FILE));
         Self {
             inner: Arc::new(Inner {
                 host: Arc::new(host),
-                remotes: Remotes::load(remotes_file),
+                remotes: Remotes::for_database(store.path()),
                 store,
                 counters: RunCounters::default(),
                 running: Mutex::new(HashMap::new()),

@@ -1,7 +1,8 @@
 //! The remote engines the playground can run on beside its own model: those given on the command
-//! line (for this process only) and those added in Settings, kept with their API keys in
-//! `remotes.json` next to the history, readable only by the user. The history names a run's
-//! engine, never its key.
+//! line (for this process only) and those added in Settings, kept with their API keys in a file
+//! named after the history's database, beside it (`history.sqlite.remotes.json`), readable only
+//! by the user: two databases in one folder keep two lists. The history names a run's engine,
+//! never its key.
 //!
 //! Each engine's model list is kept for a while ([`MODELS_FRESH_FOR`]) rather than asked for on
 //! every listing: a listing asks only the engines whose list is older, and an explicit refresh
@@ -18,8 +19,12 @@ use ts_rs::TS;
 
 use crate::error::{AppError, ErrorBody, ErrorKind};
 
-/// The file of saved remote engines, beside the history database.
-pub const REMOTES_FILE: &str = "remotes.json";
+/// What the saved remote engines' file adds to its database's file name.
+pub const REMOTES_FILE_SUFFIX: &str = ".remotes.json";
+/// Where earlier versions kept them, shared by every database of the folder.
+const SHARED_REMOTES_FILE: &str = "remotes.json";
+/// What every SQLite database file starts with.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
 /// How long an engine's model list stands before a listing asks again.
 pub const MODELS_FRESH_FOR: Duration = Duration::from_secs(60);
@@ -146,6 +151,18 @@ impl Remotes {
             entries: Mutex::new(entries),
             access: Mutex::new(RemoteAccess::default()),
         }
+    }
+
+    /// The engines saved with the database at `database` (see [`remotes_file_for`]). A list
+    /// an earlier version saved as `remotes.json` in the same folder becomes this database's
+    /// the first time, when no other database there could own it; otherwise it is left where it
+    /// is, and said so.
+    pub fn for_database(database: &Path) -> Self {
+        let file = remotes_file_for(database);
+        if let Some(file) = &file {
+            take_shared_file(database, file);
+        }
+        Self::load(file)
     }
 
     /// Lets engines have the addresses `access` allows (link-local ones only when the user
@@ -374,6 +391,84 @@ impl From<RemoteError> for AppError {
     }
 }
 
+/// The file that keeps the engines saved with the database at `database`: its own name with
+/// [`REMOTES_FILE_SUFFIX`], beside it. None for a path that names no file.
+pub fn remotes_file_for(database: &Path) -> Option<PathBuf> {
+    let mut name = database.file_name()?.to_os_string();
+    name.push(REMOTES_FILE_SUFFIX);
+    Some(database.with_file_name(name))
+}
+
+/// Makes the shared `remotes.json` beside `database` its own `file`, if `file` is not there yet
+/// and no other database of the folder could own the shared one. Never overwrites or deletes a
+/// list that is not kept under another name.
+#[tracing::instrument(level = "debug", skip_all, fields(database = %database.display()))]
+fn take_shared_file(database: &Path, file: &Path) {
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty());
+    let dir = dir.unwrap_or(Path::new("."));
+    let shared = dir.join(SHARED_REMOTES_FILE);
+    if file.symlink_metadata().is_ok() || !shared.is_file() {
+        return;
+    }
+    let others = match other_databases(dir, database) {
+        Ok(others) => others,
+        Err(err) => {
+            tracing::warn!(
+                shared = %shared.display(), error = %err,
+                "cannot tell which database the saved remote engines belong to; left where they are"
+            );
+            return;
+        }
+    };
+    if !others.is_empty() {
+        tracing::warn!(
+            shared = %shared.display(), others = ?others, own = %file.display(),
+            "the saved remote engines may belong to another database of the folder: left where \
+             they are; rename the file to keep them with this database"
+        );
+        return;
+    }
+    // A link fails rather than replace a file that appeared meanwhile; only then does the
+    // shared name go.
+    match std::fs::hard_link(&shared, file) {
+        Ok(()) => {
+            if let Err(err) = std::fs::remove_file(&shared) {
+                tracing::warn!(shared = %shared.display(), error = %err, "could not remove the former file of the saved remote engines");
+            }
+            tracing::info!(from = %shared.display(), to = %file.display(), "saved remote engines moved beside their database");
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(err) => {
+            tracing::warn!(shared = %shared.display(), error = %err, "could not move the saved remote engines beside their database; left where they are");
+        }
+    }
+}
+
+/// The files of `dir` other than `database` (and its companions) that are SQLite databases.
+fn other_databases(dir: &Path, database: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let own = database.file_name();
+    let mut others = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if Some(entry.file_name().as_os_str()) == own {
+            continue;
+        }
+        let path = entry.path();
+        if path.is_file() && starts_like_sqlite(&path) {
+            others.push(path);
+        }
+    }
+    Ok(others)
+}
+
+fn starts_like_sqlite(path: &Path) -> bool {
+    use std::io::Read;
+    let mut header = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut file| file.read_exact(&mut header))
+        .is_ok_and(|()| &header == SQLITE_HEADER)
+}
+
 fn read_saved(file: &Path) -> Vec<RemoteSpec> {
     let text = match std::fs::read_to_string(file) {
         Ok(text) => text,
@@ -442,7 +537,7 @@ mod tests {
     #[tokio::test]
     async fn saved_engines_come_back_with_their_keys_from_a_private_file() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join(REMOTES_FILE);
+        let file = remotes_file_for(&dir.path().join("history.sqlite")).unwrap();
         let remotes = Remotes::load(Some(file.clone()));
         // Port 9 answers nothing: added anyway, with the reason.
         let added = remotes
@@ -476,12 +571,90 @@ mod tests {
     #[test]
     fn an_unreadable_file_is_set_aside_not_overwritten() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join(REMOTES_FILE);
+        let file = remotes_file_for(&dir.path().join("history.sqlite")).unwrap();
         std::fs::write(&file, "{not json").unwrap();
         assert!(Remotes::load(Some(file.clone())).list().is_empty());
         assert!(!file.exists());
-        let aside = dir.path().join("remotes.json.unreadable");
+        let aside = dir.path().join("history.sqlite.remotes.json.unreadable");
         assert_eq!(std::fs::read_to_string(aside).unwrap(), "{not json");
+    }
+
+    /// A file that starts as a SQLite database does, which is all the folder's scan reads.
+    fn database(path: &Path) -> PathBuf {
+        std::fs::write(path, [&SQLITE_HEADER[..], &[0u8; 84]].concat()).unwrap();
+        path.to_path_buf()
+    }
+
+    fn names(remotes: &Remotes) -> Vec<String> {
+        remotes.list().into_iter().map(|r| r.name).collect()
+    }
+
+    #[test]
+    fn each_database_keeps_its_own_file() {
+        assert_eq!(
+            remotes_file_for(Path::new("/data/history.sqlite")),
+            Some(PathBuf::from("/data/history.sqlite.remotes.json"))
+        );
+        assert_eq!(
+            remotes_file_for(Path::new("h.db")),
+            Some(PathBuf::from("h.db.remotes.json"))
+        );
+        assert_eq!(remotes_file_for(Path::new("/")), None);
+    }
+
+    #[tokio::test]
+    async fn two_databases_in_one_folder_keep_two_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = database(&dir.path().join("first.sqlite"));
+        let second = database(&dir.path().join("second.sqlite"));
+        Remotes::for_database(&first)
+            .add(spec("lab", Some("sk-first")), true)
+            .await
+            .unwrap();
+        assert!(names(&Remotes::for_database(&second)).is_empty());
+        assert_eq!(names(&Remotes::for_database(&first)), ["lab"]);
+        assert!(dir.path().join("first.sqlite.remotes.json").is_file());
+        assert!(!dir.path().join(SHARED_REMOTES_FILE).exists());
+    }
+
+    #[tokio::test]
+    async fn the_shared_file_of_a_lone_database_becomes_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = database(&dir.path().join("history.sqlite"));
+        // Its companions are no other databases.
+        std::fs::write(dir.path().join("history.sqlite-wal"), b"").unwrap();
+        let shared = dir.path().join(SHARED_REMOTES_FILE);
+        let earlier = Remotes::load(Some(shared.clone()));
+        earlier
+            .add(spec("lab", Some("sk-lab")), true)
+            .await
+            .unwrap();
+
+        let remotes = Remotes::for_database(&db);
+        assert_eq!(names(&remotes), ["lab"]);
+        assert!(!shared.exists());
+        let own = dir.path().join("history.sqlite.remotes.json");
+        assert!(std::fs::read_to_string(&own).unwrap().contains("sk-lab"));
+        // A shared file that shows up later is not taken over the database's own.
+        std::fs::write(&shared, r#"{"remotes": []}"#).unwrap();
+        assert_eq!(names(&Remotes::for_database(&db)), ["lab"]);
+        assert!(shared.exists());
+    }
+
+    #[tokio::test]
+    async fn a_shared_file_two_databases_could_own_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = database(&dir.path().join("first.sqlite"));
+        database(&dir.path().join("second.db"));
+        let shared = dir.path().join(SHARED_REMOTES_FILE);
+        Remotes::load(Some(shared.clone()))
+            .add(spec("lab", None), true)
+            .await
+            .unwrap();
+        let before = std::fs::read_to_string(&shared).unwrap();
+        assert!(names(&Remotes::for_database(&first)).is_empty());
+        assert_eq!(std::fs::read_to_string(&shared).unwrap(), before);
+        assert!(!dir.path().join("first.sqlite.remotes.json").exists());
     }
 
     #[tokio::test]

@@ -124,23 +124,51 @@ fn host_ip(url: &str) -> Option<IpAddr> {
     host.parse().ok()
 }
 
-/// Link-local addresses (IPv4 169.254.0.0/16, IPv6 fe80::/10, and IPv4 ones written as IPv6)
-/// and known cloud metadata addresses.
+/// Link-local addresses (IPv4 169.254.0.0/16, IPv6 fe80::/10) and known cloud metadata
+/// addresses, and IPv6 addresses that carry such an IPv4 address (see [`embedded_ipv4`]).
 pub fn is_link_local_or_metadata(ip: IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v4) => v4.is_link_local() || METADATA_V4.contains(&v4),
+        IpAddr::V4(v4) => is_link_local_or_metadata_v4(v4),
         IpAddr::V6(v6) => {
-            let segments = v6.segments();
-            // IPv4-mapped (::ffff:a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) forms reach the IPv4
-            // address they carry.
-            let [.., high, low] = segments;
-            let carried = Ipv4Addr::from((u32::from(high) << 16) | u32::from(low));
-            let carries_v4 =
-                v6.to_ipv4_mapped().is_some() || segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
-            (carries_v4 && is_link_local_or_metadata(IpAddr::V4(carried)))
-                || (segments[0] & 0xffc0) == 0xfe80
+            (v6.segments()[0] & 0xffc0) == 0xfe80
                 || METADATA_V6.contains(&v6)
+                || embedded_ipv4(v6)
+                    .into_iter()
+                    .flatten()
+                    .any(is_link_local_or_metadata_v4)
         }
+    }
+}
+
+fn is_link_local_or_metadata_v4(v4: Ipv4Addr) -> bool {
+    v4.is_link_local() || METADATA_V4.contains(&v4)
+}
+
+/// The IPv4 addresses an IPv6 address carries in one of the standard forms that reach them
+/// (or are routed towards them) from an IPv6 socket, each to be checked as the IPv4 address
+/// itself would be:
+/// - IPv4-mapped `::ffff:a.b.c.d` and IPv4-compatible `::a.b.c.d` (the last 32 bits);
+/// - NAT64 `64:ff9b::a.b.c.d` (RFC 6052's well-known /96 prefix, the last 32 bits);
+/// - 6to4 `2002:AABB:CCDD::/48` (RFC 3056, bits 16 to 48);
+/// - Teredo `2001:0::/32` (RFC 4380): its server in bits 32 to 64, and its client in the last
+///   32 bits, inverted.
+fn embedded_ipv4(v6: Ipv6Addr) -> [Option<Ipv4Addr>; 2] {
+    let bits = u128::from(v6);
+    let low32 = Ipv4Addr::from(bits as u32);
+    let segments = v6.segments();
+    if bits >> 32 == 0xffff || bits >> 32 == 0 {
+        return [Some(low32), None];
+    }
+    if bits >> 32 == 0x0064_ff9b_0000_0000_0000_0000 {
+        return [Some(low32), None];
+    }
+    match segments[..2] {
+        [0x2002, _] => [Some(Ipv4Addr::from((bits >> 80) as u32)), None],
+        [0x2001, 0] => [
+            Some(Ipv4Addr::from((bits >> 64) as u32)),
+            Some(Ipv4Addr::from(!(bits as u32))),
+        ],
+        _ => [None, None],
     }
 }
 
@@ -313,6 +341,74 @@ mod tests {
         ] {
             let spec = RemoteSpec::new("lab", url, None).unwrap();
             spec.check_access(refuse).unwrap();
+        }
+    }
+
+    #[test]
+    fn ipv4_addresses_carried_in_ipv6_are_found() {
+        let v4 = |text: &str| Some(text.parse::<Ipv4Addr>().unwrap());
+        for (v6, expected) in [
+            ("::ffff:169.254.169.254", [v4("169.254.169.254"), None]),
+            ("::169.254.169.254", [v4("169.254.169.254"), None]),
+            ("::a9fe:a9fe", [v4("169.254.169.254"), None]),
+            ("::1", [v4("0.0.0.1"), None]),
+            ("64:ff9b::10.1.2.3", [v4("10.1.2.3"), None]),
+            ("2002:a9fe:a9fe::", [v4("169.254.169.254"), None]),
+            ("2002:6464:64c8:1:2:3:4:5", [v4("100.100.100.200"), None]),
+            // Teredo: server 65.54.227.120, client 169.254.169.254 (inverted).
+            (
+                "2001:0:4136:e378:8000:63bf:5601:5601",
+                [v4("65.54.227.120"), v4("169.254.169.254")],
+            ),
+            ("2001:db8::a9fe:a9fe", [None, None]),
+            ("2001:1::a9fe:a9fe", [None, None]),
+            ("64:ff9b:1::a9fe:a9fe", [None, None]),
+            ("fe80::1", [None, None]),
+        ] {
+            let parsed: Ipv6Addr = v6.parse().unwrap();
+            assert_eq!(embedded_ipv4(parsed), expected, "{v6}");
+        }
+    }
+
+    #[test]
+    fn link_local_addresses_inside_ipv6_are_refused() {
+        let refuse = RemoteAccess::default();
+        for url in [
+            // IPv4-compatible.
+            "http://[::169.254.169.254]/",
+            "http://[::a9fe:1]:8000",
+            // IPv4-mapped.
+            "http://[::ffff:a9fe:a9fe]",
+            // NAT64.
+            "http://[64:ff9b::169.254.169.254]",
+            "http://[64:ff9b::100.100.100.200]",
+            // 6to4.
+            "http://[2002:a9fe:a9fe::]/",
+            "http://[2002:a9fe:1::1]",
+            "http://[2002:6464:64c8::1]",
+            // Teredo, with the link-local address as client or as server.
+            "http://[2001:0:4136:e378:8000:63bf:5601:5601]",
+            "http://[2001:0:a9fe:a9fe::1]",
+        ] {
+            let spec = RemoteSpec::new("lab", url, None).unwrap();
+            let err = spec.check_access(refuse).unwrap_err();
+            assert_eq!(err.code(), "invalid_remote", "{url}");
+            assert!(
+                is_link_local_or_metadata(host_ip(&spec.url).unwrap()),
+                "{url}"
+            );
+        }
+        // The same forms around ordinary addresses are what they carry: allowed.
+        for url in [
+            "http://[::10.0.0.2]:8000",
+            "http://[::ffff:127.0.0.1]:8000",
+            "http://[64:ff9b::8.8.8.8]",
+            "http://[2002:0a00:0002::1]",
+            "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]",
+            "http://[2001:db8::a9fe:a9fe]",
+        ] {
+            let spec = RemoteSpec::new("lab", url, None).unwrap();
+            assert!(spec.check_access(refuse).is_ok(), "{url}");
         }
     }
 

@@ -4,6 +4,7 @@
 
 use std::convert::Infallible;
 
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -11,11 +12,14 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::StreamExt;
 use playground::divergence::{Divergence, DivergenceRequest};
-use playground::history::{ComparisonList, RunList, RunsQuery};
+use playground::history::{ComparisonList, ExportStream, RunList, RunsQuery};
 use playground::tuning::TuneRequest;
-use playground::{Health, Info, LoadModelRequest, Playground, PlaygroundRequest, SetTreeRequest};
+use playground::{
+    AppError, Health, Info, LoadModelRequest, Playground, PlaygroundRequest, SetTreeRequest,
+};
 use serde::Deserialize;
 use store::{ExportDocument, ImportReport};
+use tokio::io::{AsyncReadExt, DuplexStream};
 
 use crate::error::ApiError;
 use crate::extract::{JsonBody, QueryParams, RecordId};
@@ -48,23 +52,72 @@ pub async fn cancel_run(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The bytes of an export sent at a time.
+const EXPORT_CHUNK_BYTES: usize = 64 << 10;
+
+/// The runs matching the query, streamed as the store writes them one run at a time, so that an
+/// export's memory does not grow with the history. An export that fails before its first bytes
+/// answers an error; one that fails later breaks off the answer (no final chunk), so that a
+/// client never takes a cut-short file for a whole one.
 #[tracing::instrument(skip_all)]
 pub async fn export_runs(
     State(playground): State<Playground>,
     QueryParams(query): QueryParams<RunsQuery>,
 ) -> Result<Response, ApiError> {
-    let export = playground.export_runs(&query).await?;
-    Ok((
-        [
-            (header::CONTENT_TYPE, export.format.mime_type().to_owned()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"{}\"", export.filename),
-            ),
-        ],
-        export.body,
-    )
-        .into_response())
+    let ExportStream {
+        format,
+        filename,
+        mut body,
+        ended,
+    } = playground.export_stream(&query)?;
+    let first = read_chunk(&mut body)
+        .await
+        .map_err(|e| ApiError(AppError::internal("export_failed", e.to_string())))?;
+    let headers = [
+        (header::CONTENT_TYPE, format.mime_type().to_owned()),
+        (
+            header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{filename}\""),
+        ),
+    ];
+    if first.is_empty() {
+        export_ending(ended).await?;
+        return Ok((headers, Body::empty()).into_response());
+    }
+    let rest = futures_util::stream::try_unfold((body, ended), |(mut body, ended)| async move {
+        let chunk = read_chunk(&mut body).await?;
+        if !chunk.is_empty() {
+            return Ok(Some((chunk, (body, ended))));
+        }
+        export_ending(ended).await.map_err(|err| {
+            tracing::error!(code = err.0.code, message = %err.0.message, "export failed part-way");
+            std::io::Error::other(err.0.message)
+        })?;
+        Ok(None)
+    });
+    let stream = futures_util::stream::once(async { Ok::<_, std::io::Error>(first) }).chain(rest);
+    Ok((headers, Body::from_stream(stream)).into_response())
+}
+
+/// The next bytes of an export; empty at its end.
+async fn read_chunk(body: &mut DuplexStream) -> std::io::Result<Bytes> {
+    let mut chunk = vec![0; EXPORT_CHUNK_BYTES];
+    let read = body.read(&mut chunk).await?;
+    chunk.truncate(read);
+    Ok(Bytes::from(chunk))
+}
+
+/// How an export whose bytes have all been read ended.
+async fn export_ending(
+    ended: tokio::sync::oneshot::Receiver<Result<usize, AppError>>,
+) -> Result<usize, ApiError> {
+    match ended.await {
+        Ok(written) => Ok(written?),
+        Err(_) => Err(ApiError(AppError::internal(
+            "export_failed",
+            "the export stopped before it was whole",
+        ))),
+    }
 }
 
 #[tracing::instrument(skip_all)]

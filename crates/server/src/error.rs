@@ -91,6 +91,20 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl ApiError {
+    /// The answer, logged by the caller: for refusals that anyone can cause many of, which are
+    /// no failure of the server's even when they are 503s (every place busy, say).
+    pub(crate) fn unlogged_response(&self) -> Response {
+        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        if let Some(seconds) = self.0.retry_after_s {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
@@ -105,12 +119,6 @@ impl IntoResponse for ApiError {
                 "request refused"
             );
         }
-        let mut response = (status, axum::Json(self.body())).into_response();
-        if let Some(seconds) = self.0.retry_after_s {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-        }
-        response
+        self.unlogged_response()
     }
 }

@@ -4,28 +4,40 @@
 //! socket stops them, and their runs are recorded as cancelled.
 //!
 //! What waits to be written is bounded: a page that leaves more than [`MAX_UNREAD_BYTES`] unread
-//! (a tab that stopped reading, a client that never reads) has fallen behind and is cut off,
-//! with close code 1008 and the reason `lagged`, if it still takes that; its generations stop
-//! like those of a page that closed. Status updates are snapshots, so one waiting is enough: a
-//! later one is dropped meanwhile rather than queued behind it.
+//! (a tab that stopped reading, a client that never reads) has fallen behind and is cut off: it
+//! is sent close code 1008 with the reason `lagged` for a moment, then the connection is reset,
+//! so that the kernel does not keep what it left unread; its generations stop like those of a
+//! page that closed. Status updates are snapshots, so one waiting is enough: a later one is
+//! dropped meanwhile rather than queued behind it.
+//!
+//! A socket holds a connection place for as long as it is open, so the sockets are few and
+//! must stay alive: at most [`EventSockets`]' bound are open at once (more are answered 503
+//! `too_many_event_sockets`), each is pinged every so often, and one whose peer answers no ping
+//! by the next, or takes no write for two rounds, is cut off the same way (1008, `unresponsive`).
+//! Browsers answer pings themselves, whatever the page does.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
+use axum::Extension;
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use playground::event_socket::{StreamMessage, StreamRequest, MAX_STREAM_RUNS, STATUS_EVERY_MS};
-use playground::{AppError, ErrorBody, Playground, PlaygroundRequest};
+use playground::{AppError, ErrorBody, ErrorKind, Playground, PlaygroundRequest};
 use tokio::sync::mpsc::{self, UnboundedSender};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tracing::Instrument;
+
+use crate::error::ApiError;
+use crate::listener::ConnectionControl;
 
 /// Largest message a page may send (a long conversation fits).
 const MAX_MESSAGE_BYTES: usize = 8 << 20;
@@ -36,13 +48,48 @@ const MAX_UNREAD_BYTES: usize = 4 << 20;
 const MAX_UNREAD_MESSAGES: usize = 4096;
 /// How long a page that fell behind gets to take the close frame.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
-/// How long one message may wait for the page to take it: a page that reads nothing for so
-/// long holds a connection for nothing (status updates alone never fill the queue).
-const WRITE_STALL: Duration = Duration::from_secs(60);
+/// How long a page refused a socket is told to wait before it asks again (`Retry-After`).
+const RETRY_AFTER_S: u64 = 5;
 
 /// The page fell behind: it is being cut off.
 #[derive(Debug)]
 struct Lagged;
+
+/// The event sockets open at once, and how they are kept alive.
+pub(crate) struct EventSockets {
+    open: Arc<Semaphore>,
+    max_open: usize,
+    /// How often the peer is pinged; it must have answered by the next ping.
+    ping_every: Duration,
+}
+
+impl EventSockets {
+    pub(crate) fn new(max_open: usize, ping_every: Duration) -> Self {
+        Self {
+            open: Arc::new(Semaphore::new(max_open)),
+            max_open,
+            // A zero interval would ping without end.
+            ping_every: ping_every.max(Duration::from_millis(10)),
+        }
+    }
+
+    /// A place for one more socket, if one is free.
+    fn try_open(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        self.open.clone().try_acquire_owned().map_err(|_| {
+            let mut err = AppError::new(
+                ErrorKind::Unavailable,
+                "too_many_event_sockets",
+                format!(
+                    "{} event sockets are open already, the most this server keeps; close \
+                     another page of the playground, or try again later",
+                    self.max_open
+                ),
+            );
+            err.retry_after_s = Some(RETRY_AFTER_S);
+            ApiError(err)
+        })
+    }
+}
 
 /// A message serialized and waiting for the writer.
 struct Queued {
@@ -57,11 +104,13 @@ struct Outgoing {
     shared: Arc<Backlog>,
 }
 
-/// What the senders and the writer both follow.
+/// What the senders, the reader and the writer all follow.
 struct Backlog {
     unread: AtomicUsize,
     /// A status update is waiting: the next ones are dropped until it is written.
     status_waiting: AtomicBool,
+    /// A ping went out that no pong has answered yet.
+    awaiting_pong: AtomicBool,
     lagged: watch::Sender<bool>,
 }
 
@@ -100,6 +149,7 @@ impl Outgoing {
         let shared = Arc::new(Backlog {
             unread: AtomicUsize::new(0),
             status_waiting: AtomicBool::new(false),
+            awaiting_pong: AtomicBool::new(false),
             lagged: watch::channel(false).0,
         });
         let outgoing = Self {
@@ -136,57 +186,103 @@ impl Outgoing {
     }
 }
 
-/// Writes the queued messages until the queue closes or the page falls behind, then closes the
-/// socket (1008 `lagged` for a page that fell behind, if it still takes it).
+/// Why the writer stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriterEnd {
+    /// Nothing more to send: the page closed, or its reader ended.
+    Done,
+    /// The page left too much unread (see [`Outgoing::send`]).
+    Lagged,
+    /// The peer answered no ping in time, or took no write for two rounds.
+    Unresponsive,
+    /// The socket failed.
+    Broken,
+}
+
+/// Writes the queued messages and the pings until the queue closes, the page falls behind, the
+/// peer stops answering or the socket fails; then closes the socket (1008 with the reason, for
+/// a page cut off, if it still takes it).
 async fn write(
     mut sink: SplitSink<WebSocket, Message>,
     mut to_send: mpsc::Receiver<Queued>,
     backlog: Arc<Backlog>,
-) {
-    loop {
-        let queued = tokio::select! {
+    ping_every: Duration,
+) -> WriterEnd {
+    // A peer that takes no write for as long as a ping may go unanswered is not reading.
+    let write_stall = ping_every * 2;
+    let mut ping = tokio::time::interval_at(Instant::now() + ping_every, ping_every);
+    ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let end = loop {
+        let message = tokio::select! {
             biased;
-            () = backlog.lagged() => break,
+            () = backlog.lagged() => break WriterEnd::Lagged,
+            _ = ping.tick() => {
+                if backlog.awaiting_pong.swap(true, Ordering::SeqCst) {
+                    break WriterEnd::Unresponsive;
+                }
+                Message::Ping(Bytes::new())
+            }
             queued = to_send.recv() => match queued {
-                Some(queued) => queued,
-                None => break,
+                Some(queued) => {
+                    backlog.taken(&queued);
+                    Message::Text(queued.text.into())
+                }
+                None => break WriterEnd::Done,
             },
         };
-        backlog.taken(&queued);
         // A page that stopped reading leaves this send waiting for ever: falling behind (the
-        // queue filled meanwhile) ends it.
-        let sent = tokio::select! {
-            sent = tokio::time::timeout(WRITE_STALL, sink.send(Message::Text(queued.text.into()))) => {
-                match sent {
-                    Ok(sent) => sent.is_ok(),
-                    Err(_) => {
-                        backlog.fall_behind(backlog.unread.load(Ordering::SeqCst));
-                        false
-                    }
-                }
-            }
-            () = backlog.lagged() => false,
-        };
-        if !sent {
-            break;
+        // queue filled meanwhile) or the stall ends it.
+        tokio::select! {
+            sent = tokio::time::timeout(write_stall, sink.send(message)) => match sent {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => break WriterEnd::Broken,
+                Err(_) => break WriterEnd::Unresponsive,
+            },
+            () = backlog.lagged() => break WriterEnd::Lagged,
         }
-    }
-    let (code, reason) = if backlog.has_lagged() {
-        (close_code::POLICY, "lagged")
-    } else {
-        (close_code::NORMAL, "")
     };
-    let close = sink.send(Message::Close(Some(CloseFrame {
-        code,
-        reason: reason.into(),
-    })));
-    let _ = tokio::time::timeout(CLOSE_WAIT, close).await;
+    let (code, reason) = match end {
+        WriterEnd::Lagged => (close_code::POLICY, "lagged"),
+        WriterEnd::Unresponsive => {
+            tracing::debug!("event socket closed: the peer stopped answering");
+            (close_code::POLICY, "unresponsive")
+        }
+        WriterEnd::Done | WriterEnd::Broken => (close_code::NORMAL, ""),
+    };
+    if end != WriterEnd::Broken {
+        let close = sink.send(Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        })));
+        let _ = tokio::time::timeout(CLOSE_WAIT, close).await;
+    }
+    end
 }
 
-pub async fn upgrade(State(playground): State<Playground>, socket: WebSocketUpgrade) -> Response {
+/// Opens the socket if a place is free for it, else answers 503 `too_many_event_sockets`.
+/// `connection` is there when the server's own listener serves the request.
+pub async fn upgrade(
+    State(playground): State<Playground>,
+    State(sockets): State<Arc<EventSockets>>,
+    connection: Option<Extension<ConnectionControl>>,
+    socket: WebSocketUpgrade,
+) -> Response {
+    let place = match sockets.try_open() {
+        Ok(place) => place,
+        Err(err) => {
+            // Not an error of the server's, and anyone can cause many: debug.
+            tracing::debug!(
+                max_open = sockets.max_open,
+                "event socket refused: too many open"
+            );
+            return err.unlogged_response();
+        }
+    };
+    let ping_every = sockets.ping_every;
+    let connection = connection.map(|Extension(connection)| connection);
     socket
         .max_message_size(MAX_MESSAGE_BYTES)
-        .on_upgrade(move |socket| serve(playground, socket))
+        .on_upgrade(move |socket| serve(playground, socket, ping_every, connection, place))
 }
 
 /// A generation the socket started: its task, and how to ask that task to cancel it.
@@ -200,22 +296,40 @@ struct Ended {
     id: u32,
 }
 
+/// Serves one socket; `_place` is its place among the open sockets, given back when it ends.
 #[tracing::instrument(name = "event_socket", skip_all)]
-async fn serve(playground: Playground, socket: WebSocket) {
+async fn serve(
+    playground: Playground,
+    socket: WebSocket,
+    ping_every: Duration,
+    connection: Option<ConnectionControl>,
+    _place: OwnedSemaphorePermit,
+) {
     let (sink, mut incoming) = socket.split();
     let (outgoing, to_send, backlog) = Outgoing::new();
-    let writer = tokio::spawn(write(sink, to_send, backlog.clone()));
+    let mut writer = tokio::spawn(write(sink, to_send, backlog.clone(), ping_every));
+    let mut writer_end = None;
     let (ended_tx, mut ended) = mpsc::unbounded_channel::<Ended>();
     let mut generations: HashMap<u32, Generation> = HashMap::new();
     let mut status: Option<Interval> = None;
     loop {
         tokio::select! {
             () = backlog.lagged() => break,
+            // The writer gave up on the peer (unresponsive, or the socket failed): so does the
+            // reader.
+            end = &mut writer => {
+                writer_end = Some(end.unwrap_or(WriterEnd::Broken));
+                break;
+            }
             message = incoming.next() => {
                 let text = match message {
                     Some(Ok(Message::Text(text))) => text,
                     Some(Ok(Message::Binary(_))) => {
                         refuse(&outgoing, "messages are JSON text");
+                        continue;
+                    }
+                    Some(Ok(Message::Pong(_))) => {
+                        backlog.awaiting_pong.store(false, Ordering::SeqCst);
                         continue;
                     }
                     Some(Ok(_)) => continue,
@@ -288,7 +402,17 @@ async fn serve(playground: Playground, socket: WebSocket) {
         generation.task.abort();
     }
     drop(outgoing);
-    let _ = writer.await;
+    let end = match writer_end {
+        Some(end) => end,
+        None => writer.await.unwrap_or(WriterEnd::Broken),
+    };
+    // A peer cut off reads nothing: what waits unsent for it (the close frame too) is dropped
+    // with a reset rather than kept by the kernel.
+    if matches!(end, WriterEnd::Lagged | WriterEnd::Unresponsive) {
+        if let Some(connection) = &connection {
+            connection.reset_on_close();
+        }
+    }
 }
 
 async fn tick(status: &mut Option<Interval>) {

@@ -1,9 +1,15 @@
 //! Request extractors whose failures answer in the server's own error format.
 
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, Version};
+use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
+use http_body::Frame;
 use serde::de::DeserializeOwned;
 
 use playground::{AppError, ErrorKind};
@@ -22,7 +28,8 @@ const DRAIN_LIMIT: usize = 16 << 20;
 /// A JSON body. A content type other than `application/json` answers 415
 /// `unsupported_media_type` (so that a web page cannot send one without a CORS preflight),
 /// malformed JSON 400 `invalid_json`, a well-formed body of the wrong shape 400
-/// `invalid_parameter`, and a body over the route's [`BodyLimit`] 413 `body_too_large`.
+/// `invalid_parameter`, and a body over the route's [`BodyLimit`] 413 `body_too_large`: at once,
+/// before any of it is read, when its `Content-Length` says so.
 pub struct JsonBody<T>(pub T);
 
 impl<S, T> FromRequest<S> for JsonBody<T>
@@ -30,7 +37,7 @@ where
     S: Send + Sync,
     T: DeserializeOwned,
 {
-    type Rejection = ApiError;
+    type Rejection = JsonRejection;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
         check_json_content_type(req.headers())?;
@@ -38,14 +45,140 @@ where
             .extensions()
             .get::<BodyLimit>()
             .map_or(crate::BODY_LIMIT, |limit| limit.0);
+        if let Some(declared) = declared_length(req.headers()).filter(|&n| n > limit as u64) {
+            return Err(refuse_declared(req, declared, limit));
+        }
         let bytes = read_limited(req.into_body(), limit).await?;
-        parse_json(&bytes).map(JsonBody)
+        parse_json(&bytes)
+            .map(JsonBody)
+            .map_err(JsonRejection::from)
     }
 }
 
-fn check_json_content_type(headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+/// Why a JSON body was refused.
+pub enum JsonRejection {
+    Refused(ApiError),
+    /// Declared longer than the limit: answered before the body is read, then what the client
+    /// still sends is read and thrown away (see [`DRAIN_LIMIT`]) when it is little enough.
+    DeclaredTooLarge {
+        error: ApiError,
+        drain: Option<(Body, u64)>,
+    },
+}
+
+impl From<ApiError> for JsonRejection {
+    fn from(err: ApiError) -> Self {
+        Self::Refused(err)
+    }
+}
+
+impl IntoResponse for JsonRejection {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Refused(err) => err.into_response(),
+            Self::DeclaredTooLarge { error, drain } => {
+                let mut response = error.into_response();
+                if let Some((body, left)) = drain {
+                    // The answer's length is no longer known ahead (it ends once the drain
+                    // does): it goes out chunked.
+                    response.headers_mut().remove(header::CONTENT_LENGTH);
+                    let answer = std::mem::take(response.body_mut());
+                    *response.body_mut() = Body::new(AnswerThenDrain {
+                        answer: Some(answer),
+                        drain: Some(body),
+                        left,
+                    });
+                }
+                response
+            }
+        }
+    }
+}
+
+/// The body's length as its `Content-Length` declares it.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The 413 for a body declared `declared` bytes long, over `limit`. A client that waits for
+/// `100 Continue` sends nothing more, and an HTTP/2 stream is reset alone, so only an HTTP/1
+/// body sent right away is drained, and only when it is not much longer than the limit.
+fn refuse_declared(req: Request, declared: u64, limit: usize) -> JsonRejection {
+    tracing::debug!(declared, limit, "request body declared over the limit");
+    let waits_for_continue = req
+        .headers()
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let drainable = req.version() < Version::HTTP_2
+        && !waits_for_continue
+        && declared <= limit.saturating_add(DRAIN_LIMIT) as u64;
+    JsonRejection::DeclaredTooLarge {
+        error: too_large(limit),
+        drain: drainable.then(|| (req.into_body(), declared)),
+    }
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError(AppError::new(
+        ErrorKind::TooLarge,
+        "body_too_large",
+        format!("the request body is larger than the limit of {limit} bytes"),
+    ))
+}
+
+/// An answer's body, then, before it ends, the request body read and thrown away (at most
+/// `left` bytes more): the client reads the answer while it still sends.
+struct AnswerThenDrain {
+    answer: Option<Body>,
+    drain: Option<Body>,
+    left: u64,
+}
+
+impl http_body::Body for AnswerThenDrain {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        if let Some(answer) = &mut this.answer {
+            match ready!(Pin::new(answer).poll_frame(cx)) {
+                Some(frame) => return Poll::Ready(Some(frame)),
+                None => this.answer = None,
+            }
+        }
+        while let Some(drain) = &mut this.drain {
+            match ready!(Pin::new(drain).poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    let read = frame.data_ref().map_or(0, |data| data.len() as u64);
+                    this.left = this.left.saturating_sub(read);
+                    if this.left == 0 {
+                        this.drain = None;
+                    }
+                }
+                // Ended, or cut off by its deadline: nothing more to wait for.
+                Some(Err(_)) | None => this.drain = None,
+            }
+        }
+        Poll::Ready(None)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.answer.is_none() && self.drain.is_none()
+    }
+}
+
+fn check_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let content_type = headers
-        .get(axum::http::header::CONTENT_TYPE)
+        .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     let essence = content_type.split(';').next().unwrap_or_default().trim();
@@ -67,11 +200,11 @@ async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let mut seen = 0usize;
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|err| {
-            if crate::listener::is_body_deadline(&err) {
+            if let Some(timeout) = crate::listener::body_timeout(&err) {
                 return ApiError(AppError::new(
                     ErrorKind::TimedOut,
-                    "body_timeout",
-                    format!("{err}; send it faster, or a smaller one"),
+                    timeout.code(),
+                    format!("{timeout}; send it faster, or a smaller one"),
                 ));
             }
             ApiError::bad_request("invalid_body", format!("could not read the body: {err}"))
@@ -84,11 +217,7 @@ async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
         }
     }
     if seen > limit {
-        return Err(ApiError(AppError::new(
-            ErrorKind::TooLarge,
-            "body_too_large",
-            format!("the request body is larger than the limit of {limit} bytes"),
-        )));
+        return Err(too_large(limit));
     }
     Ok(Bytes::from(kept))
 }

@@ -6,14 +6,18 @@
 //!   server's own origin or one the operator allowed, which defeats cross-site requests;
 //! - with an API key set, it must carry the key (see `auth`).
 //!
-//! Requests without `Origin` (command-line clients, SDKs) are not pages and pass the second check.
-//! JSON endpoints also refuse other content types (see `extract`), so a page cannot send them a
-//! body without a CORS preflight, which only allowed origins pass.
+//! Requests without `Origin` (command-line clients, SDKs) pass the second check unless the
+//! browser marked them as sent by another site's page (`Sec-Fetch-Site: cross-site` or
+//! `same-site`): the UI is served from the server's own origin, so its requests say
+//! `same-origin` (or `none`, typed into the address bar). JSON endpoints also refuse other
+//! content types (see `extract`), so a page cannot send them a body without a CORS preflight,
+//! which only allowed origins pass.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, Method, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -73,22 +77,71 @@ impl AccessPolicy {
             ));
         }
         if changes_state(method) || opens_websocket(headers) {
-            if let Some(origin) = headers.get(header::ORIGIN) {
-                let origin = origin.to_str().unwrap_or_default();
-                if !self.origin_allowed(origin, authority) {
-                    return Err(AppError::new(
-                        ErrorKind::Forbidden,
-                        "forbidden_origin",
-                        format!(
-                            "requests from pages of {origin:?} are refused; start the server \
-                             with --allowed-origin ORIGIN to accept one"
-                        ),
-                    ));
+            match headers.get(header::ORIGIN) {
+                Some(origin) => {
+                    let origin = origin.to_str().unwrap_or_default();
+                    if !self.origin_allowed(origin, authority) {
+                        return Err(AppError::new(
+                            ErrorKind::Forbidden,
+                            "forbidden_origin",
+                            format!(
+                                "requests from pages of {origin:?} are refused; start the \
+                                 server with --allowed-origin ORIGIN to accept one"
+                            ),
+                        ));
+                    }
+                }
+                // Without an origin to compare, the browser's word on where the request comes
+                // from decides: another site's page is refused, whatever site it is.
+                None => {
+                    if let Some(site) = other_site(headers) {
+                        return Err(AppError::new(
+                            ErrorKind::Forbidden,
+                            "cross_site_request",
+                            format!(
+                                "requests from pages of other sites (Sec-Fetch-Site: {site}) \
+                                 are refused; pages of an origin allowed with \
+                                 --allowed-origin must send their Origin header"
+                            ),
+                        ));
+                    }
                 }
             }
         }
         Ok(())
     }
+
+    /// Whether `request` may use a place kept for health checks and the operator's clients
+    /// when every other connection place is busy (see `listener`): `/health`, or a request that
+    /// carries the API key. Without a key, only `/health`: nothing tells the operator's
+    /// requests from others then.
+    pub(crate) fn has_priority(&self, request: &Parts) -> bool {
+        if request.uri.path() == "/health" {
+            return true;
+        }
+        let Some(key) = &self.api_key else {
+            return false;
+        };
+        let (_, port) = split_authority(authority(&request.headers));
+        matches!(
+            key.admit(
+                &request.method,
+                &request.uri,
+                &request.headers,
+                port.unwrap_or("80"),
+            ),
+            Admission::Admitted | Admission::SetCookie(_)
+        )
+    }
+}
+
+/// The `Sec-Fetch-Site` value of a request a browser sent for a page of another site (of
+/// another origin on this site, too), if it is one.
+fn other_site(headers: &HeaderMap) -> Option<&str> {
+    let site = headers.get("sec-fetch-site")?.to_str().ok()?.trim();
+    ["cross-site", "same-site"]
+        .into_iter()
+        .find(|other| site.eq_ignore_ascii_case(other))
 }
 
 /// The middleware: answers 403 to requests the policy refuses, 401 to those without the key.
@@ -328,6 +381,63 @@ mod tests {
             // Reading is left to the browser's same-origin policy: no CORS headers are sent.
             assert_eq!(code(&policy, Method::GET, host, Some(origin)), None);
         }
+    }
+
+    #[test]
+    fn requests_a_browser_marks_as_from_other_sites_cannot_change_state() {
+        let policy = AccessPolicy::default();
+        let check = |method: Method, site: &str, origin: Option<&str>| {
+            let mut headers = headers(Some("127.0.0.1:8080"), origin);
+            headers.insert("sec-fetch-site", HeaderValue::from_str(site).unwrap());
+            policy.check(&method, &headers).err().map(|e| e.code)
+        };
+        for site in ["cross-site", "Cross-Site", "same-site"] {
+            assert_eq!(
+                check(Method::POST, site, None),
+                Some("cross_site_request"),
+                "{site}"
+            );
+        }
+        assert_eq!(
+            check(Method::DELETE, "cross-site", None),
+            Some("cross_site_request")
+        );
+        assert_eq!(check(Method::POST, "same-origin", None), None);
+        assert_eq!(check(Method::POST, "none", None), None);
+        // Reading is left to the browser's same-origin policy.
+        assert_eq!(check(Method::GET, "cross-site", None), None);
+        // An Origin says more than the marking: it decides.
+        assert_eq!(
+            check(Method::POST, "cross-site", Some("http://127.0.0.1:8080")),
+            None
+        );
+        assert_eq!(
+            check(Method::POST, "same-origin", Some("https://evil.example")),
+            Some("forbidden_origin")
+        );
+    }
+
+    #[test]
+    fn health_checks_and_key_holders_have_priority() {
+        let parts = |uri: &str, authorization: Option<&str>| {
+            let mut request = axum::http::Request::get(uri).header(header::HOST, "127.0.0.1:8080");
+            if let Some(value) = authorization {
+                request = request.header(header::AUTHORIZATION, value);
+            }
+            request.body(()).unwrap().into_parts().0
+        };
+        let keyless = AccessPolicy::default();
+        assert!(keyless.has_priority(&parts("/health", None)));
+        assert!(!keyless.has_priority(&parts("/api/info", None)));
+        let keyed = AccessPolicy {
+            api_key: Some(ApiKey::new("0123456789abcdef-key").unwrap()),
+            ..AccessPolicy::default()
+        };
+        assert!(keyed.has_priority(&parts("/health", None)));
+        assert!(keyed.has_priority(&parts("/api/info", Some("Bearer 0123456789abcdef-key"))));
+        assert!(keyed.has_priority(&parts("/?token=0123456789abcdef-key", None)));
+        assert!(!keyed.has_priority(&parts("/api/info", Some("Bearer wrong-key-0123456789"))));
+        assert!(!keyed.has_priority(&parts("/api/info", None)));
     }
 
     #[test]

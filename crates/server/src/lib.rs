@@ -25,15 +25,19 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::FromRef;
+use axum::http::StatusCode;
 use axum::routing::{any, delete, get, post, put};
 use axum::{Extension, Router};
+use event_socket::EventSockets;
 use extract::BodyLimit;
 use metrics::RequestCounts;
 use playground::catalog::Catalog;
 use playground::Playground;
 use tokio::net::TcpListener;
+use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
@@ -44,8 +48,9 @@ pub use listener::ConnectionLimits;
 
 /// Largest request body, except for imports.
 pub const BODY_LIMIT: usize = 1 << 20;
-/// Largest import: an export of a long history is much bigger than any request.
-pub const IMPORT_BODY_LIMIT: usize = 256 << 20;
+/// Largest import: an export of a long history is much bigger than any request; the most one
+/// import document may hold.
+pub const IMPORT_BODY_LIMIT: usize = store::MAX_IMPORT_BYTES as usize;
 
 /// Where to listen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +84,13 @@ pub struct ServerState {
     requests: Arc<RequestCounts>,
     access: Arc<AccessPolicy>,
     catalog: Arc<Catalog>,
+    event_sockets: Arc<EventSockets>,
+}
+
+impl FromRef<ServerState> for Arc<EventSockets> {
+    fn from_ref(state: &ServerState) -> Self {
+        state.event_sockets.clone()
+    }
 }
 
 impl FromRef<ServerState> for Arc<Catalog> {
@@ -105,6 +117,16 @@ pub fn router_with_ui(
     ui_dir: Option<&Path>,
     access: AccessPolicy,
 ) -> Router {
+    router_within(playground, ui_dir, access, &ConnectionLimits::default())
+}
+
+/// [`router_with_ui`], its event sockets bounded and kept alive as `limits` say.
+fn router_within(
+    playground: Playground,
+    ui_dir: Option<&Path>,
+    access: AccessPolicy,
+    limits: &ConnectionLimits,
+) -> Router {
     // Downloads go to the models cache, which `serve` lets `/api/model` load from.
     let download_dir = models::cache_dir()
         .ok()
@@ -117,6 +139,10 @@ pub fn router_with_ui(
         requests: Arc::default(),
         access: access.clone(),
         catalog,
+        event_sockets: Arc::new(EventSockets::new(
+            limits.max_event_sockets,
+            limits.keep_alive_interval,
+        )),
     };
     let api_not_found = || async { ApiError::not_found("no such endpoint") };
     let router = Router::new()
@@ -212,7 +238,11 @@ pub fn router_with_ui(
         .layer(axum::middleware::map_response(
             headers::add_security_headers,
         ))
-        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_failure(log_failure),
+        )
         .with_state(state)
 }
 
@@ -227,11 +257,25 @@ fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Spa
     )
 }
 
+/// Failures as tower-http logs them (errors), but for 503s: refusals under load (a full queue,
+/// every event socket taken) are no failure of the server's, are logged where they are decided,
+/// and anyone can cause many of them.
+fn log_failure(class: ServerErrorsFailureClass, latency: Duration, _span: &tracing::Span) {
+    let latency_ms = latency.as_millis();
+    match class {
+        ServerErrorsFailureClass::StatusCode(StatusCode::SERVICE_UNAVAILABLE) => {
+            tracing::debug!(latency_ms, "response refused: unavailable now");
+        }
+        class => tracing::error!(classification = %class, latency_ms, "response failed"),
+    }
+}
+
 /// A bound listener with its router, not yet serving.
 pub struct Server {
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
+    access: Arc<AccessPolicy>,
 }
 
 impl Server {
@@ -241,11 +285,17 @@ impl Server {
             .await
             .map_err(|source| ServerError::Bind { address, source })?;
         // The listener holds bodies to their deadline (see `listener`).
-        let router = router_with_ui(playground, config.ui_dir.as_deref(), config.access.clone());
+        let router = router_within(
+            playground,
+            config.ui_dir.as_deref(),
+            config.access.clone(),
+            &config.limits,
+        );
         Ok(Self {
             listener,
             router,
             limits: config.limits,
+            access: Arc::new(config.access.clone()),
         })
     }
 
@@ -258,7 +308,14 @@ impl Server {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
-        listener::serve(self.listener, self.router, self.limits, shutdown).await;
+        listener::serve(
+            self.listener,
+            self.router,
+            self.limits,
+            self.access,
+            shutdown,
+        )
+        .await;
         Ok(())
     }
 }

@@ -4,23 +4,33 @@
 //!   HTTP/1 timer only starts once the first bytes have told HTTP/1 from HTTP/2, and HTTP/2 has
 //!   none); later heads on a kept-alive HTTP/1 connection get as long again (hyper's timer);
 //! - a request body must arrive whole within [`ConnectionLimits::body_timeout`] of its head (a
-//!   total: tower-http's body timeout restarts at every chunk, so a byte now and then held it);
+//!   total: tower-http's body timeout restarts at every chunk, so a byte now and then held it),
+//!   and, once [`ConnectionLimits::body_rate_grace`] has passed, at no less than
+//!   [`ConnectionLimits::min_body_rate`] on average, so that a body dripped in is refused early
+//!   rather than held to the total deadline;
 //! - HTTP/2 connections are pinged, and closed after [`ConnectionLimits::idle_timeout`] without a
 //!   request in flight;
 //! - at most [`ConnectionLimits::max_connections`] connections are held, at most
-//!   [`ConnectionLimits::max_connections_per_client`] of them by one client. A connection beyond a
-//!   cap takes the place of one that serves nothing (no request in flight; first those that never
-//!   sent a request head), so an attacker's idle connections cannot lock anyone out; when every
-//!   held connection is busy, the new one is closed at once rather than left in the listen
-//!   backlog.
+//!   [`ConnectionLimits::max_connections_per_client`] of them by one client, every loopback
+//!   address counting as one client (any local user can pick any of 127.0.0.0/8). A connection
+//!   beyond a cap takes the place of one that serves nothing (no request in flight; first those
+//!   that never sent a request head), so an attacker's idle connections cannot lock anyone out;
+//! - when every place in the way is busy, the new connection takes one of
+//!   [`ConnectionLimits::reserved_connections`] places kept for health checks and for requests
+//!   that carry the API key (the operator's own clients): any other request on it is answered
+//!   503 `server_busy` and the connection closed, and a reserved place that serves nothing is
+//!   taken by the next newcomer. Only when even those are busy is a new connection closed at
+//!   once rather than left in the listen backlog.
 //!
-//! A connection's place is held by its socket, so a WebSocket keeps it after the upgrade.
+//! A connection's place is held by its socket, so a WebSocket keeps it after the upgrade; the
+//! event sockets bound their own number and close peers that stop answering pings (see
+//! `event_socket`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -29,16 +39,21 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
+use axum::http::{header, HeaderValue};
 use axum::response::Response;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulConnection;
 use hyper_util::service::TowerToHyperService;
+use playground::{AppError, ErrorKind};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::time::{Instant, Sleep};
+
+use crate::error::ApiError;
+use crate::guard::{loggable_uri, AccessPolicy};
 
 /// How long and how many clients may hold the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,13 +66,25 @@ pub struct ConnectionLimits {
     /// How long a connection that served a request stays open without one in flight (HTTP/2's
     /// limit; an HTTP/1 connection waiting for its next head is held to `header_timeout` too).
     pub idle_timeout: Duration,
-    /// How often HTTP/2 connections are pinged; one whose peer does not answer within as long
-    /// again is closed.
+    /// How often HTTP/2 connections and event sockets are pinged; one whose peer does not
+    /// answer within as long again is closed.
     pub keep_alive_interval: Duration,
+    /// The least a request body must average, in bytes a second, from when its reading starts.
+    /// 0 leaves bodies to `body_timeout` alone.
+    pub min_body_rate: u64,
+    /// How long a body may arrive slower than `min_body_rate` before it is held to it (a
+    /// connection's start is slow).
+    pub body_rate_grace: Duration,
     /// Connections held at once.
     pub max_connections: usize,
-    /// Connections one client (an IPv4 address, or an IPv6 /64 network) holds at once.
+    /// Connections one client (an IPv4 address, an IPv6 /64 network, or this machine through
+    /// any loopback address) holds at once.
     pub max_connections_per_client: usize,
+    /// Places beyond `max_connections` kept for health checks and requests with the API key,
+    /// taken only when every other place in the way is busy.
+    pub reserved_connections: usize,
+    /// Event sockets (`/api/events`) open at once; more are answered 503.
+    pub max_event_sockets: usize,
 }
 
 impl Default for ConnectionLimits {
@@ -67,24 +94,48 @@ impl Default for ConnectionLimits {
             body_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
             keep_alive_interval: Duration::from_secs(20),
+            // As Kestrel's request body rate: far below any real link, far above a drip.
+            min_body_rate: 240,
+            body_rate_grace: Duration::from_secs(5),
             max_connections: 512,
             // Above the engine's default queue and slots, so one client's own load never meets
             // it; a quarter of the whole, so one address never holds everything busy.
             max_connections_per_client: 128,
+            reserved_connections: 16,
+            // One a browser tab: many tabs, and an eighth of the places.
+            max_event_sockets: 64,
         }
     }
 }
 
-/// A request body did not arrive whole within [`ConnectionLimits::body_timeout`].
-#[derive(Debug, thiserror::Error)]
-#[error("the request body did not arrive whole within {} s", .0.as_secs_f64())]
-pub(crate) struct BodyDeadline(Duration);
+/// A request body took too long: it is answered 408.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BodyTimeout {
+    /// It did not arrive whole within [`ConnectionLimits::body_timeout`].
+    #[error("the request body did not arrive whole within {} s", .0.as_secs_f64())]
+    Deadline(Duration),
+    /// It arrived slower than [`ConnectionLimits::min_body_rate`].
+    #[error("the request body arrived slower than {0} bytes a second")]
+    TooSlow(u64),
+}
+
+impl BodyTimeout {
+    /// The error code clients see.
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            Self::Deadline(_) => "body_timeout",
+            Self::TooSlow(_) => "body_too_slow",
+        }
+    }
+}
 
 /// Serves `router` on `listener` until `shutdown` completes, then lets open requests finish.
+/// `access` tells which requests may use the reserved places.
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
+    access: Arc<AccessPolicy>,
     shutdown: impl Future<Output = ()>,
 ) {
     let registry = Arc::new(Registry::new(limits));
@@ -118,8 +169,8 @@ pub(crate) async fn serve(
         let accepted_at = Instant::now();
         let client = ClientId::of(peer.ip());
         let Some(admitted) = registry.admit(client) else {
-            // Every place is busy with requests: closing now tells the client at once, where
-            // the backlog would keep it waiting for a place.
+            // Every place, the reserved ones too, is busy with requests: closing now tells the
+            // client at once, where the backlog would keep it waiting for a place.
             tracing::debug!(%peer, "connection refused: every place is busy");
             drop(stream);
             continue;
@@ -129,13 +180,18 @@ pub(crate) async fn serve(
             state,
             evicted,
         } = admitted;
+        if state.reserved {
+            tracing::debug!(%peer, "connection on a reserved place");
+        }
         let service = TowerToHyperService::new(ConnService {
             router: router.clone(),
             state: state.clone(),
-            body_timeout: limits.body_timeout,
+            body_rules: BodyRules::of(&limits),
+            access: access.clone(),
         });
         let io = TokioIo::new(Held {
             stream,
+            state: state.clone(),
             _slot: slot,
         });
         let connection = builder
@@ -166,13 +222,18 @@ pub(crate) async fn serve(
 }
 
 /// Who a connection counts against: its IPv4 address, or the /64 network of its IPv6 address
-/// (one host commonly has a whole /64 to pick addresses from).
+/// (one host commonly has a whole /64 to pick addresses from), or this machine for every
+/// loopback address (127.0.0.0/8 and ::1: any local user can connect from any of them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct ClientId(IpAddr);
 
 impl ClientId {
     fn of(ip: IpAddr) -> Self {
-        match ip.to_canonical() {
+        let ip = ip.to_canonical();
+        if ip.is_loopback() {
+            return Self(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        }
+        match ip {
             IpAddr::V4(v4) => Self(IpAddr::V4(v4)),
             IpAddr::V6(v6) => {
                 let network = u128::from(v6) & !((1u128 << 64) - 1);
@@ -185,6 +246,8 @@ impl ClientId {
 /// What a connection's task and its requests share.
 struct ConnState {
     id: u64,
+    /// It holds a reserved place: only requests with priority are served on it.
+    reserved: bool,
     /// Requests whose answers are not done yet.
     in_flight: AtomicUsize,
     /// Whether a request head has arrived.
@@ -193,18 +256,22 @@ struct ConnState {
     idle_since: Mutex<Instant>,
     /// A body ran past its deadline: close once its answer is out.
     close: AtomicBool,
+    /// Reset the connection when its socket closes (see [`ConnectionControl`]).
+    reset_on_close: AtomicBool,
     /// Wakes the connection's task to look at the above again.
     wake: Notify,
 }
 
 impl ConnState {
-    fn new(id: u64) -> Self {
+    fn new(id: u64, reserved: bool) -> Self {
         Self {
             id,
+            reserved,
             in_flight: AtomicUsize::new(0),
             served: AtomicBool::new(false),
             idle_since: Mutex::new(Instant::now()),
             close: AtomicBool::new(false),
+            reset_on_close: AtomicBool::new(false),
             wake: Notify::new(),
         }
     }
@@ -220,6 +287,20 @@ impl ConnState {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         self.served.store(true, Ordering::SeqCst);
         InFlight(self.clone())
+    }
+}
+
+/// What a handler may ask of the connection its request came on; in every request's
+/// extensions.
+#[derive(Clone)]
+pub(crate) struct ConnectionControl(Arc<ConnState>);
+
+impl ConnectionControl {
+    /// Resets the connection (`SO_LINGER` 0) when its socket closes, rather than closing it
+    /// gracefully: for a peer cut off for not reading, whose unsent data the kernel would
+    /// otherwise keep for minutes, the connection's end queued behind it.
+    pub(crate) fn reset_on_close(&self) {
+        self.0.reset_on_close.store(true, Ordering::SeqCst);
     }
 }
 
@@ -250,7 +331,10 @@ struct Registry {
 struct Table {
     next_id: u64,
     open: BTreeMap<u64, Entry>,
+    /// Connections on ordinary places, by client (reserved places count against nobody).
     per_client: HashMap<ClientId, usize>,
+    /// How many of `open` hold reserved places.
+    reserved: usize,
 }
 
 struct Entry {
@@ -280,25 +364,31 @@ impl Registry {
     }
 
     /// A place for a new connection of `client`, made by closing one that serves nothing when
-    /// a cap is reached; none when every connection in the way is busy.
+    /// a cap is reached; a reserved place when every connection in the way is busy; none when
+    /// the reserved places are busy too.
     fn admit(self: &Arc<Self>, client: ClientId) -> Option<Admitted> {
         let mut table = self.table();
         let client_full = table.per_client.get(&client).copied().unwrap_or(0)
             >= self.limits.max_connections_per_client.max(1);
-        let all_full = table.open.len() >= self.limits.max_connections.max(1);
+        let all_full = table.open.len() - table.reserved >= self.limits.max_connections.max(1);
+        let mut reserved = false;
         if client_full || all_full {
             // The client's own when it holds its share (so that it makes room for itself, not
             // at others' cost), else anyone's.
-            let victim = table.victim(client_full.then_some(client))?;
-            if let Some(entry) = table.remove(victim) {
-                if let Some(evict) = entry.evict {
-                    let _ = evict.send(());
+            match table.victim(client_full.then_some(client), false) {
+                Some(victim) => table.evict(victim),
+                None => {
+                    if table.reserved >= self.limits.reserved_connections {
+                        let victim = table.victim(None, true)?;
+                        table.evict(victim);
+                    }
+                    reserved = true;
                 }
             }
         }
         let id = table.next_id;
         table.next_id += 1;
-        let state = Arc::new(ConnState::new(id));
+        let state = Arc::new(ConnState::new(id, reserved));
         let (evict, evicted) = oneshot::channel();
         table.open.insert(
             id,
@@ -308,7 +398,11 @@ impl Registry {
                 evict: Some(evict),
             },
         );
-        *table.per_client.entry(client).or_default() += 1;
+        if reserved {
+            table.reserved += 1;
+        } else {
+            *table.per_client.entry(client).or_default() += 1;
+        }
         Some(Admitted {
             slot: Slot {
                 registry: self.clone(),
@@ -329,12 +423,13 @@ impl Registry {
 }
 
 impl Table {
-    /// The connection to close to make room (of `client` only, when given): the oldest that
-    /// never sent a request head, else the one idle the longest; never one with a request in
-    /// flight.
-    fn victim(&self, client: Option<ClientId>) -> Option<u64> {
+    /// The connection to close to make room, among those on reserved places or on ordinary
+    /// ones (of `client` only, when given): the oldest that never sent a request head, else the
+    /// one idle the longest; never one with a request in flight.
+    fn victim(&self, client: Option<ClientId>, reserved: bool) -> Option<u64> {
         let candidates = self.open.iter().filter(|(_, entry)| {
             entry.evict.is_some()
+                && entry.state.reserved == reserved
                 && client.is_none_or(|c| c == entry.client)
                 && entry.state.in_flight.load(Ordering::SeqCst) == 0
         });
@@ -351,9 +446,20 @@ impl Table {
         idle_longest.map(|(_, id)| id)
     }
 
+    /// Closes connection `id` and gives its place to the newcomer at once.
+    fn evict(&mut self, id: u64) {
+        if let Some(entry) = self.remove(id) {
+            if let Some(evict) = entry.evict {
+                let _ = evict.send(());
+            }
+        }
+    }
+
     fn remove(&mut self, id: u64) -> Option<Entry> {
         let entry = self.open.remove(&id)?;
-        if let Some(count) = self.per_client.get_mut(&entry.client) {
+        if entry.state.reserved {
+            self.reserved -= 1;
+        } else if let Some(count) = self.per_client.get_mut(&entry.client) {
             *count -= 1;
             if *count == 0 {
                 self.per_client.remove(&entry.client);
@@ -379,7 +485,18 @@ impl Drop for Slot {
 /// the place.
 struct Held {
     stream: TcpStream,
+    state: Arc<ConnState>,
     _slot: Slot,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.state.reset_on_close.load(Ordering::SeqCst) {
+            if let Err(err) = self.stream.set_zero_linger() {
+                tracing::debug!(%err, "cannot reset a connection");
+            }
+        }
+    }
 }
 
 impl AsyncRead for Held {
@@ -517,12 +634,14 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 /// The router as one connection serves it: each request is counted in flight until its answer
-/// is done, and its body must arrive whole by its deadline.
+/// is done, its body is held to [`BodyRules`], and a connection on a reserved place serves only
+/// requests with priority.
 #[derive(Clone)]
 struct ConnService {
     router: Router,
     state: Arc<ConnState>,
-    body_timeout: Duration,
+    body_rules: BodyRules,
+    access: Arc<AccessPolicy>,
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -542,39 +661,135 @@ where
 
     fn call(&mut self, request: axum::http::Request<B>) -> Self::Future {
         let in_flight = self.state.begin_request();
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
+        parts
+            .extensions
+            .insert(ConnectionControl(self.state.clone()));
         // An HTTP/1 connection cannot go on past a body it did not read whole; an HTTP/2 one
         // drops that stream only, and its other streams are not the slow client's.
-        let close_on_expiry = parts.version < axum::http::Version::HTTP_2;
-        let body = DeadlineBody {
-            inner: body,
-            deadline: Box::pin(tokio::time::sleep(self.body_timeout)),
-            timeout: self.body_timeout,
-            state: close_on_expiry.then(|| self.state.clone()),
-            expired: false,
-        };
+        let http1 = parts.version < axum::http::Version::HTTP_2;
+        if self.state.reserved && !self.access.has_priority(&parts) {
+            tracing::debug!(
+                method = %parts.method,
+                uri = %loggable_uri(&parts.uri),
+                "request refused: only health checks and key holders are served on a reserved place"
+            );
+            let response = tracked(busy(http1), in_flight);
+            return Box::pin(std::future::ready(Ok(response)));
+        }
+        let body = DeadlineBody::new(body, self.body_rules, http1.then(|| self.state.clone()));
         let request = Request::from_parts(parts, Body::new(body));
         let answer = tower_service::Service::call(&mut self.router, request);
         Box::pin(async move {
             let response = answer.await?;
-            Ok(response.map(|body| {
-                Body::new(Tracked {
-                    inner: body,
-                    _in_flight: in_flight,
-                })
-            }))
+            Ok(tracked(response, in_flight))
         })
     }
 }
 
-/// A request body that fails once its deadline passes, however it trickles in.
+/// The answer to a request on a reserved place that has no priority. Its body is left unread,
+/// so an HTTP/1 connection closes after it (said so), giving the place to the next newcomer.
+fn busy(http1: bool) -> Response {
+    let mut err = AppError::new(
+        ErrorKind::Unavailable,
+        "server_busy",
+        "every connection place is busy; only /health and requests with the API key are \
+         served now: try again shortly",
+    );
+    err.retry_after_s = Some(1);
+    // Logged where it is decided, at debug: an attack makes many.
+    let mut response = ApiError(err).unlogged_response();
+    if http1 {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// `response`, its request counted in flight until its body is done.
+fn tracked(response: Response, in_flight: InFlight) -> Response {
+    response.map(|body| {
+        Body::new(Tracked {
+            inner: body,
+            _in_flight: in_flight,
+        })
+    })
+}
+
+/// What a request body is held to (see [`ConnectionLimits`]).
+#[derive(Debug, Clone, Copy)]
+struct BodyRules {
+    timeout: Duration,
+    min_rate: u64,
+    grace: Duration,
+}
+
+impl BodyRules {
+    fn of(limits: &ConnectionLimits) -> Self {
+        Self {
+            timeout: limits.body_timeout,
+            min_rate: limits.min_body_rate,
+            grace: limits.body_rate_grace,
+        }
+    }
+}
+
+/// A request body that fails once it breaks its [`BodyRules`], however it trickles in: whole
+/// by its deadline, and no slower than the least rate once the grace is over.
 struct DeadlineBody<B> {
     inner: B,
-    deadline: Pin<Box<Sleep>>,
-    timeout: Duration,
-    /// The connection to close once the answer is out, when the deadline passes.
+    rules: BodyRules,
+    /// When the whole body is due.
+    due: Instant,
+    /// When reading began. The rate counts from there, so a handler that starts reading late
+    /// does not count against the client.
+    reading_since: Option<Instant>,
+    received: u64,
+    /// Wakes the body when a rule would be broken unless more arrived meanwhile.
+    check: Pin<Box<Sleep>>,
+    /// The connection to close once the answer is out, when a rule is broken.
     state: Option<Arc<ConnState>>,
     expired: bool,
+}
+
+impl<B> DeadlineBody<B> {
+    fn new(inner: B, rules: BodyRules, state: Option<Arc<ConnState>>) -> Self {
+        let due = Instant::now() + rules.timeout;
+        Self {
+            inner,
+            rules,
+            due,
+            reading_since: None,
+            received: 0,
+            check: Box::pin(tokio::time::sleep_until(due)),
+            state,
+            expired: false,
+        }
+    }
+
+    /// When a rule is broken unless more arrives: the deadline, or when the bytes received so
+    /// far no longer make the least rate on average (never within the grace).
+    fn next_check(&self) -> Instant {
+        let Some(since) = self.reading_since.filter(|_| self.rules.min_rate > 0) else {
+            return self.due;
+        };
+        let lasts_ms = self.received.saturating_mul(1000) / self.rules.min_rate;
+        let lasts = Duration::from_millis(lasts_ms).max(self.rules.grace);
+        since
+            .checked_add(lasts)
+            .map_or(self.due, |slow_at| slow_at.min(self.due))
+    }
+
+    fn expire(&mut self, timeout: BodyTimeout) -> BoxError {
+        self.expired = true;
+        tracing::debug!(%timeout, received = self.received, "request body cut off");
+        if let Some(state) = &self.state {
+            state.close.store(true, Ordering::SeqCst);
+            state.wake.notify_one();
+        }
+        Box::new(timeout)
+    }
 }
 
 impl<B> HttpBody for DeadlineBody<B>
@@ -586,22 +801,42 @@ where
     type Error = BoxError;
 
     fn poll_frame(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-        if self.expired {
+        let this = self.get_mut();
+        if this.expired {
             return Poll::Ready(None);
         }
-        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+        if this.reading_since.is_none() {
+            this.reading_since = Some(Instant::now());
+            let next = this.next_check();
+            this.check.as_mut().reset(next);
+        }
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            if let Some(data) = frame
+                .as_ref()
+                .and_then(|f| f.as_ref().ok())
+                .and_then(http_body::Frame::data_ref)
+            {
+                this.received = this.received.saturating_add(data.len() as u64);
+                let next = this.next_check();
+                this.check.as_mut().reset(next);
+            }
             return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
-        if self.deadline.as_mut().poll(cx).is_ready() {
-            self.expired = true;
-            if let Some(state) = &self.state {
-                state.close.store(true, Ordering::SeqCst);
-                state.wake.notify_one();
+        while this.check.as_mut().poll(cx).is_ready() {
+            let now = Instant::now();
+            if now >= this.due {
+                let timeout = BodyTimeout::Deadline(this.rules.timeout);
+                return Poll::Ready(Some(Err(this.expire(timeout))));
             }
-            return Poll::Ready(Some(Err(Box::new(BodyDeadline(self.timeout)))));
+            let next = this.next_check();
+            if now >= next {
+                let timeout = BodyTimeout::TooSlow(this.rules.min_rate);
+                return Poll::Ready(Some(Err(this.expire(timeout))));
+            }
+            this.check.as_mut().reset(next);
         }
         Poll::Pending
     }
@@ -641,16 +876,16 @@ impl HttpBody for Tracked {
     }
 }
 
-/// Whether reading a body failed because it ran past its deadline.
-pub(crate) fn is_body_deadline(err: &(dyn std::error::Error + 'static)) -> bool {
+/// Why reading a body failed, when it broke its [`BodyRules`].
+pub(crate) fn body_timeout(err: &(dyn std::error::Error + 'static)) -> Option<BodyTimeout> {
     let mut cause = Some(err);
     while let Some(err) = cause {
-        if err.is::<BodyDeadline>() {
-            return true;
+        if let Some(timeout) = err.downcast_ref::<BodyTimeout>() {
+            return Some(*timeout);
         }
         cause = err.source();
     }
-    false
+    None
 }
 
 #[cfg(test)]
@@ -658,9 +893,14 @@ mod tests {
     use super::*;
 
     fn registry(total: usize, per_client: usize) -> Arc<Registry> {
+        registry_with_reserve(total, per_client, 0)
+    }
+
+    fn registry_with_reserve(total: usize, per_client: usize, reserved: usize) -> Arc<Registry> {
         Arc::new(Registry::new(ConnectionLimits {
             max_connections: total,
             max_connections_per_client: per_client,
+            reserved_connections: reserved,
             ..ConnectionLimits::default()
         }))
     }
@@ -678,6 +918,51 @@ mod tests {
         assert_ne!(ClientId::of(a), ClientId::of(c));
         let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
         assert_eq!(ClientId::of(mapped), client(1));
+    }
+
+    #[test]
+    fn every_loopback_address_is_one_client() {
+        let this_machine = ClientId::of(IpAddr::from([127, 0, 0, 1]));
+        for other in [
+            "127.0.0.2",
+            "127.6.7.8",
+            "127.255.255.254",
+            "::1",
+            "::ffff:127.0.0.9",
+        ] {
+            let ip: IpAddr = other.parse().unwrap();
+            assert_eq!(ClientId::of(ip), this_machine, "{other}");
+        }
+        assert_ne!(client(1), this_machine);
+        assert_ne!(ClientId::of("::2".parse().unwrap()), this_machine);
+    }
+
+    #[test]
+    fn reserved_places_take_newcomers_only_when_every_place_is_busy() {
+        let registry = registry_with_reserve(2, 2, 1);
+        let first = registry.admit(client(1)).unwrap();
+        let second = registry.admit(client(1)).unwrap();
+        let _busy = (first.state.begin_request(), second.state.begin_request());
+        // Every ordinary place is busy: the newcomer gets the reserved one.
+        let reserved = registry.admit(client(2)).unwrap();
+        assert!(reserved.state.reserved);
+        assert!(!first.state.reserved && !second.state.reserved);
+        // A reserved place that serves nothing goes to the next newcomer.
+        let next = registry.admit(client(3)).unwrap();
+        assert!(next.state.reserved);
+        let mut reserved_evicted = reserved.evicted;
+        assert!(reserved_evicted.try_recv().is_ok());
+        // Busy, it is kept, and with no place left the newcomer is refused.
+        let _next_busy = next.state.begin_request();
+        assert!(registry.admit(client(4)).is_none());
+        let table = registry.table();
+        assert_eq!((table.open.len(), table.reserved), (3, 1));
+        assert!(!table.per_client.contains_key(&client(3)));
+        drop(table);
+        // An ordinary place given back is an ordinary place again.
+        drop(first.slot);
+        let ordinary = registry.admit(client(4)).unwrap();
+        assert!(!ordinary.state.reserved);
     }
 
     #[test]

@@ -273,3 +273,125 @@ fn malformed_requests_get_clear_refusals_and_change_nothing() {
     assert_eq!(before["runs"], after["runs"], "the history changed");
     assert_eq!(chat(&base, "Still here").0, 200);
 }
+
+fn metric(base: &str, name: &str) -> f64 {
+    let (status, response) = send(agent().get(&format!("{base}/metrics")), None);
+    assert_eq!(status, 200);
+    let text = response.into_string().expect("metrics text");
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} missing from\n{text}"))
+}
+
+#[test]
+fn no_grammar_or_schema_takes_the_server_down_or_stalls_it() {
+    let (base, _store) = start_with_store();
+    let ask = |extra: Value| {
+        let mut body = json!({
+            "messages": [{"role": "user", "content": "Write some letters."}],
+            "max_tokens": 8, "temperature": 0
+        });
+        body.as_object_mut()
+            .expect("object")
+            .extend(extra.as_object().expect("object").clone());
+        post_to(&base, "/v1/chat/completions", &body.to_string())
+    };
+    // 10 KB, 5,000 groups deep: llama.cpp's recursive parser would overflow a thread's stack.
+    let deep = format!("root ::= {}\"a\"{}", "(".repeat(5000), ")".repeat(5000));
+    let refused = ask(json!({ "grammar": deep }));
+    assert_error(refused.clone(), 400, "grammar_too_complex");
+    assert_eq!(refused.1["error"]["param"], "grammar");
+    // Ambiguous alternatives, many of them: refused, or followed within the step limit.
+    let group = r#"("a" | "a" | [a-z] | [^b])*"#;
+    let ambiguous = ask(json!({ "grammar": format!("root ::= {}", vec![group; 300].join(" ")) }));
+    if ambiguous.0 != 200 {
+        assert_error(ambiguous, 400, "grammar_too_complex");
+    }
+    let pattern = format!("^(a+)+(b|c)*({}){}$", "a?".repeat(200), "a".repeat(200));
+    let schema = |schema: Value| {
+        json!({"response_format": {"type": "json_schema",
+            "json_schema": {"name": "s", "schema": schema}}})
+    };
+    let pathological = ask(schema(json!({"type": "string", "pattern": pattern})));
+    if pathological.0 != 200 {
+        assert_eq!(pathological.0, 400, "{}", pathological.1);
+    }
+    let values: Vec<String> = (0..20_000).map(|i| format!("value-{i}")).collect();
+    assert_error(
+        ask(schema(json!({"enum": values}))),
+        400,
+        "grammar_too_complex",
+    );
+    // The server is alive and answers as before.
+    assert_eq!(ask(json!({})).0, 200);
+    assert_eq!(metric(&base, "medusa_queue_depth"), 0.0);
+}
+
+#[test]
+fn a_megabyte_of_texts_to_embed_is_refused_and_a_large_call_lets_generations_through() {
+    let (base, _store) = start_with_store();
+    let embed = |texts: Vec<String>| {
+        post_to(
+            &base,
+            "/v1/embeddings",
+            &json!({ "input": texts }).to_string(),
+        )
+    };
+    let megabyte = vec!["lorem ipsum dolor sit amet ".repeat(150); 256];
+    let refused = embed(megabyte);
+    assert_error(refused.clone(), 413, "request_too_large");
+    assert_eq!(refused.1["error"]["param"], "input");
+    // Within the budget (the KV cache's 4 x 1,024 cells) but hundreds of decodes long.
+    let texts: Vec<String> = (0..60)
+        .map(|i| {
+            format!(
+                "text {i}: {}",
+                "the quick brown fox jumps over the lazy dog ".repeat(6)
+            )
+        })
+        .collect();
+    let large = {
+        let (base, texts) = (base.clone(), texts.clone());
+        std::thread::spawn(move || {
+            post_to(
+                &base,
+                "/v1/embeddings",
+                &json!({ "input": texts }).to_string(),
+            )
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metric(&base, "medusa_embedding_tokens_total") == 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the embedding call never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(chat(&base, "Say hi.").0, 200);
+    let read_when_answered = metric(&base, "medusa_embedding_tokens_total");
+    let (status, answer) = large.join().expect("embedding thread");
+    assert_eq!(status, 200, "{answer}");
+    let total = answer["usage"]["prompt_tokens"].as_f64().expect("usage");
+    assert!(
+        read_when_answered < total,
+        "the completion waited for the whole embedding call ({read_when_answered} of {total})"
+    );
+
+    // A client that gives up cancels its call: the engine stops reading it.
+    let before = metric(&base, "medusa_embedding_tokens_total");
+    let impatient = ureq::AgentBuilder::new()
+        .timeout(Duration::from_millis(300))
+        .build();
+    let given_up = impatient
+        .post(&format!("{base}/v1/embeddings"))
+        .set("Content-Type", "application/json")
+        .send_string(&json!({ "input": texts }).to_string());
+    assert!(given_up.is_err(), "the call ended within 300 ms");
+    assert_eq!(embed(vec!["one short text".into()]).0, 200);
+    let read_for_abandoned = metric(&base, "medusa_embedding_tokens_total") - before;
+    assert!(
+        read_for_abandoned < total / 2.0,
+        "the abandoned call went on being read: {read_for_abandoned} of {total} tokens"
+    );
+}

@@ -1,7 +1,8 @@
 //! Clients that try to hold the server: connections that never send a byte or only HTTP/2's
-//! preface, bodies that trickle in, event sockets that never read; and what must not leak or
-//! pass: the API key in logs, unknown models, tuning nobody confirmed. Real sockets against a
-//! real server over the default model, with short deadlines so that the tests run fast.
+//! preface, bodies that trickle in or are declared too long, event sockets that never read, all
+//! of it from many loopback addresses; and what must not leak or pass: the API key in logs,
+//! requests of other sites' pages, unknown models, tuning nobody confirmed. Real sockets against
+//! a real server over the default model, with short deadlines so that the tests run fast.
 
 mod common;
 
@@ -98,19 +99,22 @@ fn raise_descriptor_limit() {
     }
 }
 
+/// The default model over `store`.
+fn default_playground(store: store::Store) -> Playground {
+    let model = models::default_model_path().expect("default model available");
+    let mut config = EngineConfig::new(model);
+    config.ctx_size = Some(1024);
+    let engine = Arc::new(Engine::load(config.clone()).expect("model loads"));
+    Playground::new(engine, store, config)
+}
+
 /// The server under test: the default model, an API key and short deadlines.
 fn server() -> &'static str {
     static BASE: OnceLock<String> = OnceLock::new();
     BASE.get_or_init(|| {
         logs();
         serve_limited(
-            |store| {
-                let model = models::default_model_path().expect("default model available");
-                let mut config = EngineConfig::new(model);
-                config.ctx_size = Some(1024);
-                let engine = Arc::new(Engine::load(config.clone()).expect("model loads"));
-                Playground::new(engine, store, config)
-            },
+            default_playground,
             None,
             AccessPolicy {
                 api_key: Some(ApiKey::new(KEY).unwrap()),
@@ -119,6 +123,149 @@ fn server() -> &'static str {
             limits(),
         )
     })
+}
+
+/// The limits of [`patient_server`]: the default body deadline (60 s), so that what ends a
+/// body early is the rule under test; pings far enough apart that sockets opened in a row are
+/// all still open when the last one is.
+fn patient_limits() -> ConnectionLimits {
+    ConnectionLimits {
+        header_timeout: Duration::from_secs(2),
+        idle_timeout: Duration::from_secs(2),
+        keep_alive_interval: Duration::from_secs(5),
+        ..ConnectionLimits::default()
+    }
+}
+
+/// A server as `medusa serve` runs on loopback by default: no key, so any local user may send
+/// bodies and open event sockets.
+fn patient_server() -> &'static str {
+    static BASE: OnceLock<String> = OnceLock::new();
+    BASE.get_or_init(|| {
+        logs();
+        serve_limited(
+            default_playground,
+            None,
+            AccessPolicy::default(),
+            patient_limits(),
+        )
+    })
+}
+
+/// Connects from loopback addresses other than 127.0.0.1, as any local user can.
+struct LoopbackDialer {
+    runtime: tokio::runtime::Runtime,
+    server: std::net::SocketAddr,
+}
+
+impl LoopbackDialer {
+    fn new(base: &str) -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .expect("runtime");
+        let server = address(base).parse().expect("the server's address");
+        Self { runtime, server }
+    }
+
+    /// A connection from 127.0.0.`host`.
+    fn connect(&self, host: u8) -> TcpStream {
+        let from = std::net::SocketAddr::from(([127, 0, 0, host], 0));
+        self.runtime
+            .block_on(async {
+                let socket = tokio::net::TcpSocket::new_v4()?;
+                socket.bind(from)?;
+                let stream = socket.connect(self.server).await?.into_std()?;
+                stream.set_nonblocking(false)?;
+                Ok::<_, std::io::Error>(stream)
+            })
+            .unwrap_or_else(|err| panic!("cannot connect from {from}: {err}"))
+    }
+}
+
+/// What the server sent on `stream` until `enough` says it is all, the server closed, or
+/// `wait` passed.
+fn read_until(stream: &mut TcpStream, wait: Duration, enough: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + wait;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !enough(&String::from_utf8_lossy(&answer)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        stream.set_read_timeout(Some(left)).expect("read timeout");
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// What the server sent on `stream` before it closed it (end of stream or reset); none if it is
+/// still open at `deadline`.
+fn read_to_close(stream: &mut TcpStream, deadline: Instant) -> Option<String> {
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        stream.set_read_timeout(Some(left)).expect("read timeout");
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return None
+            }
+            Err(_) => break,
+        }
+    }
+    Some(String::from_utf8_lossy(&answer).into_owned())
+}
+
+/// Whether `text` holds a whole answer: a 101's head, or a head and the body its
+/// `Content-Length` announces.
+fn whole_answer(text: &str) -> bool {
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    if head.starts_with("HTTP/1.1 101") {
+        return true;
+    }
+    head.lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())?
+        })
+        .is_some_and(|length| body.len() >= length)
+}
+
+fn status_of(answer: &str) -> Option<u16> {
+    answer.split(' ').nth(1)?.parse().ok()
+}
+
+/// An event socket's opening request, as written.
+fn event_socket_request(key: Option<&str>) -> String {
+    let authorization = key
+        .map(|key| format!("Authorization: Bearer {key}\r\n"))
+        .unwrap_or_default();
+    format!(
+        "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\n\
+         Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{authorization}\r\n"
+    )
+}
+
+/// Asks to open an event socket on `stream`; the answer (a 101's head, or a whole refusal).
+fn open_event_socket(stream: &mut TcpStream, key: Option<&str>) -> String {
+    stream
+        .write_all(event_socket_request(key).as_bytes())
+        .expect("sends the upgrade");
+    read_until(stream, PROBE_TIMEOUT, whole_answer)
 }
 
 fn address(base: &str) -> String {
@@ -392,7 +539,8 @@ fn event_sockets_that_are_not_read_are_cut_off_and_memory_stays_flat() {
             })
         })
         .collect();
-    // Status updates that are never read: snapshots, at most one of which waits.
+    // Status updates that are never read: snapshots, at most one of which waits, until the
+    // socket is closed for answering no ping.
     let mut watchers: Vec<_> = (0..20)
         .map(|_| {
             let mut socket = event_socket(base);
@@ -418,15 +566,233 @@ fn event_sockets_that_are_not_read_are_cut_off_and_memory_stays_flat() {
         "memory grew from {before} KiB to {after} KiB"
     );
 
-    // A watcher that reads again gets fresh updates: it was behind, not cut off.
-    let watcher = &mut watchers[0];
-    watcher
+    // The watchers read nothing, so they answered no ping: closed.
+    let deadline = Instant::now() + limits().keep_alive_interval * 2 + SLACK;
+    let open = watchers
+        .iter_mut()
+        .map(|watcher| closed_by(watcher.get_mut(), deadline))
+        .filter(|closed| !closed)
+        .count();
+    assert_eq!(open, 0, "event sockets that answer no ping still open");
+
+    // A page that reads answers the pings as it reads (browsers and tungstenite do so
+    // themselves) and stays open round after round.
+    let mut reader = event_socket(base);
+    reader
+        .send(Message::text(r#"{"type":"status","every_ms":100}"#))
+        .expect("asks for status updates");
+    reader
         .get_mut()
         .set_read_timeout(Some(Duration::from_secs(10)))
         .expect("read timeout");
-    let message = watcher.read().expect("a status update");
-    let message: Value = serde_json::from_str(message.to_text().expect("text")).expect("JSON");
-    assert_eq!(message["type"], "status", "{message}");
+    let rounds = Instant::now() + limits().keep_alive_interval * 5;
+    let (mut updates, mut pings) = (0, 0);
+    while Instant::now() < rounds {
+        match reader
+            .read()
+            .expect("the socket stays open while it is read")
+        {
+            Message::Text(text) => {
+                let message: Value = serde_json::from_str(text.as_str()).expect("JSON");
+                assert_eq!(message["type"], "status", "{message}");
+                updates += 1;
+            }
+            Message::Ping(_) => pings += 1,
+            other => panic!("unexpected message: {other:?}"),
+        }
+    }
+    assert!(updates > 0 && pings > 0, "{updates} updates, {pings} pings");
+}
+
+#[test]
+fn event_sockets_from_many_loopback_addresses_lock_nobody_out() {
+    let _one_at_a_time = exclusive();
+    raise_descriptor_limit();
+    let base = server();
+    let dialer = LoopbackDialer::new(base);
+    // Sockets of a client with the key, even: they cannot hold every place either.
+    let (mut upgraded, mut refused) = (Vec::new(), Vec::new());
+    for attempt in 0..515u32 {
+        let mut stream = dialer.connect(2 + (attempt % 5) as u8);
+        let answer = open_event_socket(&mut stream, Some(KEY));
+        match status_of(&answer) {
+            Some(101) => upgraded.push(stream),
+            Some(503) => {
+                let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap())
+                    .unwrap_or_else(|_| panic!("not JSON: {answer}"));
+                assert_eq!(body["error"]["code"], "too_many_event_sockets", "{body}");
+                assert!(
+                    body["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| !m.is_empty()),
+                    "{body}"
+                );
+                assert!(
+                    answer.to_ascii_lowercase().contains("retry-after:"),
+                    "{answer}"
+                );
+                refused.push(stream);
+            }
+            _ => panic!("attempt {attempt} answered {answer:?}"),
+        }
+    }
+    assert!(!upgraded.is_empty(), "no event socket opened");
+    assert!(!refused.is_empty(), "515 event sockets were never refused");
+
+    // While they are held, health checks and clients with the key get in.
+    for _ in 0..3 {
+        assert_eq!(probe(base, "/health", None), 200);
+        assert_eq!(probe(base, "/v1/models", Some(KEY)), 200);
+        thread::sleep(Duration::from_millis(200));
+    }
+
+    // None of them read, so none answered a ping: all closed.
+    let deadline = Instant::now() + limits().keep_alive_interval * 2 + SLACK;
+    let open = upgraded
+        .iter_mut()
+        .map(|stream| closed_by(stream, deadline))
+        .filter(|closed| !closed)
+        .count();
+    assert_eq!(open, 0, "event sockets that answer no ping still open");
+    assert_eq!(probe(base, "/health", None), 200);
+}
+
+#[test]
+fn event_sockets_are_bounded_and_a_closed_one_gives_its_place_back() {
+    let _one_at_a_time = exclusive();
+    raise_descriptor_limit();
+    let base = patient_server();
+    let max = patient_limits().max_event_sockets;
+    let mut open = Vec::new();
+    for socket in 0..max {
+        let mut stream = TcpStream::connect(address(base)).expect("connects");
+        let answer = open_event_socket(&mut stream, None);
+        assert_eq!(status_of(&answer), Some(101), "socket {socket}: {answer}");
+        open.push(stream);
+    }
+    let refused_one = || {
+        let mut stream = TcpStream::connect(address(base)).expect("connects");
+        let answer = open_event_socket(&mut stream, None);
+        (status_of(&answer), answer)
+    };
+    let (status, answer) = refused_one();
+    assert_eq!(status, Some(503), "{answer}");
+    assert!(answer.contains("too_many_event_sockets"), "{answer}");
+    assert_eq!(probe(base, "/health", None), 200);
+
+    // One page closes: its place is the next one's.
+    drop(open.pop());
+    let deadline = Instant::now() + SLACK;
+    loop {
+        let (status, answer) = refused_one();
+        if status == Some(101) {
+            break;
+        }
+        assert_eq!(status, Some(503), "{answer}");
+        assert!(
+            Instant::now() < deadline,
+            "the closed socket's place never came back"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn slow_bodies_from_many_loopback_addresses_are_refused_early_and_lock_nobody_out() {
+    let _one_at_a_time = exclusive();
+    raise_descriptor_limit();
+    let base = patient_server();
+    let dialer = LoopbackDialer::new(base);
+    let started = Instant::now();
+    // 128 from each of five addresses, each body declared 1000 bytes long and never sent past
+    // its first byte: more than the server's 512 places.
+    let slow: Vec<TcpStream> = (0..640u32)
+        .map(|attempt| {
+            let mut stream = dialer.connect(2 + (attempt % 5) as u8);
+            let head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                        Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{";
+            // A connection closed at once (no place left) may refuse it: that is fine.
+            let _ = stream.write_all(head.as_bytes());
+            stream
+        })
+        .collect();
+
+    // While they are held, health checks get in.
+    for _ in 0..3 {
+        assert_eq!(probe(base, "/health", None), 200);
+        thread::sleep(Duration::from_millis(200));
+    }
+
+    // Every one of them ends well before the 60 s body deadline: read too slowly (408), or
+    // refused on a place kept for health checks (503), or closed for want of a place.
+    let well_before_the_deadline = started + Duration::from_secs(20);
+    let mut too_slow = 0;
+    for mut stream in slow {
+        let answer = read_to_close(&mut stream, well_before_the_deadline)
+            .unwrap_or_else(|| panic!("a slow body still held after {:?}", started.elapsed()));
+        match status_of(&answer) {
+            Some(408) => {
+                assert!(answer.contains("body_too_slow"), "{answer}");
+                too_slow += 1;
+            }
+            Some(503) => assert!(answer.contains("server_busy"), "{answer}"),
+            _ => assert!(answer.is_empty(), "{answer}"),
+        }
+    }
+    assert!(too_slow > 0, "no slow body got its 408");
+    assert_eq!(probe(base, "/health", None), 200);
+}
+
+#[test]
+fn a_body_declared_over_the_limit_is_refused_before_it_is_read() {
+    let _one_at_a_time = exclusive();
+    let base = patient_server();
+    for (path, declared) in [
+        ("/v1/chat/completions", 99_999_999_999u64),
+        // Over the limit, yet little enough that what the client sends is still read.
+        ("/v1/chat/completions", 2_000_000),
+        ("/api/runs/import", 99_999_999_999),
+    ] {
+        let mut stream = TcpStream::connect(address(base)).expect("connects");
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {declared}\r\n\r\n{{"
+        );
+        stream.write_all(head.as_bytes()).expect("sends the head");
+        let started = Instant::now();
+        let answer = read_until(&mut stream, Duration::from_secs(20), |text| {
+            text.contains("body_too_large")
+        });
+        // The body never comes: well before its 60 s deadline, the answer did.
+        assert!(
+            answer.starts_with("HTTP/1.1 413"),
+            "{path} with {declared} bytes declared, after {:?}: {answer:?}",
+            started.elapsed()
+        );
+        assert!(answer.contains("body_too_large"), "{answer}");
+    }
+}
+
+#[test]
+fn requests_marked_as_from_another_site_cannot_change_state() {
+    let _one_at_a_time = exclusive();
+    let base = server();
+    let post = |site: &str| {
+        let request = agent()
+            .post(&format!("{base}/v1/completions"))
+            .set("Authorization", &format!("Bearer {KEY}"))
+            .set("Sec-Fetch-Site", site);
+        let (status, response) = send(request, Some(r#"{"prompt": 5}"#));
+        let body: Value = response.into_json().expect("JSON answer");
+        (status, body)
+    };
+    for site in ["cross-site", "same-site"] {
+        assert_error(post(site), 403, "cross_site_request");
+    }
+    // The UI's own requests, and those typed in: on to the handler, which finds the body wrong.
+    for site in ["same-origin", "none"] {
+        assert_error(post(site), 400, "invalid_parameter");
+    }
 }
 
 #[test]

@@ -1096,6 +1096,126 @@ fn history_lists_exports_and_imports() {
     );
 }
 
+/// A server on a history of its own, with no model: enough for the history's routes.
+fn history_only_server() -> String {
+    serve(
+        |store| {
+            Playground::loading(
+                store,
+                EngineConfig::new(PathBuf::new()),
+                LoadRequest {
+                    model: ModelSource::Path(PathBuf::from("/nonexistent/model.gguf")),
+                    heads: None,
+                    draft_model: None,
+                    tree: None,
+                    ctx_size: None,
+                    exact: None,
+                },
+            )
+        },
+        None,
+        server::AccessPolicy::default(),
+    )
+}
+
+/// An export document of `count` finished runs holding `tokens` token ids each, as JSON text.
+fn heavy_document(count: usize, tokens: usize) -> String {
+    let token_ids = format!("[{}7]", "7,".repeat(tokens - 1));
+    let runs: Vec<String> = (0..count)
+        .map(|i| {
+            let run = json!({
+                "id": i + 1,
+                "uid": uuid::Uuid::new_v4(),
+                "status": "finished",
+                "created_at": "2025-03-01T12:00:00Z",
+                "mode": "normal",
+                "model": {"name": "heavy", "path": "/models/heavy.gguf", "file_type": "Q4_1"},
+                "prompt": {"kind": "text", "content": format!("heavy run {i}")},
+                "sampling": {"temperature": 0.0},
+                "max_tokens": tokens,
+                "stop": [],
+                "output": "7777",
+                "tokens_generated": tokens,
+                "token_ids": "TOKEN_IDS",
+            });
+            let run = run.to_string().replace("\"TOKEN_IDS\"", &token_ids);
+            format!(r#"{{"run": {run}, "steps": []}}"#)
+        })
+        .collect();
+    format!(
+        r#"{{"version": 1, "exported_at": "2025-03-01T12:00:00Z", "runs": [{}], "comparisons": []}}"#,
+        runs.join(",")
+    )
+}
+
+#[test]
+fn runs_of_millions_of_tokens_stay_out_of_listings_and_an_import_over_the_total_is_refused() {
+    let base = history_only_server();
+    let per_run = (store::MAX_IMPORT_TOKENS / 2) as usize;
+    let (status, report) = post_to(&base, "/api/runs/import", &heavy_document(2, per_run));
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["imported"], 2, "{report}");
+
+    // A page of the listing stays small: no per-token arrays.
+    let listing = || {
+        let (status, response) = send(agent().get(&format!("{base}/api/runs?limit=50")), None);
+        assert_eq!(status, 200);
+        response.into_string().unwrap()
+    };
+    let listed = listing();
+    assert!(listed.len() < 16 << 10, "{} bytes", listed.len());
+    assert!(
+        !listed.contains("token_ids") && !listed.contains("logprobs"),
+        "{listed}"
+    );
+    let runs: Value = serde_json::from_str(&listed).unwrap();
+    let ids: Vec<i64> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    // A run's own record carries them.
+    let (status, detail) = get_from(&base, &format!("/api/runs/{}", ids[0]));
+    assert_eq!(status, 200);
+    assert_eq!(
+        detail["run"]["token_ids"].as_array().unwrap().len(),
+        per_run
+    );
+
+    // So does the export, streamed: no length is known before its end.
+    let (status, response) = send(
+        agent().get(&format!("{base}/api/runs/export?format=json")),
+        None,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(response.content_type(), "application/json");
+    assert!(response.header("Content-Length").is_none());
+    let exported: Value = serde_json::from_reader(response.into_reader()).unwrap();
+    let token_counts: Vec<usize> = exported["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["run"]["token_ids"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(token_counts, [per_run, per_run]);
+
+    // One run more is over the total: refused whole, naming the limit; the history is as it was.
+    let refusal = post_to(&base, "/api/runs/import", &heavy_document(3, per_run));
+    assert_error(refusal.clone(), 413, "import_too_large");
+    let message = refusal.1["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&store::MAX_IMPORT_TOKENS.to_string()),
+        "{message}"
+    );
+    assert_eq!(listing(), listed);
+    assert_eq!(
+        get_from(&base, &format!("/api/runs/{}", ids[0])),
+        (200, detail)
+    );
+}
+
 fn url_pairs(query: &str) -> Vec<(&str, &str)> {
     query
         .split('&')

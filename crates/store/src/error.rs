@@ -16,6 +16,17 @@ pub enum StoreError {
     /// import file, a run that is no longer running, a non-finite number.
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// An import document holds more, summed over all its runs, than one import takes; nothing
+    /// of it was written.
+    #[error(
+        "the import holds {total} {measure}, more than the {limit} one import takes: export the \
+         history in parts (with since and until) and import each"
+    )]
+    ImportTooLarge {
+        measure: &'static str,
+        total: u64,
+        limit: u64,
+    },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
     #[error("JSON error: {0}")]
@@ -32,6 +43,7 @@ impl StoreError {
             Self::Migration(_) => "migration",
             Self::NotFound { .. } => "not_found",
             Self::InvalidInput(_) => "invalid_input",
+            Self::ImportTooLarge { .. } => "import_too_large",
             Self::Io(_) => "io",
             Self::Json(_) => "json",
             Self::Csv(_) => "csv",

@@ -1,4 +1,4 @@
-//! Export of runs as one JSON document, JSON lines, or CSV.
+//! Export of runs as one JSON document, JSON lines, or CSV, written one run at a time.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -8,15 +8,14 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::codec::{encode_time, to_json};
-use crate::comparisons::load_comparison;
 use crate::db::Store;
 use crate::error::{Result, StoreError};
 use crate::filter::RunFilter;
-use crate::records::{Comparison, Run, RunWithSteps};
-use crate::runs::{list_runs, load_steps};
-use crate::training_jobs::{list_jobs, TrainingJob};
+use crate::records::{Comparison, ListedRun, RunWithSteps};
+use crate::training_jobs::{list_job_ids, TrainingJob};
 
 /// Version of [`ExportDocument`]; import refuses any other.
 pub const EXPORT_VERSION: u32 = 1;
@@ -117,7 +116,7 @@ struct CsvRow<'a> {
 }
 
 impl<'a> CsvRow<'a> {
-    fn new(run: &'a Run) -> Result<Self> {
+    fn new(run: &'a ListedRun) -> Result<Self> {
         Ok(Self {
             id: run.id,
             uid: run.uid.to_string(),
@@ -162,75 +161,148 @@ fn spreadsheet_safe(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// What an export keeps of its write buffer after a run: a run of millions of tokens leaves no
+/// buffer of its size behind for the rest of the export.
+const KEPT_BUFFER_BYTES: usize = 1 << 20;
+
 impl Store {
     /// Writes the runs matching `filter` to `out` in `format`; returns how many runs were written.
-    /// Everything comes from one snapshot of the database.
+    ///
+    /// The runs are read and written one at a time, each with its steps from a short read of its
+    /// own: the export's memory is that of its largest run whatever the history holds, and a
+    /// reader that takes its time (a slow download) holds no snapshot or connection meanwhile.
+    /// The runs are those matching `filter` when the export began; one deleted since is left
+    /// out, one that ended since is written as it ended.
     #[tracing::instrument(level = "debug", skip_all, fields(format = %format), err(level = "debug"))]
-    pub async fn export<W: Write>(
+    pub async fn export<W: AsyncWrite + Unpin>(
         &self,
         filter: &RunFilter,
         format: ExportFormat,
         out: &mut W,
     ) -> Result<usize> {
-        let count = match format {
-            ExportFormat::Json => {
-                let document = self.export_document(filter).await?;
-                serde_json::to_writer(&mut *out, &document)?;
-                out.write_all(b"\n")?;
-                document.runs.len()
-            }
+        let ids = self.list_run_ids(filter).await?;
+        let mut buffer = Vec::new();
+        let written = match format {
+            ExportFormat::Json => self.write_document(&ids, &mut buffer, out).await?,
             ExportFormat::Jsonl => {
-                let mut tx = self.pool.begin().await?;
-                let runs = list_runs(&mut tx, filter).await?;
-                for run in &runs {
-                    let steps = load_steps(&mut tx, run.id).await?;
-                    let line = RunWithSteps {
-                        run: run.clone(),
-                        steps,
+                let mut written = 0;
+                for &id in &ids {
+                    let Some(entry) = unless_deleted(self.get_run(id).await)? else {
+                        continue;
                     };
-                    serde_json::to_writer(&mut *out, &line)?;
-                    out.write_all(b"\n")?;
+                    serde_json::to_writer(&mut buffer, &entry)?;
+                    buffer.push(b'\n');
+                    send(out, &mut buffer).await?;
+                    written += 1;
                 }
-                tx.commit().await?;
-                runs.len()
+                written
             }
             ExportFormat::Csv => {
-                let runs = self.list_runs(filter).await?;
-                let mut writer = csv::Writer::from_writer(&mut *out);
-                for run in &runs {
-                    writer.serialize(CsvRow::new(run)?)?;
+                let mut written = 0;
+                for &id in &ids {
+                    let Some(run) = unless_deleted(self.get_listed_run(id).await)? else {
+                        continue;
+                    };
+                    // A writer per row, so that each row leaves as it is made; the first one
+                    // writes the header.
+                    let mut writer = csv::WriterBuilder::new()
+                        .has_headers(written == 0)
+                        .from_writer(&mut buffer);
+                    writer.serialize(CsvRow::new(&run)?)?;
+                    writer.flush()?;
+                    drop(writer);
+                    send(out, &mut buffer).await?;
+                    written += 1;
                 }
-                writer.flush()?;
-                runs.len()
+                written
             }
         };
-        out.flush()?;
-        Ok(count)
+        out.flush().await?;
+        Ok(written)
     }
 
-    /// The JSON export as a value: runs matching `filter` with their steps, and their comparisons.
+    /// The JSON export as a value. It holds the whole export in memory, where [`Store::export`]
+    /// holds one run at a time.
     pub async fn export_document(&self, filter: &RunFilter) -> Result<ExportDocument> {
-        let mut tx = self.pool.begin().await?;
-        let runs = list_runs(&mut tx, filter).await?;
-        let comparison_ids: BTreeSet<i64> = runs.iter().filter_map(|r| r.comparison_id).collect();
-        let mut with_steps = Vec::with_capacity(runs.len());
-        for run in runs {
-            let steps = load_steps(&mut tx, run.id).await?;
-            with_steps.push(RunWithSteps { run, steps });
+        let mut bytes = Vec::new();
+        self.export(filter, ExportFormat::Json, &mut bytes).await?;
+        Ok(serde_json::from_slice(&bytes)?)
+    }
+
+    /// Writes an [`ExportDocument`] of the runs `ids` piece by piece, in its fields' order:
+    /// the runs, then the comparisons they belong to, then the training jobs.
+    async fn write_document<W: AsyncWrite + Unpin>(
+        &self,
+        ids: &[i64],
+        buffer: &mut Vec<u8>,
+        out: &mut W,
+    ) -> Result<usize> {
+        write!(buffer, "{{\"version\":{EXPORT_VERSION},\"exported_at\":")?;
+        serde_json::to_writer(&mut *buffer, &Utc::now())?;
+        buffer.extend_from_slice(b",\"runs\":[");
+        let mut comparison_ids = BTreeSet::new();
+        let mut written = 0;
+        for &id in ids {
+            let Some(entry) = unless_deleted(self.get_run(id).await)? else {
+                continue;
+            };
+            comparison_ids.extend(entry.run.comparison_id);
+            push_element(buffer, written == 0, &entry)?;
+            send(out, buffer).await?;
+            written += 1;
         }
-        let mut comparisons = Vec::with_capacity(comparison_ids.len());
+        buffer.extend_from_slice(b"],\"comparisons\":[");
+        let mut first = true;
         for id in comparison_ids {
-            comparisons.push(load_comparison(&mut tx, id).await?);
+            let Some(comparison) = unless_deleted(self.get_comparison(id).await)? else {
+                continue;
+            };
+            push_element(buffer, first, &comparison)?;
+            send(out, buffer).await?;
+            first = false;
         }
-        let training_jobs = list_jobs(&mut tx).await?;
-        tx.commit().await?;
-        Ok(ExportDocument {
-            version: EXPORT_VERSION,
-            exported_at: Utc::now(),
-            runs: with_steps,
-            comparisons,
-            training_jobs,
-        })
+        buffer.extend_from_slice(b"],\"training_jobs\":[");
+        let job_ids = {
+            let mut conn = self.pool.acquire().await?;
+            list_job_ids(&mut conn).await?
+        };
+        let mut first = true;
+        for id in job_ids {
+            let Some(job) = unless_deleted(self.get_training_job(id).await)? else {
+                continue;
+            };
+            push_element(buffer, first, &job)?;
+            send(out, buffer).await?;
+            first = false;
+        }
+        buffer.extend_from_slice(b"]}\n");
+        send(out, buffer).await?;
+        Ok(written)
+    }
+}
+
+/// `value` as the next element of a JSON array.
+fn push_element<T: Serialize>(buffer: &mut Vec<u8>, first: bool, value: &T) -> Result<()> {
+    if !first {
+        buffer.push(b',');
+    }
+    Ok(serde_json::to_writer(buffer, value)?)
+}
+
+/// Writes out what `buffer` holds and empties it.
+async fn send<W: AsyncWrite + Unpin>(out: &mut W, buffer: &mut Vec<u8>) -> Result<()> {
+    out.write_all(buffer).await?;
+    buffer.clear();
+    buffer.shrink_to(KEPT_BUFFER_BYTES);
+    Ok(())
+}
+
+/// `None` for a record deleted since the export listed it.
+fn unless_deleted<T>(read: Result<T>) -> Result<Option<T>> {
+    match read {
+        Ok(value) => Ok(Some(value)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(err) => Err(err),
     }
 }
 

@@ -30,6 +30,35 @@ const MAX_TREE_NODES: usize = 1024;
 /// Most steps an imported run may hold.
 const MAX_STEPS: usize = 100_000;
 
+/// Most bytes one import document may hold, as JSON: the server's limit on an import's body, so
+/// that the desktop app's imports, which no body limit bounds, take what the server takes. A run
+/// of the default 256 tokens weighs about 45 kB with its steps, so this takes about 6,000 such
+/// runs; a bigger history imports in parts (exported with `since` and `until`).
+pub const MAX_IMPORT_BYTES: u64 = 256 << 20;
+/// Most tokens the runs of one import document may hold together (a run's tokens: its
+/// `token_ids`, or its `logprobs` entries where it has more of those). Real runs keep a step of
+/// at least 150 bytes per few tokens, so an export within [`MAX_IMPORT_BYTES`] holds at most about
+/// 7 million tokens; this is above that, and twice the most one run may hold. It bounds
+/// documents of bare token arrays, which weigh as little as 2 bytes a token.
+pub const MAX_IMPORT_TOKENS: u64 = 8_000_000;
+/// Most steps the runs of one import document may hold together: about what the smallest
+/// steps (a plain step, some 140 bytes) of a document within [`MAX_IMPORT_BYTES`] add up to.
+pub const MAX_IMPORT_STEPS: u64 = 2_000_000;
+
+/// What one import document may hold, summed over all its runs.
+#[derive(Debug, Clone, Copy)]
+struct ImportLimits {
+    bytes: u64,
+    tokens: u64,
+    steps: u64,
+}
+
+const IMPORT_LIMITS: ImportLimits = ImportLimits {
+    bytes: MAX_IMPORT_BYTES,
+    tokens: MAX_IMPORT_TOKENS,
+    steps: MAX_IMPORT_STEPS,
+};
+
 /// What an import did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 pub struct ImportReport {
@@ -77,7 +106,9 @@ impl Store {
 
     /// Adds the runs of `document`, in transactions of 1,000 runs, so that a large import
     /// does not hold up the generations recorded meanwhile. The document is checked whole before
-    /// anything is written; a run with a field out of range is rejected (and reported) alone.
+    /// anything is written: one holding more than [`MAX_IMPORT_BYTES`], [`MAX_IMPORT_TOKENS`] or
+    /// [`MAX_IMPORT_STEPS`] is refused whole ([`StoreError::ImportTooLarge`]); a run with a field
+    /// out of range is rejected (and reported) alone.
     ///
     /// Runs are matched on `uid`: one already stored is skipped, so an import that stopped
     /// half-way can simply be repeated. New runs get new local ids, and a run that was still
@@ -91,6 +122,7 @@ impl Store {
                 document.version
             )));
         }
+        check_totals(document, IMPORT_LIMITS)?;
         let mut report = ImportReport::default();
         // Oldest first, so that local ids grow with creation time as they did where the runs
         // were made (exports list newest first).
@@ -261,6 +293,50 @@ impl Store {
     }
 }
 
+/// Refuses a document heavier than one import takes, summed over all its runs (whether they would
+/// be imported, skipped or rejected): what a history can be made to hold through one import.
+fn check_totals(document: &ExportDocument, limits: ImportLimits) -> Result<()> {
+    let too_large = |measure, total, limit| StoreError::ImportTooLarge {
+        measure,
+        total,
+        limit,
+    };
+    let (mut tokens, mut steps) = (0u64, 0u64);
+    for entry in &document.runs {
+        let token_ids = entry.run.token_ids.as_ref().map_or(0, Vec::len);
+        let logprobs = entry.run.logprobs.as_ref().map_or(0, Vec::len);
+        tokens += token_ids.max(logprobs) as u64;
+        steps += entry.steps.len() as u64;
+    }
+    if tokens > limits.tokens {
+        return Err(too_large("tokens", tokens, limits.tokens));
+    }
+    if steps > limits.steps {
+        return Err(too_large("steps", steps, limits.steps));
+    }
+    // The document as compact JSON, counted rather than written out.
+    let mut bytes = ByteCount(0);
+    serde_json::to_writer(&mut bytes, document)?;
+    if bytes.0 > limits.bytes {
+        return Err(too_large("bytes", bytes.0, limits.bytes));
+    }
+    Ok(())
+}
+
+/// Counts the bytes written to it, keeping none.
+struct ByteCount(u64);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Why an exported run cannot be stored, if it cannot: values no run of this program has
 /// (negative counts or times, dates more than a day ahead) or sizes beyond any real run's.
 fn check_imported(entry: &RunWithSteps, now: DateTime<Utc>) -> Result<(), String> {
@@ -376,5 +452,120 @@ fn check_figure(name: &str, value: Option<f64>) -> Result<(), String> {
     match value {
         Some(v) if !v.is_finite() || v < 0.0 => Err(format!("{name} is {v:?}")),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{ModelRef, NewRun};
+
+    fn entry(token_count: usize, step_count: usize, logprob_count: usize) -> RunWithSteps {
+        let model = ModelRef {
+            name: "m".into(),
+            path: "/m.gguf".into(),
+            file_type: "Q4_1".into(),
+            identity: String::new(),
+        };
+        let new = NewRun::new(
+            "normal",
+            model,
+            PromptRecord::Text("hi".into()),
+            serde_json::json!({}),
+            8,
+        );
+        let mut run = Run::running(1, &new);
+        run.token_ids = Some(vec![7; token_count]);
+        run.logprobs = (logprob_count > 0).then(|| {
+            let entry = crate::records::TokenLogprobRecord {
+                token_id: 7,
+                text: "a".into(),
+                logprob: -0.5,
+                top: Vec::new(),
+            };
+            vec![entry; logprob_count]
+        });
+        let step = StepRecord {
+            step_index: 0,
+            tree_size: 0,
+            tree_depth: 0,
+            accepted_len: 1,
+            tokens: vec![7],
+            sources: vec!["model".into()],
+            depth_hits: Vec::new(),
+            draft_ms: 0.0,
+            verify_ms: 1.0,
+            tree: None,
+            skip: None,
+            decision: None,
+        };
+        RunWithSteps {
+            run,
+            steps: vec![step; step_count],
+        }
+    }
+
+    fn document(runs: Vec<RunWithSteps>) -> ExportDocument {
+        ExportDocument {
+            version: EXPORT_VERSION,
+            exported_at: Utc::now(),
+            runs,
+            comparisons: Vec::new(),
+            training_jobs: Vec::new(),
+        }
+    }
+
+    const ROOMY: ImportLimits = ImportLimits {
+        bytes: 1 << 20,
+        tokens: 100,
+        steps: 10,
+    };
+
+    fn refusal(document: &ExportDocument, limits: ImportLimits) -> (&'static str, u64, u64) {
+        match check_totals(document, limits) {
+            Err(StoreError::ImportTooLarge {
+                measure,
+                total,
+                limit,
+            }) => (measure, total, limit),
+            other => panic!("not refused as too large: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn totals_at_the_limits_pass_and_one_more_is_refused_naming_the_limit() {
+        let at_limits = document(vec![entry(60, 6, 0), entry(40, 4, 0)]);
+        check_totals(&at_limits, ROOMY).unwrap();
+
+        let tokens = document(vec![entry(60, 1, 0), entry(41, 1, 0)]);
+        assert_eq!(refusal(&tokens, ROOMY), ("tokens", 101, 100));
+        let steps = document(vec![entry(1, 6, 0), entry(1, 5, 0)]);
+        assert_eq!(refusal(&steps, ROOMY), ("steps", 11, 10));
+
+        let bytes = serde_json::to_vec(&at_limits).unwrap().len() as u64;
+        let tight = ImportLimits {
+            bytes: bytes - 1,
+            ..ROOMY
+        };
+        assert_eq!(refusal(&at_limits, tight), ("bytes", bytes, bytes - 1));
+        let exact = ImportLimits { bytes, ..ROOMY };
+        check_totals(&at_limits, exact).unwrap();
+
+        let err = check_totals(&tokens, ROOMY).unwrap_err();
+        assert_eq!(err.code(), "import_too_large");
+        let message = err.to_string();
+        assert!(
+            message.contains("101 tokens") && message.contains("100"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_run_counts_its_tokens_once_whether_kept_as_ids_or_log_probabilities() {
+        // 50 tokens with their log-probabilities are 50 tokens, not 100.
+        let both = document(vec![entry(50, 0, 50), entry(50, 0, 0)]);
+        check_totals(&both, ROOMY).unwrap();
+        let more_logprobs = document(vec![entry(10, 0, 60), entry(41, 0, 0)]);
+        assert_eq!(refusal(&more_logprobs, ROOMY), ("tokens", 101, 100));
     }
 }

@@ -53,12 +53,14 @@ pub use delete::{DeleteReport, MAX_DELETED_RUNS};
 pub use error::{Result, StoreError};
 pub use export::{ExportDocument, ExportFormat, EXPORT_VERSION};
 pub use filter::{RunFilter, SortKey, SortOrder, LOCAL_ENGINE};
-pub use import::{ImportRejection, ImportReport};
+pub use import::{
+    ImportRejection, ImportReport, MAX_IMPORT_BYTES, MAX_IMPORT_STEPS, MAX_IMPORT_TOKENS,
+};
 pub use records::{
     Comparison, ComparisonRun, ConversationTurn, DraftDecisionRecord, DraftNodeRecord,
-    DraftSkipRecord, DrafterEvidenceRecord, HeadsRef, MessageRecord, ModeFigures, ModelRef, NewRun,
-    PromptRecord, Run, RunOutcome, RunStatus, RunWithSteps, SpeedVerdict, Spread, StepRecord,
-    StepTokenRecord, StepTreeRecord, TokenLogprobRecord, TopLogprobRecord,
+    DraftSkipRecord, DrafterEvidenceRecord, HeadsRef, ListedRun, MessageRecord, ModeFigures,
+    ModelRef, NewRun, PromptRecord, Run, RunOutcome, RunStatus, RunWithSteps, SpeedVerdict, Spread,
+    StepRecord, StepTokenRecord, StepTreeRecord, TokenLogprobRecord, TopLogprobRecord,
 };
 pub use training_jobs::{
     NewTrainingJob, TrainingJob, TrainingProgress, TrainingStatus, MAX_TRAINING_JOBS_LISTED,

@@ -12,18 +12,26 @@ use crate::db::Store;
 use crate::error::{Result, StoreError};
 use crate::filter::{RunFilter, LOCAL_ENGINE};
 use crate::records::{
-    HeadsRef, ModelRef, NewRun, Run, RunOutcome, RunStatus, RunWithSteps, StepRecord,
+    HeadsRef, ListedRun, ModelRef, NewRun, Run, RunOutcome, RunStatus, RunWithSteps, StepRecord,
 };
 use crate::search::match_expression;
 use crate::turns::{record_turn, settle_answers};
 
-/// Every column of `runs`, in the order `insert_run` binds them.
+/// The columns of `runs` a listing reads: all but the per-token arrays.
+const LISTED_COLUMNS: &str = "id, uid, created_at, status, mode, model_name, model_path, \
+     model_file_type, model_identity, heads_path, heads_identity, tree, prompt, prompt_text, \
+     sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
+     tokens_generated, ttft_ms, total_ms, tokens_per_second, decode_tokens_per_second, steps, \
+     mean_accepted, acceptance_by_depth, seed, error, finished_at, engine, draft_tokens, \
+     accepted_draft_tokens, draft_model";
+
+/// Every column of `runs`.
 const RUN_COLUMNS: &str = "id, uid, created_at, status, mode, model_name, model_path, \
      model_file_type, model_identity, heads_path, heads_identity, tree, prompt, prompt_text, \
      sampling, max_tokens, stop, comparison_id, queue_ms, output, stop_reason, prompt_tokens, \
      tokens_generated, ttft_ms, total_ms, tokens_per_second, decode_tokens_per_second, steps, \
      mean_accepted, acceptance_by_depth, seed, error, finished_at, engine, draft_tokens, \
-     accepted_draft_tokens, token_ids, logprobs, draft_model";
+     accepted_draft_tokens, draft_model, token_ids, logprobs";
 
 const STEP_COLUMNS: &str = "step_index, tree_size, tree_depth, accepted_len, tokens, sources, \
      depth_hits, draft_ms, verify_ms, tree, skip, decision";
@@ -221,10 +229,29 @@ impl Store {
         Ok(RunWithSteps { run, steps })
     }
 
-    /// Runs matching `filter`, in its order.
-    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
-        let mut conn = self.pool.acquire().await?;
-        list_runs(&mut conn, filter).await
+    /// Runs matching `filter`, in its order, without their per-token arrays (see
+    /// [`ListedRun`]); [`Store::get_run`] has them.
+    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<ListedRun>> {
+        let mut query = filtered_runs(LISTED_COLUMNS, filter)?;
+        let rows = query.build().fetch_all(&self.pool).await?;
+        rows.iter().map(listed_run_from_row).collect()
+    }
+
+    /// One run as a listing shows it, without reading its per-token arrays.
+    pub(crate) async fn get_listed_run(&self, id: i64) -> Result<ListedRun> {
+        let row = sqlx::query(&format!("SELECT {LISTED_COLUMNS} FROM runs WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::run_not_found(id))?;
+        listed_run_from_row(&row)
+    }
+
+    /// The ids of the runs matching `filter`, in its order: what an export walks through, one
+    /// run at a time.
+    pub(crate) async fn list_run_ids(&self, filter: &RunFilter) -> Result<Vec<i64>> {
+        let mut query = filtered_runs("id", filter)?;
+        Ok(query.build_query_scalar().fetch_all(&self.pool).await?)
     }
 }
 
@@ -371,14 +398,14 @@ pub(crate) async fn load_steps(
     rows.iter().map(step_from_row).collect()
 }
 
-pub(crate) async fn list_runs(conn: &mut SqliteConnection, filter: &RunFilter) -> Result<Vec<Run>> {
+/// `SELECT columns FROM runs` for the runs matching `filter`, in its order, paged as it says.
+fn filtered_runs<'a>(columns: &str, filter: &'a RunFilter) -> Result<QueryBuilder<'a, Sqlite>> {
     filter.check_text()?;
     let limit = filter.limit.unwrap_or(-1);
     if filter.limit.is_some_and(|l| l < 0) || filter.offset.is_some_and(|o| o < 0) {
         return Err(StoreError::invalid("limit and offset must not be negative"));
     }
-    let mut query =
-        QueryBuilder::<Sqlite>::new(format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1"));
+    let mut query = QueryBuilder::<Sqlite>::new(format!("SELECT {columns} FROM runs WHERE 1 = 1"));
     if let Some(since) = &filter.since {
         query
             .push(" AND created_at >= ")
@@ -425,11 +452,20 @@ pub(crate) async fn list_runs(conn: &mut SqliteConnection, filter: &RunFilter) -
     // SQLite needs a LIMIT before OFFSET; -1 means none.
     query.push(" LIMIT ").push_bind(limit);
     query.push(" OFFSET ").push_bind(filter.offset.unwrap_or(0));
-    let rows = query.build().fetch_all(&mut *conn).await?;
-    rows.iter().map(run_from_row).collect()
+    Ok(query)
 }
 
-pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
+/// A row of [`RUN_COLUMNS`].
+fn run_from_row(row: &SqliteRow) -> Result<Run> {
+    let token_ids: Option<String> = row.try_get("token_ids")?;
+    let logprobs: Option<String> = row.try_get("logprobs")?;
+    let token_ids = token_ids.map(|t| from_json("token_ids", &t)).transpose()?;
+    let logprobs = logprobs.map(|l| from_json("logprobs", &l)).transpose()?;
+    Ok(listed_run_from_row(row)?.with_tokens(token_ids, logprobs))
+}
+
+/// A row of [`LISTED_COLUMNS`] (or more).
+fn listed_run_from_row(row: &SqliteRow) -> Result<ListedRun> {
     let uid: String = row.try_get("uid")?;
     let created_at: String = row.try_get("created_at")?;
     let status: String = row.try_get("status")?;
@@ -443,10 +479,8 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
     let acceptance: Option<String> = row.try_get("acceptance_by_depth")?;
     let seed: Option<String> = row.try_get("seed")?;
     let finished_at: Option<String> = row.try_get("finished_at")?;
-    let token_ids: Option<String> = row.try_get("token_ids")?;
-    let logprobs: Option<String> = row.try_get("logprobs")?;
     let draft_model: Option<String> = row.try_get("draft_model")?;
-    Ok(Run {
+    Ok(ListedRun {
         id: row.try_get("id")?,
         uid: decode_uuid("uid", &uid)?,
         status: status.parse().map_err(|e| decode_error("status", e))?,
@@ -488,8 +522,6 @@ pub(crate) fn run_from_row(row: &SqliteRow) -> Result<Run> {
             .transpose()?,
         draft_tokens: row.try_get("draft_tokens")?,
         accepted_draft_tokens: row.try_get("accepted_draft_tokens")?,
-        token_ids: token_ids.map(|t| from_json("token_ids", &t)).transpose()?,
-        logprobs: logprobs.map(|l| from_json("logprobs", &l)).transpose()?,
         seed: seed
             .map(|s| s.parse::<u64>().map_err(|e| decode_error("seed", e)))
             .transpose()?,

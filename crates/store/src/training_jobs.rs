@@ -207,6 +207,18 @@ pub(crate) async fn list_jobs(conn: &mut SqliteConnection) -> Result<Vec<Trainin
     .collect()
 }
 
+/// The ids of the jobs [`list_jobs`] lists, in its order.
+pub(crate) async fn list_job_ids(conn: &mut SqliteConnection) -> Result<Vec<i64>> {
+    Ok(
+        sqlx::query_scalar(
+            "SELECT id FROM training_jobs ORDER BY created_at DESC, id DESC LIMIT ?",
+        )
+        .bind(MAX_TRAINING_JOBS_LISTED)
+        .fetch_all(conn)
+        .await?,
+    )
+}
+
 async fn load_job(conn: &mut SqliteConnection, id: i64) -> Result<TrainingJob> {
     let row = sqlx::query(&format!("SELECT {COLUMNS} FROM training_jobs WHERE id = ?"))
         .bind(id)

@@ -3,12 +3,16 @@
 mod common;
 
 use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use common::*;
 use store::{
     ExportDocument, ExportFormat, PromptRecord, Run, RunFilter, RunStatus, RunWithSteps, Store,
-    StoreError,
+    StoreError, MAX_IMPORT_TOKENS,
 };
+use tokio::io::AsyncWrite;
 use uuid::Uuid;
 
 const TRICKY_PROMPT: &str = "Hello, \"world\",\nsecond line, 'quoted'";
@@ -443,4 +447,170 @@ async fn export_counts_and_respects_the_filter() {
         .runs
         .iter()
         .all(|r| r.run.status == RunStatus::Finished));
+}
+
+/// A document of `count` finished runs (copies of `template` under new uids) holding `tokens`
+/// token ids each.
+fn heavy_document(template: &RunWithSteps, count: usize, tokens: usize) -> ExportDocument {
+    let runs = (0..count)
+        .map(|i| {
+            let mut entry = template.clone();
+            entry.run.id = i as i64 + 1;
+            entry.run.uid = Uuid::new_v4();
+            entry.run.comparison_id = None;
+            entry.run.token_ids = Some(vec![7; tokens]);
+            entry.run.logprobs = None;
+            entry
+        })
+        .collect();
+    ExportDocument {
+        version: store::EXPORT_VERSION,
+        exported_at: at(0),
+        runs,
+        comparisons: Vec::new(),
+        training_jobs: Vec::new(),
+    }
+}
+
+/// A finished run of `populate`'s, with its steps, to copy.
+async fn finished_template(store: &Store) -> RunWithSteps {
+    let listed = store.list_runs(&RunFilter::default()).await.unwrap();
+    let normal = listed
+        .iter()
+        .find(|r| r.mode == "normal" && r.status == RunStatus::Finished)
+        .unwrap();
+    store.get_run(normal.id).await.unwrap()
+}
+
+/// Keeps what is written to it and the largest single write.
+#[derive(Default)]
+struct WriteLog {
+    bytes: Vec<u8>,
+    largest_write: usize,
+}
+
+impl AsyncWrite for WriteLog {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.largest_write = self.largest_write.max(buf.len());
+        self.bytes.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[tokio::test]
+async fn runs_imported_at_the_token_limit_stay_out_of_listings_and_export_one_at_a_time() {
+    let (_src_dir, source) = temp_store().await;
+    populate(&source).await;
+    let template = finished_template(&source).await;
+    let per_run = (MAX_IMPORT_TOKENS / 2) as usize;
+    let document = heavy_document(&template, 2, per_run);
+
+    let (_dir, store) = temp_store().await;
+    let report = store.import_document(&document).await.unwrap();
+    assert_eq!((report.imported, report.rejected), (2, 0), "{report:?}");
+
+    // The listing leaves the per-token arrays out: a few kilobytes for runs of millions of tokens.
+    let listed = store.list_runs(&RunFilter::default()).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    let listing = serde_json::to_string(&listed).unwrap();
+    assert!(listing.len() < 16 << 10, "{} bytes", listing.len());
+    assert!(
+        !listing.contains("token_ids") && !listing.contains("logprobs"),
+        "{listing}"
+    );
+    // A run's own record has them.
+    for run in &listed {
+        let whole = store.get_run(run.id).await.unwrap();
+        assert_eq!(whole.run.token_ids.map(|t| t.len()), Some(per_run));
+    }
+
+    // The export carries them, written run by run: no write holds more than one run (and the
+    // document's opening, or a comma).
+    let mut out = WriteLog::default();
+    let count = store
+        .export(&RunFilter::default(), ExportFormat::Json, &mut out)
+        .await
+        .unwrap();
+    assert_eq!(count, 2);
+    let one_run = serde_json::to_vec(&document.runs[0]).unwrap().len();
+    assert!(out.bytes.len() > 2 * one_run);
+    assert!(
+        out.largest_write < one_run + 1024,
+        "a write of {} bytes, a run is {one_run}",
+        out.largest_write
+    );
+    let exported: ExportDocument = serde_json::from_slice(&out.bytes).unwrap();
+    let token_counts: Vec<Option<usize>> = exported
+        .runs
+        .iter()
+        .map(|e| e.run.token_ids.as_ref().map(Vec::len))
+        .collect();
+    assert_eq!(token_counts, [Some(per_run), Some(per_run)]);
+    assert_eq!(exported.runs[0].steps, template.steps);
+
+    let mut lines = WriteLog::default();
+    store
+        .export(&RunFilter::default(), ExportFormat::Jsonl, &mut lines)
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8(lines.bytes).unwrap().lines().count(), 2);
+    assert!(lines.largest_write < one_run + 1024);
+}
+
+#[tokio::test]
+async fn an_import_over_the_total_is_refused_whole_and_the_history_stays_as_it_was() {
+    let (_dir, store) = temp_store().await;
+    populate(&store).await;
+    let template = finished_template(&store).await;
+    let before = all_with_steps(&store).await;
+    let comparisons = store.list_comparisons(None).await.unwrap();
+
+    // Each run within the per-run limit, the three of them over the total.
+    let per_run = (MAX_IMPORT_TOKENS / 2) as usize;
+    let over = heavy_document(&template, 3, per_run);
+    let err = store.import_document(&over).await.unwrap_err();
+    assert_eq!(err.code(), "import_too_large");
+    match &err {
+        StoreError::ImportTooLarge {
+            measure,
+            total,
+            limit,
+        } => {
+            assert_eq!(*measure, "tokens");
+            assert_eq!(*total, 3 * per_run as u64);
+            assert_eq!(*limit, MAX_IMPORT_TOKENS);
+        }
+        other => panic!("{other:?}"),
+    }
+    let message = err.to_string();
+    assert!(
+        message.contains(&MAX_IMPORT_TOKENS.to_string()) && message.contains("tokens"),
+        "{message}"
+    );
+    assert_eq!(all_with_steps(&store).await, before);
+    assert_eq!(store.list_comparisons(None).await.unwrap(), comparisons);
+
+    // The same runs in two imports within the total go in.
+    let (first, second) = over.runs.split_at(2);
+    for part in [first, second] {
+        let document = ExportDocument {
+            runs: part.to_vec(),
+            ..over.clone()
+        };
+        let report = store.import_document(&document).await.unwrap();
+        assert_eq!(report.imported, part.len());
+    }
+    assert_eq!(all_with_steps(&store).await.len(), before.len() + 3);
 }

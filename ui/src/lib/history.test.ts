@@ -1,15 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import type { RunRecord, StepRecord } from './api/types';
+import type { ListedRun, RunRecord, StepRecord } from './api/types';
 import {
   buildQuery,
   compareSelected,
   divergenceQuestion,
   draftingText,
+  isWholeRun,
   nextSort,
+  pickedRuns,
   promptText,
   replayDelayMs,
   replayTotals,
-  toggleRun,
+  togglePick,
 } from './history';
 
 describe('history', () => {
@@ -103,11 +105,19 @@ describe('history', () => {
     expect(nextSort({ sort: 'created_at', order: 'asc' }, 'ttft_ms')).toEqual({ sort: 'ttft_ms', order: 'desc' });
   });
 
-  it('toggles a run in the selection by id', () => {
-    const a = { id: 1 } as RunRecord;
-    const b = { id: 2 } as RunRecord;
-    expect(toggleRun([a], b).map((r) => r.id)).toEqual([1, 2]);
-    expect(toggleRun([a, b], { id: 1 } as RunRecord).map((r) => r.id)).toEqual([2]);
+  it('toggles a run in the selection by id, in the order picked', () => {
+    expect(togglePick([1], 2)).toEqual([1, 2]);
+    expect(togglePick([1, 2], 1)).toEqual([2]);
+    expect(togglePick([], 3)).toEqual([3]);
+  });
+
+  it('tells a whole run from a listed one and selects only runs whose records came', () => {
+    const listed = { id: 1, mode: 'normal' } as ListedRun;
+    const whole = { id: 2, mode: 'normal', token_ids: null } as RunRecord;
+    expect(isWholeRun(listed)).toBe(false);
+    expect(isWholeRun(whole)).toBe(true);
+    const three = { id: 3, token_ids: [1] } as RunRecord;
+    expect(pickedRuns([3, 1, 2], { 2: whole, 3: three }).map((r) => r.id)).toEqual([3, 2]);
   });
 
   it('paces the replay within bounds', () => {

@@ -2,6 +2,7 @@
 
 import type {
   DivergenceRequest,
+  ListedRun,
   Mode,
   PromptRecord,
   RunQuery,
@@ -139,9 +140,22 @@ export function nextSort(
   return { sort: key, order: 'desc' };
 }
 
-/** `selected` with `run` added, or removed when it was there; kept across pages and filters. */
-export function toggleRun(selected: RunRecord[], run: RunRecord): RunRecord[] {
-  return selected.some((r) => r.id === run.id) ? selected.filter((r) => r.id !== run.id) : [...selected, run];
+/** The ids picked to compare with `id` added at the end, or removed when it was there. */
+export function togglePick(picks: number[], id: number): number[] {
+  return picks.includes(id) ? picks.filter((p) => p !== id) : [...picks, id];
+}
+
+/**
+ * Whether `run` is a run's whole record (from `getRun`), with its tokens, rather than a listing's
+ * entry, which leaves them out.
+ */
+export function isWholeRun(run: ListedRun | RunRecord): run is RunRecord {
+  return 'token_ids' in run;
+}
+
+/** The picked runs whose records are at hand, in the order they were picked. */
+export function pickedRuns(picks: number[], records: Record<number, RunRecord>): RunRecord[] {
+  return picks.flatMap((id) => (records[id] ? [records[id]] : []));
 }
 
 /** Milliseconds between replayed steps at `stepsPerSecond` (kept within 0.5..100). */

@@ -54,7 +54,7 @@ pub(super) fn next_token_choices(
     decode_in_chunks(runtime, &context, last, |_, _| Ok(()))?;
     let model = runtime.model();
     let choices = token_choice::choices(
-        runtime.logits(runtime.batch_len() as i32 - 1),
+        runtime.logits(runtime.batch_len() as i32 - 1)?,
         tokens,
         |token| token_bytes(model, token),
     );
@@ -81,7 +81,7 @@ pub(super) fn prompt_logprobs(
     let decoded = decode_in_chunks(runtime, &tokens, 0, |runtime, positions| {
         for (index, position) in positions.enumerate() {
             if let Some(&next) = tokens.get(position + 1) {
-                let logits = runtime.logits(index as i32);
+                let logits = runtime.logits(index as i32)?;
                 rest.push(token_choice::logprobs(logits, next, top, |token| {
                     token_bytes(model, token)
                 }));

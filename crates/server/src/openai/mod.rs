@@ -103,7 +103,9 @@ fn openai_error(err: ApiError, prompt_field: &str) -> ApiError {
             err.code = "context_length_exceeded";
             err.param = Some(prompt_field.to_owned());
         }
-        "invalid_grammar" if err.param.is_none() => err.param = Some("grammar".to_owned()),
+        "invalid_grammar" | "grammar_too_complex" if err.param.is_none() => {
+            err.param = Some("grammar".to_owned())
+        }
         _ => {}
     }
     ApiError(err)

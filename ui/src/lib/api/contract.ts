@@ -850,7 +850,8 @@ slots: number,
  */
 active: number, 
 /**
- * Requests waiting for a slot.
+ * Requests and embedding calls waiting for the engine (a request with a grammar while
+ * its grammar is compiled, too).
  */
 queued: number, steps: number, 
 /**
@@ -890,7 +891,16 @@ kv_cells: number,
  * Decodes of the draft model, and the tokens in them: it reads and guesses for every
  * drafting request in the same decodes, so tokens per decode grow with the requests.
  */
-draft_model_decodes: number, draft_model_tokens: number, };
+draft_model_decodes: number, draft_model_tokens: number, 
+/**
+ * Embedding calls the engine holds, waiting or being read (those waiting also count in
+ * `queued`).
+ */
+embedding_calls: number, 
+/**
+ * Tokens read for embedding calls so far.
+ */
+embedding_tokens: number, };
 
 /**
  * A model being loaded (in the background) to replace the current one, if any.
@@ -1365,13 +1375,25 @@ since?: string, until?: string, limit?: number, offset?: number, sort?: SortKey,
 format?: ExportFormat, };
 
 /**
- * A page of runs, newest first unless asked otherwise.
+ * A page of runs, newest first unless asked otherwise. The runs come without their per-token
+ * arrays: a run's own record ([`Playground::get_run`]) and the export have them.
  */
-export type RunList = { runs: Array<RunRecord>, 
+export type RunList = { runs: Array<ListedRun>, 
 /**
  * The `offset` of the next page; absent on the last page.
  */
 next_offset?: number, };
+
+/**
+ * A run as the history lists it: every field of [`Run`] but its per-token arrays
+ * (`token_ids`, `logprobs`), which only the run's own record and the export carry. A run may
+ * hold millions of tokens, so a page of a listing would otherwise weigh hundreds of megabytes.
+ */
+export type ListedRun = { id: number, uid: string, status: RunStatus, created_at: string, mode: string, model: ModelRef, heads: HeadsRef | null, draft_model: ModelRef | null, tree: JsonValue | null, prompt: PromptRecord, sampling: JsonValue, max_tokens: number, stop: Array<string>, comparison_id: number | null, queue_ms: number | null, 
+/**
+ * The remote engine that ran it, by name; `None`: the playground's own model.
+ */
+engine: string | null, output: string | null, stop_reason: string | null, prompt_tokens: number | null, tokens_generated: number | null, ttft_ms: number | null, total_ms: number | null, tokens_per_second: number | null, decode_tokens_per_second: number | null, steps: number | null, mean_accepted: number | null, acceptance_by_depth: Array<number> | null, draft_tokens: number | null, accepted_draft_tokens: number | null, seed: number | null, error: string | null, finished_at: string | null, };
 
 /**
  * A stored run. Outcome fields are `None` until the run finishes (and stay `None` for runs that

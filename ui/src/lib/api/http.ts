@@ -34,7 +34,7 @@ import type {
   RunList,
   RunQuery,
   RemoteEngineInfo,
-  RunRecord,
+  ListedRun,
   RunWithSteps,
   TrainingJob,
   TrainingRequest,
@@ -146,7 +146,7 @@ export class HttpTransport implements Transport {
     return this.events.generate(request, onEvent);
   }
 
-  async listRuns(query: RunQuery = {}): Promise<RunRecord[]> {
+  async listRuns(query: RunQuery = {}): Promise<ListedRun[]> {
     return (await this.request<RunList>(`/api/runs${queryString(query)}`)).runs;
   }
 

@@ -33,7 +33,7 @@ import type {
   RunList,
   RunQuery,
   RemoteEngineInfo,
-  RunRecord,
+  ListedRun,
   RunWithSteps,
   TrainingJob,
   TrainingRequest,
@@ -118,7 +118,7 @@ export class TauriTransport implements Transport {
     );
   }
 
-  async listRuns(query: RunQuery = {}): Promise<RunRecord[]> {
+  async listRuns(query: RunQuery = {}): Promise<ListedRun[]> {
     return (await call<RunList>('list_runs', { query })).runs;
   }
 

@@ -26,8 +26,8 @@ import type {
   LoadModelRequest,
   SetTreeRequest,
   RunEvent,
+  ListedRun,
   RunQuery,
-  RunRecord,
   RunWithSteps,
   TrainingJob,
   TrainingRequest,
@@ -79,7 +79,8 @@ export interface Transport {
    * rejects `done` with an `ApiError`.
    */
   generate(request: PlaygroundRequest, onEvent: (event: RunEvent) => void): RunHandle;
-  listRuns(query?: RunQuery): Promise<RunRecord[]>;
+  /** A page of runs, without their per-token arrays: `getRun` has a run's whole record. */
+  listRuns(query?: RunQuery): Promise<ListedRun[]>;
   getRun(id: number): Promise<RunWithSteps>;
   listComparisons(limit?: number): Promise<Comparison[]>;
   getComparison(id: number): Promise<Comparison>;

@@ -44,6 +44,7 @@ export type {
   ImportReport,
   Info,
   JsonValue,
+  ListedRun,
   LossPoint,
   LoadingStatus,
   LoadModelRequest,
