@@ -18,6 +18,7 @@ use crate::engine_metrics::{EngineMetrics, Shared};
 use crate::error::EngineError;
 use crate::events::GenerationEvent;
 use crate::generation_stream::GenerationStream;
+use crate::grammar_cache::PreparedGrammars;
 use crate::grammar_prep::prepare_grammar;
 use crate::info::ModelInfo;
 use crate::medusa::accuracy::HeadAccuracy;
@@ -39,6 +40,8 @@ pub struct Engine {
     /// Shared with the engine thread, for the work done before a request queues (tokenizing
     /// texts to embed, compiling grammars) on the caller's threads.
     model: Arc<LlamaModel>,
+    /// Grammars compiled and tried lately, by their text.
+    grammars: Arc<PreparedGrammars>,
     shared: Arc<Shared>,
     max_queued: usize,
     /// Most tokens one embedding call may take.
@@ -74,6 +77,7 @@ impl Engine {
                     .unwrap_or(info.n_ctx as usize * info.parallel),
                 info,
                 model,
+                grammars: Arc::default(),
                 shared,
                 max_queued,
                 thread: Some(thread),
@@ -170,6 +174,7 @@ impl Engine {
             })?;
             return Ok(GenerationStream::from_parts(receiver, cancel));
         };
+        let grammars = self.grammars.clone();
         let (model, commands, shared) = (
             self.model.clone(),
             self.commands.clone(),
@@ -181,7 +186,8 @@ impl Engine {
             .name("medusa-grammar-wait".into())
             .spawn(move || {
                 let _span = span.entered();
-                let command = match prepare_grammar(model, gbnf) {
+                let prepared = grammars.get_or_prepare(gbnf, |gbnf| prepare_grammar(model, gbnf));
+                let command = match prepared {
                     Ok(grammar) => Command::Generate {
                         request: Box::new(request),
                         grammar: Some(grammar),

@@ -15,8 +15,8 @@ use crate::grammar::{Grammar, GRAMMAR_STACK_BYTES};
 pub const GRAMMAR_PREPARE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Longest one check of the whole vocabulary against a grammar may take while it is tried, and
-/// the most grammar work one request may cost a step: others wait for it. Grammars real
-/// requests use take a few milliseconds to a few tens here.
+/// the most grammar work one request may cost a step: others wait for it. JSON schemas' grammars
+/// take 3 to 155 ms a check here (2 cores), so the limit leaves them ten times that.
 pub const GRAMMAR_STEP_LIMIT: Duration = Duration::from_millis(1500);
 
 /// Tokens followed when a grammar is tried, each the longest the grammar allows, to walk deep

@@ -23,6 +23,7 @@ mod events;
 mod exact_kernels;
 mod generation_stream;
 mod grammar;
+mod grammar_cache;
 mod grammar_limits;
 mod grammar_prep;
 mod info;
