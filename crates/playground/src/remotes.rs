@@ -438,9 +438,15 @@ fn take_shared_file(database: &Path, file: &Path) {
             tracing::info!(from = %shared.display(), to = %file.display(), "saved remote engines moved beside their database");
         }
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(err) => {
-            tracing::warn!(shared = %shared.display(), error = %err, "could not move the saved remote engines beside their database; left where they are");
-        }
+        // File systems without hard links (exFAT, SMB): a rename, as `file` was just absent.
+        Err(_) => match std::fs::rename(&shared, file) {
+            Ok(()) => {
+                tracing::info!(from = %shared.display(), to = %file.display(), "saved remote engines moved beside their database");
+            }
+            Err(err) => {
+                tracing::warn!(shared = %shared.display(), error = %err, "could not move the saved remote engines beside their database; left where they are");
+            }
+        },
     }
 }
 

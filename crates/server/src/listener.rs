@@ -674,8 +674,13 @@ where
                 uri = %loggable_uri(&parts.uri),
                 "request refused: only health checks and key holders are served on a reserved place"
             );
-            let response = tracked(busy(http1), in_flight);
-            return Box::pin(std::future::ready(Ok(response)));
+            // Neither counted in flight nor kept: the connection closes once the answer is out
+            // (shut down within the head deadline, whatever the version), so that a client that
+            // never reads its 503, or keeps HTTP/2 streams open, cannot keep the place.
+            drop(in_flight);
+            self.state.close.store(true, Ordering::SeqCst);
+            self.state.wake.notify_one();
+            return Box::pin(std::future::ready(Ok(busy(http1))));
         }
         let body = DeadlineBody::new(body, self.body_rules, http1.then(|| self.state.clone()));
         let request = Request::from_parts(parts, Body::new(body));
