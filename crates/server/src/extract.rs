@@ -200,7 +200,7 @@ async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let mut seen = 0usize;
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|err| {
-            if let Some(timeout) = crate::listener::body_timeout(&err) {
+            if let Some(timeout) = crate::body_timeout::body_timeout(&err) {
                 return ApiError(AppError::new(
                     ErrorKind::TimedOut,
                     timeout.code(),

@@ -5,6 +5,7 @@
 
 mod api;
 mod auth;
+mod body_timeout;
 mod catalog_api;
 mod conversations_api;
 mod error;

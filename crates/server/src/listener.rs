@@ -52,6 +52,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::time::{Instant, Sleep};
 
+use crate::body_timeout::BodyTimeout;
 use crate::error::ApiError;
 use crate::guard::{loggable_uri, AccessPolicy};
 
@@ -104,27 +105,6 @@ impl Default for ConnectionLimits {
             reserved_connections: 16,
             // One a browser tab: many tabs, and an eighth of the places.
             max_event_sockets: 64,
-        }
-    }
-}
-
-/// A request body took too long: it is answered 408.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum BodyTimeout {
-    /// It did not arrive whole within [`ConnectionLimits::body_timeout`].
-    #[error("the request body did not arrive whole within {} s", .0.as_secs_f64())]
-    Deadline(Duration),
-    /// It arrived slower than [`ConnectionLimits::min_body_rate`].
-    #[error("the request body arrived slower than {0} bytes a second")]
-    TooSlow(u64),
-}
-
-impl BodyTimeout {
-    /// The error code clients see.
-    pub(crate) fn code(self) -> &'static str {
-        match self {
-            Self::Deadline(_) => "body_timeout",
-            Self::TooSlow(_) => "body_too_slow",
         }
     }
 }
@@ -879,18 +859,6 @@ impl HttpBody for Tracked {
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
     }
-}
-
-/// Why reading a body failed, when it broke its [`BodyRules`].
-pub(crate) fn body_timeout(err: &(dyn std::error::Error + 'static)) -> Option<BodyTimeout> {
-    let mut cause = Some(err);
-    while let Some(err) = cause {
-        if let Some(timeout) = err.downcast_ref::<BodyTimeout>() {
-            return Some(*timeout);
-        }
-        cause = err.source();
-    }
-    None
 }
 
 #[cfg(test)]

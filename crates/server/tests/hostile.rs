@@ -310,24 +310,9 @@ fn resident_kib() -> u64 {
 }
 
 /// Whether the server closed `stream` (end of stream or reset) by `deadline`; what it sent
-/// before (HTTP/2's settings) is read and dropped.
+/// before (HTTP/2's settings) is dropped.
 fn closed_by(stream: &mut TcpStream, deadline: Instant) -> bool {
-    let mut buf = [0u8; 4096];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        stream.set_read_timeout(Some(left)).expect("read timeout");
-        match stream.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return false
-            }
-            Err(_) => return true,
-        }
-    }
+    read_to_close(stream, deadline).is_some()
 }
 
 /// How a trickled body ended: after how long, and the answer if one came.

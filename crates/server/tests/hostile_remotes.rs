@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -16,9 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use common::*;
-use engine::EngineConfig;
 use futures_util::StreamExt;
-use playground::{LoadRequest, ModelSource, Playground};
 use serde_json::{json, Value};
 
 const KEY: &str = "sk-hostile-remote-key-0123456789";
@@ -203,29 +200,6 @@ async fn counted_models(State((counters, _)): FakeState) -> Response {
     models_json("counted")
 }
 
-/// A playground with no model, on a fresh history.
-fn playground() -> String {
-    let missing = PathBuf::from("/nonexistent/model.gguf");
-    serve(
-        move |store| {
-            Playground::loading(
-                store,
-                EngineConfig::new(PathBuf::new()),
-                LoadRequest {
-                    model: ModelSource::Path(missing),
-                    heads: None,
-                    draft_model: None,
-                    tree: None,
-                    ctx_size: None,
-                    exact: None,
-                },
-            )
-        },
-        None,
-        server::AccessPolicy::default(),
-    )
-}
-
 fn add(base: &str, name: &str, url: &str, key: Option<&str>) -> (u16, Value) {
     post_to(
         base,
@@ -248,7 +222,7 @@ fn resident_bytes() -> Option<usize> {
 
 #[test]
 fn redirects_to_another_origin_are_not_followed() {
-    let base = playground();
+    let base = serve_without_model();
     let fake = fake();
     let (status, added) = add(
         &base,
@@ -287,7 +261,7 @@ fn redirects_to_another_origin_are_not_followed() {
 
 #[test]
 fn a_key_the_remote_echoes_never_comes_back() {
-    let base = playground();
+    let base = serve_without_model();
     let fake = fake();
     let (status, added) = add(&base, "echo", &format!("{}/echo", fake.base), Some(KEY));
     assert_eq!(status, 201);
@@ -342,7 +316,7 @@ fn a_key_the_remote_echoes_never_comes_back() {
 
 #[test]
 fn endless_answers_are_cut_at_their_limit() {
-    let base = playground();
+    let base = serve_without_model();
     let fake = fake();
     let before = resident_bytes();
     let (status, added) = add(&base, "endless", &format!("{}/endless", fake.base), None);
@@ -378,7 +352,7 @@ fn endless_answers_are_cut_at_their_limit() {
 
 #[test]
 fn model_lists_are_kept_and_asked_again_when_refreshed() {
-    let base = playground();
+    let base = serve_without_model();
     let fake = fake();
     let (status, added) = add(&base, "counted", &format!("{}/counted", fake.base), None);
     assert_eq!(status, 201);
@@ -403,7 +377,7 @@ fn model_lists_are_kept_and_asked_again_when_refreshed() {
 
 #[test]
 fn link_local_addresses_and_impossible_ports_are_refused() {
-    let base = playground();
+    let base = serve_without_model();
     for url in [
         "http://169.254.169.254/latest/meta-data",
         "http://169.254.169.254:80",
@@ -442,7 +416,7 @@ fn link_local_addresses_and_impossible_ports_are_refused() {
 
 #[test]
 fn control_characters_in_any_search_field_answer_400() {
-    let base = playground();
+    let base = serve_without_model();
     let (status, _) = post_to(&base, "/api/conversations", r#"{"title": "Giraffes"}"#);
     assert_eq!(status, 201);
     for bad in ["%00", "gir%00affe", "%01", "%0A", "%09", "%7F", "%C2%9B"] {

@@ -1096,28 +1096,6 @@ fn history_lists_exports_and_imports() {
     );
 }
 
-/// A server on a history of its own, with no model: enough for the history's routes.
-fn history_only_server() -> String {
-    serve(
-        |store| {
-            Playground::loading(
-                store,
-                EngineConfig::new(PathBuf::new()),
-                LoadRequest {
-                    model: ModelSource::Path(PathBuf::from("/nonexistent/model.gguf")),
-                    heads: None,
-                    draft_model: None,
-                    tree: None,
-                    ctx_size: None,
-                    exact: None,
-                },
-            )
-        },
-        None,
-        server::AccessPolicy::default(),
-    )
-}
-
 /// An export document of `count` finished runs holding `tokens` token ids each, as JSON text.
 fn heavy_document(count: usize, tokens: usize) -> String {
     let token_ids = format!("[{}7]", "7,".repeat(tokens - 1));
@@ -1150,7 +1128,7 @@ fn heavy_document(count: usize, tokens: usize) -> String {
 
 #[test]
 fn runs_of_millions_of_tokens_stay_out_of_listings_and_an_import_over_the_total_is_refused() {
-    let base = history_only_server();
+    let base = serve_without_model();
     let per_run = (store::MAX_IMPORT_TOKENS / 2) as usize;
     let (status, report) = post_to(&base, "/api/runs/import", &heavy_document(2, per_run));
     assert_eq!(status, 200, "{report}");

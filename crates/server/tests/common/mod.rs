@@ -28,6 +28,29 @@ pub fn start(configure: impl FnOnce(&mut EngineConfig)) -> String {
     )
 }
 
+/// A server on a fresh history whose model never loads (its file does not exist): the routes
+/// that need no model answer, generations are refused.
+pub fn serve_without_model() -> String {
+    serve(
+        |store| {
+            Playground::loading(
+                store,
+                EngineConfig::new(PathBuf::new()),
+                playground::LoadRequest {
+                    model: playground::ModelSource::Path(PathBuf::from("/nonexistent/model.gguf")),
+                    heads: None,
+                    draft_model: None,
+                    tree: None,
+                    ctx_size: None,
+                    exact: None,
+                },
+            )
+        },
+        None,
+        server::AccessPolicy::default(),
+    )
+}
+
 /// Serves the state `make_state` builds on a fresh database, and the UI from `ui_dir`, under
 /// `access`.
 pub fn serve(
