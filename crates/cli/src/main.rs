@@ -15,6 +15,7 @@ mod progress;
 mod quantize;
 mod remote_bench;
 mod sampling_args;
+mod scale_model;
 mod serve;
 mod train_heads;
 mod tune;
@@ -42,6 +43,8 @@ enum Commands {
     Bench(bench_args::BenchArgs),
     /// Requantize a GGUF model (e.g. Q4_1 to Q4_0) with llama.cpp's quantizer.
     Quantize(quantize::QuantizeArgs),
+    /// Widen a model with zeros: the same tokens at a bigger model's cost (2-16x), with its heads.
+    ScaleModel(scale_model::ScaleModelArgs),
     /// Import FasterDecoding/Medusa heads (safetensors) as a heads file for a GGUF model.
     ConvertHeads(convert_heads::ConvertHeadsArgs),
     /// Download the default model into the cache (if needed) and print its path.
@@ -77,6 +80,7 @@ fn main() -> std::process::ExitCode {
             None => bench::run(args),
         },
         Commands::Quantize(args) => quantize::run(args),
+        Commands::ScaleModel(args) => scale_model::run(args),
         Commands::ConvertHeads(args) => convert_heads::run(args),
         Commands::FetchModel => {
             model_args::fetch_default().map(|path| println!("{}", path.display()))

@@ -72,14 +72,41 @@ pub struct ModelArgs {
     /// acceptance seen so far: higher drafts later and less, 0 trusts the rate seen.
     #[arg(long, value_name = "Z", default_value_t = engine::DEFAULT_DRAFT_CONFIDENCE)]
     pub draft_confidence: f64,
+    /// Load the model widened K times with zeros (as `medusa scale-model` makes it, beside the
+    /// model on first use): the same tokens at a bigger model's cost, with its heads widened too.
+    #[arg(long, value_name = "K")]
+    pub wide: Option<u32>,
+    /// With --wide, the widened model requantized to this format (e.g. q4_0).
+    #[arg(long, value_name = "TYPE", requires = "wide")]
+    pub wide_type: Option<String>,
 }
 
 impl ModelArgs {
-    pub fn model_path(&self) -> anyhow::Result<PathBuf> {
-        match &self.model {
-            Some(path) => Ok(path.clone()),
-            None => fetch_default(),
-        }
+    /// The model to load and its heads: the ones asked for (the default model's own heads
+    /// when no model is given), widened when --wide asks.
+    fn model_and_heads(&self) -> anyhow::Result<(PathBuf, Option<PathBuf>)> {
+        let model = match &self.model {
+            Some(path) => path.clone(),
+            None => fetch_default()?,
+        };
+        let heads = match (&self.heads, &self.model) {
+            _ if self.no_heads => None,
+            (Some(heads), _) => Some(heads.clone()),
+            (None, None) => {
+                Some(models::default_heads_path().context("installing the default model's heads")?)
+            }
+            (None, Some(_)) => None,
+        };
+        let Some(width) = self.wide else {
+            return Ok((model, heads));
+        };
+        let kind = self
+            .wide_type
+            .as_deref()
+            .map(str::parse::<engine::QuantType>)
+            .transpose()?;
+        let wide = crate::scale_model::ensure(&model, heads.as_deref(), width, kind, None, false)?;
+        Ok((wide.model, wide.heads))
     }
 
     pub fn load(&self) -> anyhow::Result<Engine> {
@@ -88,7 +115,8 @@ impl ModelArgs {
 
     /// The engine configuration these options describe (fetching the default model if needed).
     pub fn config(&self) -> anyhow::Result<EngineConfig> {
-        let mut config = EngineConfig::new(self.model_path()?);
+        let (model, heads) = self.model_and_heads()?;
+        let mut config = EngineConfig::new(model);
         config.threads = self.threads;
         config.ctx_size = self.ctx_size;
         config.parallel = self.parallel;
@@ -101,14 +129,7 @@ impl ModelArgs {
         if let Some(layers) = self.gpu_layers {
             config.gpu_layers = layers;
         }
-        config.heads_path = match (&self.heads, &self.model) {
-            _ if self.no_heads => None,
-            (Some(heads), _) => Some(heads.clone()),
-            (None, None) => {
-                Some(models::default_heads_path().context("installing the default model's heads")?)
-            }
-            (None, Some(_)) => None,
-        };
+        config.heads_path = heads;
         config.draft_model_path = self.draft_model.clone();
         config.tree = match self.tree.trim() {
             // Known only once the heads are loaded and the costs measured: given per request.

@@ -36,9 +36,12 @@ impl MedusaSetup {
     }
 }
 
-/// The first head's held-out top-1 accuracy, when the heads record it, and the time they take
-/// here to draft the plan's tree. Without it the budget would take the heads' drafts for free
-/// until timed, and explore them from an even start.
+/// Where the heads' acceptance starts, and the time they take here to draft the plan's tree.
+/// The budget prices a draft of n tokens as a chain whose token at depth d is accepted with
+/// probability r^d; r is set so that the plan's tree yields what the plan forecast from the
+/// heads' held-out accuracy (the budget and the plan then agree before any evidence), or, for
+/// plans without a forecast, the first head's held-out top-1 accuracy. Without it the budget
+/// would take the heads' drafts for free until timed, and explore them from an even start.
 fn heldout_prior(heads: &MedusaHeads, plan: &MedusaPlan) -> Option<AcceptanceStats> {
     let info = heads.info();
     let top1 = *info.training.as_ref()?.heldout_top1.first()?;
@@ -46,7 +49,32 @@ fn heldout_prior(heads: &MedusaHeads, plan: &MedusaPlan) -> Option<AcceptanceSta
     let tree = plan.tree.as_ref()?;
     let head_cost = info.head_cost(heads.draft_ms_per_head());
     let draft_ms = head_cost.draft_ms(tree);
-    Some(AcceptanceStats::with_rate(top1, PRIOR_WEIGHT, draft_ms))
+    let rate = plan
+        .expected_tokens_per_step
+        .map_or(top1, |tokens| chain_rate(tokens - 1.0, tree.len()));
+    Some(AcceptanceStats::with_rate(rate, PRIOR_WEIGHT, draft_ms))
+}
+
+/// The r in [0, 1] for which a chain of `nodes` tokens, the one at depth d accepted with
+/// probability r^d, yields `accepted` tokens on average.
+fn chain_rate(accepted: f64, nodes: usize) -> f64 {
+    let yield_of = |r: f64| (1..=nodes as i32).map(|d| r.powi(d)).sum::<f64>();
+    if accepted <= 0.0 || nodes == 0 {
+        return 0.0;
+    }
+    if yield_of(1.0) <= accepted {
+        return 1.0;
+    }
+    let (mut low, mut high) = (0.0, 1.0);
+    for _ in 0..50 {
+        let mid = (low + high) / 2.0;
+        if yield_of(mid) < accepted {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    (low + high) / 2.0
 }
 
 /// A request's drafters, each with where its draft budget starts.
@@ -65,11 +93,11 @@ pub(crate) struct DraftSetup {
 
 pub(crate) struct DrafterPool {
     medusa: Option<MedusaSetup>,
-    /// Where the draft model's acceptance starts before any request has drafted with it.
-    draft_model_prior: Option<AcceptanceStats>,
-    /// What finished requests learnt, by drafter name and evidence class, for drafters whose
-    /// acceptance carries over from one request to the next.
-    learnt: HashMap<&'static str, Vec<AcceptanceStats>>,
+    /// What is known of each drafter whose acceptance carries over from one request to the
+    /// next, by evidence class: its measurement when it loaded (the heads' held-out accuracy,
+    /// the draft model's agreement), with what finished requests learnt added to it. A request
+    /// that learnt nothing (its drafter was never asked to draft) leaves it as it was.
+    known: HashMap<&'static str, Vec<AcceptanceStats>>,
     /// See [`EngineConfig::draft_confidence`](crate::EngineConfig::draft_confidence).
     confidence_z: f64,
 }
@@ -80,12 +108,24 @@ impl DrafterPool {
         draft_model: Option<Agreement>,
         confidence_z: f64,
     ) -> Self {
+        let mut known = HashMap::new();
+        if let Some(prior) = medusa.as_ref().and_then(|m| m.heldout_prior.clone()) {
+            known.insert("medusa", vec![prior]);
+        }
+        // Priced per token by the drafting that takes it up, as the drafter says.
+        if let Some(agreement) = draft_model {
+            known.insert(
+                DRAFT_MODEL,
+                vec![AcceptanceStats::with_rate(
+                    agreement.rate,
+                    PRIOR_WEIGHT,
+                    agreement.ms_per_token,
+                )],
+            );
+        }
         Self {
             medusa,
-            // Priced per token by the drafting that takes it up, as the drafter says.
-            draft_model_prior: draft_model
-                .map(|a| AcceptanceStats::with_rate(a.rate, PRIOR_WEIGHT, a.ms_per_token)),
-            learnt: HashMap::new(),
+            known,
             confidence_z,
         }
     }
@@ -125,31 +165,25 @@ impl DrafterPool {
         }
     }
 
-    /// What earlier requests learnt about this drafter by evidence class, when that carries
-    /// over; for heads no request has drafted with yet, their held-out accuracy.
+    /// What is known of this drafter by evidence class, weighing as a few tries, when its
+    /// acceptance carries over.
     fn prior(&self, drafter: &dyn Drafter) -> Vec<AcceptanceStats> {
         if !drafter.acceptance_carries_over() {
             return Vec::new();
         }
-        match self.learnt.get(drafter.name()) {
-            Some(learnt) => learnt.iter().map(|s| s.as_prior(PRIOR_WEIGHT)).collect(),
-            None => match drafter.name() {
-                "medusa" => self.medusa.as_ref().and_then(|m| m.heldout_prior.clone()),
-                DRAFT_MODEL => self.draft_model_prior.clone(),
-                _ => None,
-            }
-            .into_iter()
-            .collect(),
-        }
+        self.known
+            .get(drafter.name())
+            .map(|known| known.iter().map(|s| s.as_prior(PRIOR_WEIGHT)).collect())
+            .unwrap_or_default()
     }
 
-    /// Keeps what a finished request learnt about its drafter, class by class, when that
+    /// Adds what a finished request learnt about its drafter, class by class, when that
     /// carries over.
     pub(crate) fn absorb(&mut self, drafter: &dyn Drafter, learnt: &[AcceptanceStats]) {
         if !drafter.acceptance_carries_over() {
             return;
         }
-        let kept = self.learnt.entry(drafter.name()).or_default();
+        let kept = self.known.entry(drafter.name()).or_default();
         if kept.len() < learnt.len() {
             kept.resize(learnt.len(), AcceptanceStats::default());
         }
@@ -159,8 +193,11 @@ impl DrafterPool {
     }
 }
 
-/// How many tries what earlier requests learnt counts as when a new request starts.
-const PRIOR_WEIGHT: u32 = 32;
+/// How many tries what is known of a drafter (measured when it loaded, and learnt by earlier
+/// requests) counts as when a new request starts: enough that the budget's caution (a lower
+/// confidence bound) leaves a measured rate nearly whole, few enough that a request whose text
+/// the drafter guesses badly proves it wrong within a few dozen steps.
+const PRIOR_WEIGHT: u32 = 128;
 
 #[cfg(test)]
 mod tests {
@@ -173,7 +210,7 @@ mod tests {
         let lookup = LookupDrafter::default();
         assert!(drafters.prior(&lookup).is_empty(), "nothing learnt yet");
         let mut copying = AcceptanceStats::default();
-        for _ in 0..100 {
+        for _ in 0..200 {
             copying.record(&[true]);
         }
         drafters.absorb(&lookup, &[AcceptanceStats::default(), copying.clone()]);
@@ -182,5 +219,37 @@ mod tests {
         assert_eq!(prior.len(), 2);
         assert_eq!(prior[0].evidence(), (0, 0));
         assert_eq!(prior[1].evidence(), (PRIOR_WEIGHT, PRIOR_WEIGHT));
+    }
+
+    #[test]
+    fn the_chain_rate_yields_what_was_forecast() {
+        let r = chain_rate(0.8, 3);
+        assert!((r + r * r + r * r * r - 0.8).abs() < 1e-9, "{r}");
+        assert_eq!(chain_rate(0.0, 3), 0.0);
+        assert_eq!(chain_rate(3.5, 3), 1.0);
+        assert!((chain_rate(0.5, 1) - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_request_that_never_drafted_leaves_the_measured_prior_as_it_was() {
+        let agreement = Agreement {
+            rate: 0.5,
+            guesses: 200,
+            ms_per_token: 1.0,
+        };
+        let mut drafters = DrafterPool::new(None, Some(agreement), CONFIDENCE_Z);
+        let model = DraftModelDrafter::default();
+        let measured = drafters.prior(&model);
+        assert_eq!(measured[0].evidence(), (64, PRIOR_WEIGHT));
+        // Its drafter was declined at every step (e.g. auto drafted with lookup only).
+        drafters.absorb(&model, &[AcceptanceStats::default()]);
+        assert_eq!(drafters.prior(&model)[0].evidence(), (64, PRIOR_WEIGHT));
+        // What a request saw is added to the measurement, not put in its place.
+        let mut missed = AcceptanceStats::default();
+        for _ in 0..4 {
+            missed.record(&[false]);
+        }
+        drafters.absorb(&model, &[missed]);
+        assert_eq!(drafters.prior(&model)[0].evidence(), (62, PRIOR_WEIGHT));
     }
 }

@@ -75,6 +75,8 @@ pub enum EngineError {
     Remote { code: &'static str, message: String },
     #[error("i/o error on {}: {message}", path.display())]
     Io { path: PathBuf, message: String },
+    #[error("cannot widen {}: {reason}", path.display())]
+    Widen { path: PathBuf, reason: String },
 }
 
 impl EngineError {
@@ -106,6 +108,7 @@ impl EngineError {
             Self::QueueFull { .. } => "queue_full",
             Self::Remote { code, .. } => code,
             Self::Io { .. } => "io_error",
+            Self::Widen { .. } => "cannot_widen",
         }
     }
 

@@ -22,6 +22,7 @@ mod error;
 mod events;
 mod exact_kernels;
 mod generation_stream;
+mod gguf_widen;
 mod grammar;
 mod grammar_cache;
 mod grammar_limits;
@@ -51,6 +52,7 @@ mod token_choice;
 pub mod tuning;
 mod utf8;
 mod valid_request;
+mod wide_model;
 
 pub use compute::{ComputeDevice, ComputeInfo};
 pub use config::{
@@ -87,3 +89,4 @@ pub use token::TokenId;
 pub use token_choice::{PromptLogprobs, TokenChoice, TokenLogprobs};
 pub use utf8::Utf8Stream;
 pub use valid_request::ValidRequest;
+pub use wide_model::{widen_model, width_is_bit_exact, WideModelReport, WIDTH_FACTORS};

@@ -52,6 +52,13 @@ pub fn file_type_name(ftype: u32) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuantType(u32);
 
+impl QuantType {
+    /// "Q4_0", and so on.
+    pub fn name(self) -> String {
+        file_type_name(self.0)
+    }
+}
+
 impl std::str::FromStr for QuantType {
     type Err = EngineError;
 

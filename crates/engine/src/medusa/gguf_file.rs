@@ -84,6 +84,41 @@ impl GgufFile {
         })
     }
 
+    pub fn f32(&self, key: &str) -> Option<f32> {
+        let id = self.key(key, llama_cpp_sys_2::GGUF_TYPE_FLOAT32)?;
+        Some(unsafe { llama_cpp_sys_2::gguf_get_val_f32(self.ctx, id) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The parsed header, for ggml calls that copy from it.
+    pub(crate) fn as_ptr(&self) -> *const gguf_context {
+        self.ctx
+    }
+
+    /// Each tensor's name, type and ggml dimensions (innermost first, 1 past the last).
+    pub fn tensors(&self) -> Vec<(String, ggml_type, [i64; 4])> {
+        // SAFETY: ids below the count are valid; names are C strings owned by the context and
+        // `ne` points at the tensor's four dimensions.
+        let count = unsafe { llama_cpp_sys_2::gguf_get_n_tensors(self.ctx) };
+        (0..count)
+            .map(|id| unsafe {
+                let name = CStr::from_ptr(llama_cpp_sys_2::gguf_get_tensor_name(self.ctx, id))
+                    .to_string_lossy()
+                    .into_owned();
+                let ne = llama_cpp_sys_2::gguf_get_tensor_ne(self.ctx, id);
+                let dims = [*ne, *ne.add(1), *ne.add(2), *ne.add(3)];
+                (
+                    name,
+                    llama_cpp_sys_2::gguf_get_tensor_type(self.ctx, id),
+                    dims,
+                )
+            })
+            .collect()
+    }
+
     pub fn required_u32(&self, key: &str) -> Result<u32, EngineError> {
         self.u32(key)
             .ok_or_else(|| heads_err(&self.path, format!("missing u32 key {key}")))

@@ -19,10 +19,12 @@ mod format;
 mod info;
 mod load;
 mod placement;
+mod widen;
 mod write;
 
 pub use compute::{HeadsCompute, HeadsPlacement};
 pub use evaluate::{scale_to_unit_rms, MedusaHeads};
 pub use info::{BaseIdentity, HeadsInfo, TrainingRecord};
 pub use load::{base_projection, base_token_embedding};
+pub use widen::widen_heads;
 pub use write::{write_heads, HeadsEncoding, HeadsWeights};

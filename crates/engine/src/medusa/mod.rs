@@ -5,7 +5,7 @@
 pub mod accuracy;
 mod backend_heads;
 pub mod convert;
-mod gguf_file;
+pub(crate) mod gguf_file;
 mod head;
 pub mod heads;
 pub mod heads_drafter;

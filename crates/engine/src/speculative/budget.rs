@@ -438,6 +438,32 @@ mod tests {
     }
 
     #[test]
+    fn heads_draft_where_extra_tokens_are_cheap_and_not_where_they_cost_nearly_full_price() {
+        // Decode costs (ms by tokens in the batch) of the default model widened 4x: on a CPU
+        // where 4 tokens cost 1.40x one, and on this 2-core one, where 2 cost 1.81x.
+        let flat = CostModel::new(vec![
+            (1, 155.0),
+            (2, 217.0),
+            (4, 217.0),
+            (8, 403.0),
+            (32, 1193.0),
+        ]);
+        let steep = CostModel::new(vec![
+            (1, 27.1),
+            (2, 49.2),
+            (4, 77.1),
+            (8, 148.9),
+            (32, 488.2),
+        ]);
+        // The heads' held-out prior (a 3-node tree forecast at 1.80 tokens per step) and
+        // their time for the tree.
+        let heads = AcceptanceStats::with_rate(0.45, 128, 6.0);
+        assert_eq!(choose_draft_len(&flat, &heads, 3), 3);
+        let heads_here = AcceptanceStats::with_rate(0.45, 128, 3.0);
+        assert_eq!(choose_draft_len(&steep, &heads_here, 3), 0);
+    }
+
+    #[test]
     fn without_evidence_nothing_is_drafted_where_tokens_cost_something() {
         let steep = CostModel::new(vec![(1, 10.0), (2, 18.0), (9, 74.0)]);
         assert_eq!(choose_draft_len(&steep, &AcceptanceStats::default(), 8), 0);
