@@ -246,7 +246,7 @@ pub(crate) fn widen_gguf(
 }
 
 fn write_zeros(w: &mut impl Write, mut count: u64) -> std::io::Result<()> {
-    const ZEROS: [u8; 1 << 16] = [0; 1 << 16];
+    static ZEROS: [u8; 1 << 16] = [0; 1 << 16];
     while count > 0 {
         let n = count.min(ZEROS.len() as u64) as usize;
         w.write_all(&ZEROS[..n])?;

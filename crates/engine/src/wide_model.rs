@@ -39,7 +39,7 @@ pub struct WideModelReport {
 
 /// Whether widening by `factor` keeps every value bit for bit (sqrt(k) is a power of two).
 pub fn width_is_bit_exact(factor: u32) -> bool {
-    factor.is_power_of_two() && factor.trailing_zeros() % 2 == 0
+    factor.is_power_of_two() && factor.trailing_zeros().is_multiple_of(2)
 }
 
 pub(crate) fn check_factor(factor: u32) -> Result<(), EngineError> {
