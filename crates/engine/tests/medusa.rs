@@ -7,7 +7,9 @@ use std::path::Path;
 
 use common::{assert_lossless, chat, greedy, model_path, run};
 use engine::medusa::convert::{base_identity, convert_checkpoint, frequent_tokens};
-use engine::medusa::heads::{write_heads, HeadsEncoding, HeadsPlacement, HeadsWeights};
+use engine::medusa::heads::{
+    widen_heads, write_heads, HeadsEncoding, HeadsPlacement, HeadsWeights,
+};
 use engine::medusa::matrix::{GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q8_0};
 use engine::medusa::plan::TreeOrigin;
 use engine::speculative::costs::{CostPoint, CostSource};
@@ -863,4 +865,77 @@ fn heads_on_the_ggml_backend_guess_what_the_thread_pool_guesses() {
         threads_trees.iter().map(Vec::len).collect::<Vec<_>>()
     );
     assert_eq!(threads_trees, ggml_trees);
+}
+
+/// The default model widened 4x with zeros (`medusa scale-model`) costs what a 1.8B model does
+/// and writes the same tokens; its widened heads draft the same trees, token for token.
+#[test]
+fn the_widened_model_writes_the_same_tokens_and_its_heads_draft_the_same_trees() {
+    let dir = tempfile::tempdir().unwrap();
+    let heads = models::default_heads_path().expect("default heads installed");
+    let wide_model = dir.path().join("wide4.gguf");
+    let wide_heads = dir.path().join("wide4.medusa.gguf");
+    let report = engine::widen_model(&model_path(), &wide_model, 4, |_, _| {}).unwrap();
+    assert_eq!((report.n_embd_before, report.n_embd_after), (576, 2304));
+    assert!(report.bit_exact);
+    assert!(report.parameters_after > 13 * report.parameters_before);
+    widen_heads(&heads, &wide_heads, 4, |_, _| {}).unwrap();
+
+    // A heads file is not a model to widen, and heads are not widened for a model they
+    // were not made for.
+    let refused = engine::widen_model(&heads, &dir.path().join("x.gguf"), 4, |_, _| {});
+    assert_eq!(refused.unwrap_err().code(), "cannot_widen");
+    let refused = widen_heads(&model_path(), &dir.path().join("y.gguf"), 4, |_, _| {});
+    assert_eq!(refused.unwrap_err().code(), "invalid_heads");
+
+    let load = |model: &Path, heads: &Path| {
+        let mut config = EngineConfig::new(model.to_path_buf());
+        config.heads_path = Some(heads.to_path_buf());
+        config.parallel = 1;
+        config.decode_costs = Some(common::cpu_decode_costs());
+        Engine::load(config).expect("loads")
+    };
+    let narrow = load(&model_path(), &heads);
+    let wide = load(&wide_model, &wide_heads);
+    assert_eq!(wide.info().n_embd, 2304);
+    let steps = |engine: &Engine, prompt: &str| {
+        let mut stream = engine
+            .generate(
+                greedy(chat(prompt), 24, GenerationMode::Medusa)
+                    .with_draft(DraftPolicy::Tree(TreeSpec::chain(4))),
+            )
+            .expect("accepted");
+        let mut trees = Vec::new();
+        loop {
+            match stream.blocking_next().expect("events until the end") {
+                GenerationEvent::Step(step) => trees.push(
+                    step.tree
+                        .nodes
+                        .iter()
+                        .map(|n| (n.token, n.parent, n.rank))
+                        .collect::<Vec<_>>(),
+                ),
+                GenerationEvent::Finished(summary) => break (summary.token_ids, trees),
+                GenerationEvent::Failed(err) => panic!("{err}"),
+                _ => {}
+            }
+        }
+    };
+    for prompt in [
+        "Explain how a rainbow forms, in simple terms.",
+        "List three uses of copper.",
+    ] {
+        let normal = |engine: &Engine| {
+            run(engine, greedy(chat(prompt), 24, GenerationMode::Normal)).token_ids
+        };
+        assert_eq!(normal(&narrow), normal(&wide), "{prompt}");
+        let (narrow_tokens, narrow_trees) = steps(&narrow, prompt);
+        let (wide_tokens, wide_trees) = steps(&wide, prompt);
+        assert_eq!(narrow_tokens, wide_tokens, "{prompt}");
+        assert!(
+            narrow_trees.iter().any(|t| t.len() == 4),
+            "{narrow_trees:?}"
+        );
+        assert_eq!(narrow_trees, wide_trees, "{prompt}");
+    }
 }
