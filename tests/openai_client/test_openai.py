@@ -104,6 +104,16 @@ def test_errors_raise_the_client_exceptions(client, model):
         client.chat.completions.create(
             model="gpt-4o", messages=[{"role": "user", "content": "Hi"}], max_tokens=4)
     assert err.value.code == "model_not_found"
+    assert err.value.param == "model"
+    # OpenAI's range for the temperature is 0 to 2.
+    for temperature in (5, -1):
+        with pytest.raises(openai.BadRequestError) as err:
+            client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=2,
+                temperature=temperature)
+        assert err.value.code == "invalid_parameter"
+        assert err.value.param == "temperature"
+        assert set(err.value.body) >= {"type", "code", "param", "message"}
 
 
 def test_what_is_not_supported_yet_is_refused_by_name(client, model):
@@ -305,6 +315,10 @@ def test_embeddings_in_base64_and_as_numbers_agree(client, model):
     cat, rug, markets = (d.embedding for d in numbers.data)
     assert dot(cat, rug) > dot(cat, markets)
     assert packed.usage.prompt_tokens == packed.usage.total_tokens > 0
+    # Token ids, as langchain's OpenAIEmbeddings sends them by default.
+    ids = client.embeddings.create(model=model, input=[[1, 2, 3], [4, 5]])
+    assert [len(d.embedding) for d in ids.data] == [len(cat)] * 2
+    assert ids.usage.prompt_tokens == 5
 
 
 def test_echo_scores_a_continuation_as_evaluation_harnesses_ask(client, model):

@@ -1,10 +1,15 @@
 // A draft model end to end: a real `medusa serve` on the default model with the model itself as
 // its draft model (it agrees with itself, so its guesses are accepted), and headless Chromium:
 // Settings names the draft model, the mode menus offer it, Compare runs it beside normal
-// decoding with its nodes in its own colour in the step inspector, and History keeps it.
+// decoding with its nodes in its own colour in the step inspector, and History keeps it. Last,
+// Settings says why drafting does or does not pay here, and converts the model's Q4_1 weights
+// to Q4_0 (a copy of the default model, so the conversion is written beside the copy).
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { medusa, screenshots, startBrowser, startServer, openTab } from './harness.mjs';
 
@@ -14,10 +19,14 @@ const LONG = 240_000;
 let server;
 let browser;
 let page;
+/** The model served: a copy of the default model in a directory of its own. */
+let served;
 
 before(async () => {
   const model = execFileSync(medusa, ['fetch-model'], { encoding: 'utf8' }).trim();
-  server = await startServer({ extraArgs: ['--draft-model', model] });
+  served = join(mkdtempSync(join(tmpdir(), 'medusa-weights-')), 'SmolLM2-135M-Instruct.Q4_1.gguf');
+  copyFileSync(model, served);
+  server = await startServer({ extraArgs: ['--model', served, '--draft-model', model] });
   browser = await startBrowser();
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   page.setDefaultTimeout(LONG);
@@ -120,4 +129,26 @@ test("Settings counts the draft model's decodes once it has drafted", async () =
   await line.waitFor();
   // Compare drafted with it above: decodes and their tokens are counted.
   assert.match(await line.innerText(), /^[1-9]\d* decodes?, \d+ tokens \([\d.]+ per decode, every drafting request's in the same ones\)$/);
+});
+
+test('Settings says why drafting pays or not here, and converts the weights to Q4_0 in one click', async () => {
+  await openTab(page, 'settings');
+  const outlook = page.getByTestId('settings-drafting-outlook');
+  await outlook.waitFor();
+  assert.match(await outlook.innerText(), /^Here a decode of 2 tokens costs [\d.]+x one, and 4 cost [\d.]+x: .+ more than \d+% of the time/s);
+  const note = page.getByTestId('settings-format-note');
+  assert.match(await note.innerText(), /^Q4_1 weights are not repacked for the CPU's batched kernels in llama\.cpp; Q4_0/);
+  await page.getByTestId('settings-convert').click();
+  const status = page.getByTestId('settings-convert-status');
+  await status.waitFor();
+  const converted = served.replace(/Q4_1\.gguf$/, 'Q4_0.gguf');
+  assert.equal(await status.innerText(), `Loaded Q4_0 weights from ${converted}; the original file is kept.`);
+  const info = await (await fetch(`${server.url}/api/info`)).json();
+  assert.equal(info.model.file_type, 'Q4_0');
+  assert.equal(info.model.path, converted);
+  assert.ok(existsSync(served), 'the original is kept');
+  assert.ok(info.heads !== null && info.model.draft_model !== null, 'heads and draft model come along');
+  // The new file's decode costs are measured when a run first drafts with it.
+  await page.getByTestId('settings-drafting-outlook-pending').waitFor();
+  assert.equal(await page.getByTestId('settings-format-note').count(), 0, 'Q4_0 is repacked: nothing left to convert');
 });

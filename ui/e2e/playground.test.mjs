@@ -390,6 +390,34 @@ test('Compare stays greedy, and says so', async () => {
   for (const { run } of runs) assert.equal(run.sampling.temperature, 0);
 });
 
+test('Compare gives Medusa and Auto each their own tree, and the stored runs say which', async () => {
+  await openTab(page, 'compare');
+  await page.getByTestId('compare-input').fill('Say "yes yes yes".');
+  await page.getByTestId('compare-lookup').uncheck();
+  await page.getByTestId('compare-auto').check();
+  await page.getByTestId('compare-tree').selectOption('mc_sim_7b_63');
+  const autoTree = page.getByTestId('compare-auto-tree');
+  assert.equal(await autoTree.inputValue(), 'auto', 'a tree picked for Medusa is not Auto\'s');
+  await page.getByTestId('compare-max-tokens').fill('8');
+  await page.getByTestId('compare-repeats').fill('1');
+  await page.getByTestId('compare-run').click();
+  await page.getByTestId('compare-stored').waitFor({ timeout: LONG });
+  const compared = (await api('/api/comparisons')).comparisons[0];
+  const trees = {};
+  for (const member of compared.runs) {
+    const { run } = await api(`/api/runs/${member.run_id}`);
+    trees[run.mode] = run.tree;
+  }
+  assert.deepEqual(Object.keys(trees).sort(), ['auto', 'medusa', 'normal']);
+  assert.equal(trees.medusa, 'mc_sim_7b_63');
+  assert.equal(trees.auto, null, 'auto drafts what pays, with no tree of Medusa\'s');
+  // As it was, for the tests after this one.
+  await page.getByTestId('compare-tree').selectOption('auto');
+  await page.getByTestId('compare-auto').uncheck();
+  await page.getByTestId('compare-lookup').check();
+  await page.getByTestId('compare-repeats').fill(String(COMPARE_REPEATS));
+});
+
 test('a failed load beside the model in use is said in Settings only; the model keeps serving', async () => {
   const before = await api('/api/info');
   const broken = join(modelsDir, 'broken.gguf');

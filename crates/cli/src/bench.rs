@@ -12,8 +12,7 @@ use playground::run_order::balanced_order;
 
 use crate::bench_args::{load_prompts, modes_with_normal_first, BenchArgs};
 use crate::bench_report::{
-    cpu_model, print_table, quantization_hint, BaselineResult, BenchReport, ModeResult,
-    PromptCacheResult,
+    cpu_model, print_table, BaselineResult, BenchReport, ModeResult, PromptCacheResult,
 };
 use crate::bench_totals::{round_speedup, Totals};
 
@@ -163,7 +162,7 @@ pub fn run(mut args: BenchArgs) -> anyhow::Result<()> {
             .clone()
             .filter(|_| modes.contains(&GenerationMode::Medusa)),
         prompt_cache,
-        hint: quantization_hint(&info.file_type),
+        outlook: engine.drafting_outlook()?,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use engine::medusa::plan::MedusaPlan;
 use engine::speculative::costs::DecodeCosts;
+use engine::speculative::outlook::DraftingOutlook;
 use engine::{GenerationMode, StepProfile};
 use serde::Serialize;
 use store::Spread;
@@ -76,7 +77,8 @@ pub(crate) struct BenchReport {
     pub(crate) medusa_plan: Option<MedusaPlan>,
     /// A follow-up turn of each conversation, its prompt read whole and with the prompt cache.
     pub(crate) prompt_cache: PromptCacheResult,
-    pub(crate) hint: Option<String>,
+    /// Whether drafting can pay for this model here, and why.
+    pub(crate) outlook: Option<DraftingOutlook>,
 }
 
 /// A second turn of every bench conversation, normal mode, greedy: once with its prompt read
@@ -92,16 +94,6 @@ pub(crate) struct PromptCacheResult {
     pub(crate) cached_over_cold: f64,
     /// Follow-ups whose greedy tokens were the same both ways.
     pub(crate) outputs_identical: usize,
-}
-
-/// Formats that llama.cpp repacks for fast CPU kernels decode much faster than their neighbours.
-pub(crate) fn quantization_hint(file_type: &str) -> Option<String> {
-    matches!(file_type, "Q4_1" | "Q5_0" | "Q5_1" | "F16" | "BF16" | "F32").then(|| {
-        format!(
-            "{file_type} weights are not repacked for this CPU's fast kernels; try \
-             `medusa quantize --type q4_0 --out model-q4_0.gguf` and bench that file"
-        )
-    })
 }
 
 pub(crate) fn cpu_model() -> String {
@@ -200,24 +192,11 @@ pub(crate) fn print_table(r: &BenchReport) {
         cache.outputs_identical,
         cache.follow_ups
     );
-    if let Some(hint) = &r.hint {
-        println!("hint: {hint}");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_not_repacked_for_fast_kernels_get_a_hint() {
-        for slow in ["Q4_1", "Q5_0", "F16"] {
-            let hint = quantization_hint(slow).unwrap();
-            assert!(hint.starts_with(slow), "{hint}");
-            assert!(hint.contains("--type q4_0"), "{hint}");
-        }
-        for fast in ["Q4_0", "Q8_0", "Q4_K_M"] {
-            assert_eq!(quantization_hint(fast), None, "{fast}");
+    if let Some(outlook) = &r.outlook {
+        println!("drafting here: {}", outlook.explanation);
+        println!("model size: {}", outlook.model_size);
+        if let Some(note) = &outlook.format_note {
+            println!("hint: {note}");
         }
     }
 }

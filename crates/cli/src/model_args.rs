@@ -181,7 +181,10 @@ pub struct InfoArgs {
 
 pub fn info(args: InfoArgs) -> anyhow::Result<()> {
     let engine = args.model.load()?;
-    let info = engine.info();
+    let mut info = engine.info().clone();
+    // Measured now if no earlier load kept this machine's decode costs for the model.
+    info.drafting_outlook = engine.drafting_outlook()?;
+    let info = &info;
     if args.json {
         println!("{}", serde_json::to_string_pretty(info)?);
     } else {
@@ -263,6 +266,13 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
                     percents(&training.heldout_top1),
                     percents(&training.heldout_top5)
                 );
+            }
+        }
+        if let Some(outlook) = &info.drafting_outlook {
+            println!("drafting     {}", outlook.explanation);
+            println!("model size   {}", outlook.model_size);
+            if let Some(note) = &outlook.format_note {
+                println!("weights      {note}");
             }
         }
         if let Some(tree) = &info.medusa_tree {

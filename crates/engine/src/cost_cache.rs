@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::speculative::costs::CostPoint;
+use crate::speculative::outlook::WidenedCosts;
 
 /// Everything a decode's cost depends on that can change between loads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,6 +79,18 @@ struct Entry {
 }
 
 /// A folder of measured decode costs.
+/// Whether a model file was made by `medusa scale-model` (`name.wide4.gguf`, `name.wide4.Q4_0.gguf`).
+fn is_widened(model_path: &str) -> bool {
+    let name = Path::new(model_path)
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    name.split('.').any(|part| {
+        part.strip_prefix("wide")
+            .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
 #[derive(Debug, Clone)]
 pub struct CostCache {
     dir: PathBuf,
@@ -116,6 +129,35 @@ impl CostCache {
 
     /// Keeps `points` under `key`, replacing what was there (written whole, then renamed, so a
     /// reader never sees half a file).
+    /// The costs measured on this machine, with the same settings, of the widest model made
+    /// by widening (`medusa scale-model`, named `*.wideK*.gguf`) other than `like`'s model.
+    pub fn widest_widened(&self, like: &CostKey) -> Option<WidenedCosts> {
+        let entries = std::fs::read_dir(&self.dir).ok()?;
+        entries
+            .filter_map(|entry| {
+                let text = std::fs::read_to_string(entry.ok()?.path()).ok()?;
+                serde_json::from_str::<Entry>(&text).ok()
+            })
+            .filter(|e| {
+                let k = &e.key;
+                k.model_path != like.model_path
+                    && k.devices == like.devices
+                    && k.threads == like.threads
+                    && k.gpu_layers == like.gpu_layers
+                    && k.exact == like.exact
+                    && is_widened(&k.model_path)
+            })
+            .max_by_key(|e| e.key.model_bytes)
+            .map(|e| WidenedCosts {
+                file_name: Path::new(&e.key.model_path)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                file_bytes: e.key.model_bytes,
+                points: e.decode_costs,
+            })
+    }
+
     pub fn store(&self, key: &CostKey, points: &[CostPoint]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let entry = Entry {
@@ -146,6 +188,41 @@ mod tests {
             n_ctx: 4096,
             exact: true,
         }
+    }
+
+    #[test]
+    fn the_widest_widened_model_measured_with_the_same_settings_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CostCache::new(dir.path());
+        let model = |path: &str, bytes: u64, threads: usize| CostKey {
+            model_path: path.into(),
+            model_bytes: bytes,
+            ..key(threads)
+        };
+        let one = [CostPoint::exact(1, 6.5)];
+        assert!(cache.widest_widened(&key(2)).is_none());
+        cache
+            .store(&model("/models/m.wide4.Q4_0.gguf", 1_000, 2), &one)
+            .unwrap();
+        cache
+            .store(&model("/models/m.wide8.gguf", 4_000, 2), &one)
+            .unwrap();
+        cache
+            .store(&model("/models/m.wide16.gguf", 9_000, 4), &one)
+            .unwrap();
+        cache
+            .store(&model("/models/widest.gguf", 9_000, 2), &one)
+            .unwrap();
+        let found = cache.widest_widened(&key(2)).unwrap();
+        assert_eq!(
+            (found.file_name.as_str(), found.file_bytes),
+            ("m.wide8.gguf", 4_000)
+        );
+        // A widened model is not its own reference.
+        let itself = cache
+            .widest_widened(&model("/models/m.wide8.gguf", 4_000, 2))
+            .unwrap();
+        assert_eq!(itself.file_name, "m.wide4.Q4_0.gguf");
     }
 
     #[test]

@@ -26,6 +26,7 @@ use crate::backend::backend;
 use crate::error::EngineError;
 use crate::prompt;
 use crate::request::Prompt;
+use crate::token::TokenId;
 
 /// Most texts one call may embed.
 pub const MAX_EMBEDDING_INPUTS: usize = 256;
@@ -34,6 +35,19 @@ pub const MAX_EMBEDDING_INPUTS: usize = 256;
 /// running requests, so an embedding holds them up no longer than a prompt does. Fixed, so a
 /// text's vector does not depend on what else was running.
 pub const EMBEDDING_CHUNK: usize = 64;
+
+/// What to embed: a text, or token ids of the model's own vocabulary (OpenAI takes both).
+#[derive(Debug, Clone, PartialEq)]
+pub enum EmbeddingInput {
+    Text(String),
+    Tokens(Vec<TokenId>),
+}
+
+impl From<String> for EmbeddingInput {
+    fn from(text: String) -> Self {
+        Self::Text(text)
+    }
+}
 
 /// One text's embedding.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,33 +86,57 @@ pub(crate) struct EmbeddingJob {
 
 /// Tokenizes `texts` and checks them against the limits: at most [`MAX_EMBEDDING_INPUTS`] texts,
 /// each at most `max_text_tokens`, all together at most `max_call_tokens`.
-pub(crate) fn tokenize_texts(
+pub(crate) fn tokenize_inputs(
     model: &LlamaModel,
-    texts: &[String],
+    inputs: &[EmbeddingInput],
     max_text_tokens: usize,
     max_call_tokens: usize,
 ) -> Result<Vec<Vec<LlamaToken>>, EngineError> {
-    if texts.is_empty() || texts.len() > MAX_EMBEDDING_INPUTS {
+    if inputs.is_empty() || inputs.len() > MAX_EMBEDDING_INPUTS {
         return Err(EngineError::InvalidParameter {
             name: "input",
             message: format!(
                 "give 1 to {MAX_EMBEDDING_INPUTS} texts to embed, got {}",
-                texts.len()
+                inputs.len()
             ),
         });
     }
     // No token spells more than MAX_BYTES_PER_TOKEN bytes: a call far over the budget is
     // refused from its length, before megabytes are tokenized.
-    let at_least: usize = texts.iter().map(|t| t.len() / MAX_BYTES_PER_TOKEN).sum();
+    let at_least: usize = inputs
+        .iter()
+        .map(|input| match input {
+            EmbeddingInput::Text(text) => text.len() / MAX_BYTES_PER_TOKEN,
+            EmbeddingInput::Tokens(ids) => ids.len(),
+        })
+        .sum();
     if at_least > max_call_tokens {
         return Err(over_budget(at_least, max_call_tokens));
     }
+    let n_vocab = model.n_vocab().max(0);
     let mut total = 0usize;
-    texts
+    inputs
         .iter()
-        .map(|text| {
-            let rendered = prompt::render(model, None, &Prompt::Text(text.clone()), false)?;
-            let tokens = prompt::tokenize(model, &rendered);
+        .map(|input| {
+            let tokens = match input {
+                EmbeddingInput::Text(text) => {
+                    let rendered = prompt::render(model, None, &Prompt::Text(text.clone()), false)?;
+                    prompt::tokenize(model, &rendered)
+                }
+                EmbeddingInput::Tokens(ids) => ids
+                    .iter()
+                    .map(|&id| match id {
+                        0.. if id < n_vocab => Ok(LlamaToken::new(id)),
+                        _ => Err(EngineError::InvalidParameter {
+                            name: "input",
+                            message: format!(
+                                "token id {id} is not in this model's vocabulary (0 to {})",
+                                n_vocab - 1
+                            ),
+                        }),
+                    })
+                    .collect::<Result<_, _>>()?,
+            };
             if tokens.is_empty() {
                 return Err(EngineError::EmptyPrompt);
             }

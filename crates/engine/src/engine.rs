@@ -12,8 +12,8 @@ use tokio::sync::oneshot;
 
 use crate::config::EngineConfig;
 use crate::diagnostics::{BaselineRun, Diagnostic};
-use crate::embeddings::{self, Embedding, EmbeddingCall, EmbeddingJob};
-use crate::engine_loading::engine_thread;
+use crate::embeddings::{self, Embedding, EmbeddingCall, EmbeddingInput, EmbeddingJob};
+use crate::engine_loading::{engine_thread, Loaded};
 use crate::engine_metrics::{EngineMetrics, Shared};
 use crate::error::EngineError;
 use crate::events::GenerationEvent;
@@ -28,6 +28,7 @@ use crate::request::{DraftPolicy, GenerateRequest, Prompt};
 use crate::request_draft::{LoadedHeads, RequestDraft};
 use crate::scheduler::Command;
 use crate::speculative::costs::DecodeCosts;
+use crate::speculative::outlook::{drafting_outlook, DraftingOutlook, WidenedCosts};
 use crate::step_profile::StepProfile;
 use crate::token::TokenId;
 use crate::token_choice::{PromptLogprobs, TokenChoice};
@@ -48,6 +49,8 @@ pub struct Engine {
     max_embedding_tokens: usize,
     /// Whether decodes keep the hidden states (heads loaded, or asked for at load).
     returns_hidden_states: bool,
+    /// A widened model's decode costs measured here, for the drafting outlook.
+    widened_costs: Option<WidenedCosts>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -68,7 +71,11 @@ impl Engine {
             .spawn(move || engine_thread(config, header, ready_tx, receiver, thread_shared))
             .map_err(|e| EngineError::Context(format!("cannot start engine thread: {e}")))?;
         match ready_rx.recv() {
-            Ok(Ok((info, model))) => Ok(Self {
+            Ok(Ok(Loaded {
+                info,
+                model,
+                widened_costs,
+            })) => Ok(Self {
                 commands,
                 // The context keeps hidden states when asked to, or for the heads it loaded.
                 returns_hidden_states: hidden_states_asked || info.heads.is_some(),
@@ -77,6 +84,7 @@ impl Engine {
                     .unwrap_or(info.n_ctx as usize * info.parallel),
                 info,
                 model,
+                widened_costs,
                 grammars: Arc::default(),
                 shared,
                 max_queued,
@@ -275,10 +283,18 @@ impl Engine {
     /// within the embedding budget; it takes a queue place like a generation. Await the call for
     /// the vectors; dropping it cancels the call.
     pub fn submit_embedding(&self, texts: Vec<String>) -> Result<EmbeddingCall, EngineError> {
-        let _span = tracing::info_span!("submit_embedding", texts = texts.len()).entered();
-        let texts = embeddings::tokenize_texts(
+        self.submit_embedding_inputs(texts.into_iter().map(EmbeddingInput::Text).collect())
+    }
+
+    /// [`Self::submit_embedding`] for texts or token ids.
+    pub fn submit_embedding_inputs(
+        &self,
+        inputs: Vec<EmbeddingInput>,
+    ) -> Result<EmbeddingCall, EngineError> {
+        let _span = tracing::info_span!("submit_embedding", texts = inputs.len()).entered();
+        let texts = embeddings::tokenize_inputs(
             &self.model,
-            &texts,
+            &inputs,
             self.info.n_ctx as usize,
             self.max_embedding_tokens,
         )?;
@@ -347,6 +363,30 @@ impl Engine {
             fresh: false,
             reply,
         })
+    }
+
+    /// Whether drafting can pay for this model here, and why, from its decode costs (measured
+    /// now if they are not known yet; blocking). `None` when the costs lack the sizes it reads.
+    pub fn drafting_outlook(&self) -> Result<Option<DraftingOutlook>, EngineError> {
+        let costs = self.decode_costs()?;
+        Ok(drafting_outlook(
+            &costs.points,
+            &self.info.file_type,
+            self.info.compute.gpu_layers > 0,
+            self.widened_costs.as_ref(),
+        ))
+    }
+
+    /// [`Self::drafting_outlook`] as far as the engine knows its decode costs now, without
+    /// measuring them (`None` until they are known: read from the cache, measured at load for
+    /// the heads, or when a request first drafted by the budget).
+    pub fn known_drafting_outlook(&self) -> Option<DraftingOutlook> {
+        drafting_outlook(
+            &self.shared.decode_costs()?,
+            &self.info.file_type,
+            self.info.compute.gpu_layers > 0,
+            self.widened_costs.as_ref(),
+        )
     }
 
     /// The same, measured now whatever is known, and kept in the cache for later loads.

@@ -27,6 +27,7 @@ use crate::quantize::file_type_name;
 use crate::request::MAX_DRAFT_TOKENS;
 use crate::sampling_defaults::SamplingDefaults;
 use crate::scheduler::{Command, Scheduler};
+use crate::speculative::outlook::{drafting_outlook, WidenedCosts};
 use crate::speculative::tree::TreeSpec;
 
 /// The batch a context is created with: `batch_size` (how much of a prompt one decode takes), or
@@ -38,10 +39,18 @@ pub(crate) fn batch_capacity(batch_size: u32, parallel: usize, n_seq_max: usize)
     batch_size.max(u32::try_from(min_batch).unwrap_or(u32::MAX))
 }
 
+/// What the engine thread hands back once the model is ready.
+pub(crate) struct Loaded {
+    pub(crate) info: ModelInfo,
+    pub(crate) model: Arc<LlamaModel>,
+    /// A widened model's decode costs measured here, for the drafting outlook.
+    pub(crate) widened_costs: Option<WidenedCosts>,
+}
+
 pub(crate) fn engine_thread(
     config: EngineConfig,
     header: model_file::GgufHeader,
-    ready: std_mpsc::Sender<Result<(ModelInfo, Arc<LlamaModel>), EngineError>>,
+    ready: std_mpsc::Sender<Result<Loaded, EngineError>>,
     mut commands: UnboundedReceiver<Command>,
     shared: Arc<Shared>,
 ) {
@@ -138,6 +147,9 @@ pub(crate) fn engine_thread(
         );
         (CostCache::new(dir), key)
     });
+    let widened_costs = cost_cache
+        .as_ref()
+        .and_then(|(cache, key)| cache.widest_widened(key));
     let mut runtime = LlamaRuntime::new(
         &model,
         ctx,
@@ -197,8 +209,22 @@ pub(crate) fn engine_thread(
         info.medusa_tree = medusa.plan.tree.clone();
         info.medusa_plan = Some(medusa.plan.clone());
     }
+    // Known now where the heads' plan measured them or an earlier load kept them.
+    info.drafting_outlook = runtime.read_cached_costs().and_then(|costs| {
+        drafting_outlook(
+            costs.points(),
+            &info.file_type,
+            on_gpu,
+            widened_costs.as_ref(),
+        )
+    });
     tracing::info!(model = %info.name, file_type = %info.file_type, threads, n_ctx_seq, parallel, "model loaded");
-    if ready.send(Ok((info, model.clone()))).is_err() {
+    let loaded = Loaded {
+        info,
+        model: model.clone(),
+        widened_costs,
+    };
+    if ready.send(Ok(loaded)).is_err() {
         return;
     }
 
@@ -412,6 +438,7 @@ fn model_info(
         heads: None,
         medusa_tree: None,
         medusa_plan: None,
+        drafting_outlook: None,
         draft_model: None,
         parallel: 1,
         exact: config.exact,

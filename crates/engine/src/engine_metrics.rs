@@ -7,6 +7,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde::Serialize;
 
+use crate::speculative::costs::CostPoint;
 use crate::step_profile::StepProfile;
 
 /// Engine-wide counters, for the UI and the server's metrics.
@@ -65,6 +66,8 @@ pub(crate) struct Shared {
     pub(crate) queued: AtomicUsize,
     metrics: Mutex<EngineMetrics>,
     step_profile: Mutex<StepProfile>,
+    /// The decode costs the engine drafts by, once known.
+    decode_costs: Mutex<Option<Vec<CostPoint>>>,
 }
 
 impl Shared {
@@ -77,6 +80,20 @@ impl Shared {
             .step_profile
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn decode_costs(&self) -> Option<Vec<CostPoint>> {
+        self.decode_costs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_decode_costs(&self, points: Vec<CostPoint>) {
+        *self
+            .decode_costs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(points);
     }
 
     fn counters(&self) -> MutexGuard<'_, EngineMetrics> {

@@ -10,6 +10,7 @@ use crate::compute::ComputeInfo;
 use crate::medusa::heads::HeadsInfo;
 use crate::medusa::plan::MedusaPlan;
 use crate::sampling_defaults::SamplingDefaults;
+use crate::speculative::outlook::DraftingOutlook;
 use crate::speculative::tree::TreeSpec;
 
 /// What a loaded model is, for display and for recording next to every run.
@@ -47,6 +48,10 @@ pub struct ModelInfo {
     pub medusa_tree: Option<TreeSpec>,
     /// How Medusa mode's tree was settled on this machine, and the decision in words.
     pub medusa_plan: Option<MedusaPlan>,
+    /// Whether drafting can pay for this model here, and why, from the decode costs measured
+    /// here; `None` until they are known (at load, from the cache or measured for the heads;
+    /// else when a request first drafts by the budget).
+    pub drafting_outlook: Option<DraftingOutlook>,
     /// The draft model loaded beside the model, if any.
     pub draft_model: Option<DraftModelInfo>,
     /// Exact mode: batch-invariant kernels and cells in position order, so that greedy

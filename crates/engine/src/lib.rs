@@ -60,7 +60,9 @@ pub use config::{
     DEFAULT_DRAFT_CONFIDENCE, DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL, MAX_DRAFT_CONFIDENCE,
 };
 pub use diagnostics::BaselineRun;
-pub use embeddings::{Embedding, EmbeddingCall, EMBEDDING_CHUNK, MAX_EMBEDDING_INPUTS};
+pub use embeddings::{
+    Embedding, EmbeddingCall, EmbeddingInput, EMBEDDING_CHUNK, MAX_EMBEDDING_INPUTS,
+};
 pub use engine::Engine;
 pub use engine_metrics::EngineMetrics;
 pub use error::EngineError;

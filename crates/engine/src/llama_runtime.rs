@@ -48,6 +48,8 @@ pub(crate) struct LlamaRuntime<'m> {
     /// Decode cost by batch size, measured when the engine is first idle with a speculative
     /// request to serve.
     cost_model: Option<CostModel>,
+    /// Counts the changes of `cost_model`'s figures, for whoever publishes them.
+    cost_version: u64,
     /// Where measured decode costs are kept for this machine, model and settings.
     cost_cache: Option<(CostCache, CostKey)>,
     /// Steps observed since real steps' figures were last compared with the kept ones.
@@ -95,6 +97,7 @@ impl<'m> LlamaRuntime<'m> {
             n_ctx_seq: settings.n_ctx_seq,
             n_batch,
             returns_hidden_states: settings.returns_hidden_states,
+            cost_version: 0,
             cost_model: settings
                 .given_costs
                 .map(|points| CostModel::with_bands(points, CostSource::Given, None)),
@@ -294,6 +297,11 @@ impl<'m> LlamaRuntime<'m> {
         self.cost_model.as_ref()
     }
 
+    /// Changes each time the cost model's figures change.
+    pub(crate) fn cost_version(&self) -> u64 {
+        self.cost_version
+    }
+
     /// Teaches the cost model what a decode of `tokens` draft-able tokens took. Every so many
     /// steps, figures that real steps clearly contradict replace the kept ones.
     pub(crate) fn observe_decode(&mut self, tokens: usize, ms: f64) {
@@ -308,6 +316,7 @@ impl<'m> LlamaRuntime<'m> {
         self.steps_since_drift_check = 0;
         if cost.drifted() {
             cost.settle();
+            self.cost_version += 1;
             tracing::info!(points = ?cost.points(), "decode costs follow real steps now");
             if let Some((cache, key)) = &self.cost_cache {
                 if let Err(err) = cache.store(key, cost.points()) {
@@ -320,24 +329,29 @@ impl<'m> LlamaRuntime<'m> {
     /// The decode cost model: read from the cache when this machine measured it before for
     /// this model and settings, else measured once per engine. Needs the engine to be idle.
     pub(crate) fn ensure_cost_model(&mut self) -> Result<&CostModel, EngineError> {
+        self.read_cached_costs();
+        if self.cost_model.is_none() {
+            self.measure_costs()?;
+        }
+        Ok(self
+            .cost_model
+            .get_or_insert_with(|| CostModel::new(vec![])))
+    }
+
+    /// Takes the decode costs from the cache, if it has them and none are known yet.
+    pub(crate) fn read_cached_costs(&mut self) -> Option<&CostModel> {
         if self.cost_model.is_none() {
             let cached = self
                 .cost_cache
                 .as_ref()
                 .and_then(|(cache, key)| cache.load(key));
-            match cached {
-                Some(points) => {
-                    tracing::info!(?points, "decode costs read from the cache");
-                    self.cost_model = Some(CostModel::with_bands(points, CostSource::Cached, None));
-                }
-                None => {
-                    self.measure_costs()?;
-                }
+            if let Some(points) = cached {
+                tracing::info!(?points, "decode costs read from the cache");
+                self.cost_model = Some(CostModel::with_bands(points, CostSource::Cached, None));
+                self.cost_version += 1;
             }
         }
-        Ok(self
-            .cost_model
-            .get_or_insert_with(|| CostModel::new(vec![])))
+        self.cost_model.as_ref()
     }
 
     /// Measures decode costs now and uses them from here on; keeps them in the cache unless
@@ -357,6 +371,7 @@ impl<'m> LlamaRuntime<'m> {
             (None, None) => {}
         }
         self.steps_since_drift_check = 0;
+        self.cost_version += 1;
         Ok(self.cost_model.insert(measured))
     }
 

@@ -84,6 +84,8 @@ pub(crate) struct Scheduler<'m> {
     /// The draft model, in its own context, when one is loaded.
     draft_model: Option<RefCell<DraftModel<'m>>>,
     shared: Arc<Shared>,
+    /// The version of the decode costs last published to `shared`.
+    published_costs: Option<u64>,
 }
 
 impl<'m> Scheduler<'m> {
@@ -119,6 +121,19 @@ impl<'m> Scheduler<'m> {
                 RefCell::new(model)
             }),
             shared,
+            published_costs: None,
+        }
+    }
+
+    /// Publishes the decode costs when they are new or changed, for the drafting outlook.
+    fn publish_costs(&mut self) {
+        let version = self.runtime.cost_version();
+        if self.published_costs == Some(version) {
+            return;
+        }
+        if let Some(costs) = self.runtime.cost_model() {
+            self.shared.set_decode_costs(costs.points().to_vec());
+            self.published_costs = Some(version);
         }
     }
 
@@ -137,6 +152,7 @@ impl<'m> Scheduler<'m> {
 
     pub(crate) fn run(mut self, commands: &mut UnboundedReceiver<Command>) {
         loop {
+            self.publish_costs();
             if self.idle() && !self.embedding_work() {
                 while let Some(diagnostic) = self.diagnostics.pop_front() {
                     self.run_diagnostic(diagnostic);

@@ -13,6 +13,7 @@ use engine::medusa::heads::{
 use engine::medusa::matrix::{GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q8_0};
 use engine::medusa::plan::TreeOrigin;
 use engine::speculative::costs::{CostPoint, CostSource};
+use engine::speculative::outlook::CostRegime;
 use engine::speculative::tree_builder::Verdict;
 use engine::{
     DraftPolicy, Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode, StepEvent,
@@ -744,7 +745,17 @@ fn trained_heads_size_their_tree_from_the_given_decode_costs() {
     let tree = plan.tree.clone().expect("a tree pays when tokens are free");
     assert!(tree.len() > 16, "{} nodes", tree.len());
     assert!(plan.predicted_speedup.unwrap() > 1.2, "{}", plan.decision);
+    let outlook = engine
+        .info()
+        .drafting_outlook
+        .clone()
+        .expect("costs known at load");
+    assert_eq!(outlook.regime, CostRegime::MemoryBound);
     let prompt = chat("Explain how a rainbow forms, in simple terms.");
+    // A request whose heads never drafted (its one token came from the prompt's decode) teaches
+    // nothing about them: the heads' held-out accuracy stays where later requests start.
+    let learnt_nothing = run(&engine, greedy(prompt.clone(), 1, GenerationMode::Auto));
+    assert_eq!(learnt_nothing.tokens_generated, 1);
     let summary = assert_lossless(&engine, prompt.clone(), GenerationMode::Medusa, 64);
     // It drafts; how long it keeps drafting depends on the decode times it then observes on
     // this machine, which are not the ones given above.
@@ -753,8 +764,19 @@ fn trained_heads_size_their_tree_from_the_given_decode_costs() {
 
     // A machine where every extra token costs a whole decode: no tree pays, Medusa mode says
     // so and decodes plainly.
-    config.decode_costs = given(&[(1, 10.0), (2, 20.0), (128, 1280.0)]);
+    config.decode_costs = given(&[(1, 10.0), (2, 20.0), (4, 40.0), (128, 1280.0)]);
     let engine = Engine::load(config.clone()).unwrap();
+    let outlook = engine
+        .info()
+        .drafting_outlook
+        .clone()
+        .expect("costs known at load");
+    assert_eq!(outlook.regime, CostRegime::ComputeBound);
+    assert_eq!(
+        outlook.better_format.as_deref(),
+        Some("Q4_0"),
+        "the default model is Q4_1"
+    );
     let plan = engine.info().medusa_plan.clone().unwrap();
     assert_eq!((plan.tree, engine.info().medusa_tree.clone()), (None, None));
     assert!(

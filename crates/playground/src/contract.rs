@@ -75,6 +75,8 @@ pub fn typescript() -> String {
         engine::speculative::costs::DecodeCosts,
         engine::speculative::costs::CostPoint,
         engine::speculative::costs::CostSource,
+        engine::speculative::outlook::DraftingOutlook,
+        engine::speculative::outlook::CostRegime,
         engine::EngineMetrics,
         crate::model_host::LoadingStatus,
         crate::LoadModelRequest,

@@ -1,16 +1,16 @@
 //! Text embeddings from the model served here.
 
-use engine::Embedding;
+use engine::{Embedding, EmbeddingInput};
 
 use crate::{AppError, Playground, RunTarget};
 
 impl Playground {
-    /// Each text's embedding by the model `model` names (none: the one served here). Remote
-    /// engines' embeddings are not read.
+    /// Each input's embedding (a text, or token ids) by the model `model` names (none: the one
+    /// served here). Remote engines' embeddings are not read.
     pub async fn embed(
         &self,
         model: Option<&str>,
-        texts: Vec<String>,
+        inputs: Vec<EmbeddingInput>,
     ) -> Result<Vec<Embedding>, AppError> {
         if let RunTarget::Remote { engine, .. } = self.target_named(model).await? {
             return Err(AppError::invalid_parameter(format!(
@@ -22,7 +22,7 @@ impl Playground {
         // the call is dropped with it and the engine stops reading its texts.
         let call = self
             .on_engine("embedding_failed", move |engine| {
-                engine.submit_embedding(texts)
+                engine.submit_embedding_inputs(inputs)
             })
             .await?;
         Ok(call.await?)

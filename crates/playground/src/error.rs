@@ -56,9 +56,8 @@ pub struct ErrorBody {
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub kind: Option<String>,
-    /// The request field at fault, where one is.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[ts(optional)]
+    /// The request field at fault; null where none is (always sent, as OpenAI clients read it).
+    #[ts(optional = nullable)]
     pub param: Option<String>,
 }
 
@@ -150,7 +149,9 @@ impl From<EngineError> for AppError {
             _ => None,
         };
         let param = match &err {
-            EngineError::TooMuchWork { name, .. } => Some((*name).to_owned()),
+            EngineError::TooMuchWork { name, .. } | EngineError::InvalidParameter { name, .. } => {
+                Some((*name).to_owned())
+            }
             _ => None,
         };
         Self {
@@ -217,7 +218,8 @@ mod tests {
             serde_json::json!({
                 "code": "not_found",
                 "message": "run 7 not found",
-                "type": "invalid_request_error"
+                "type": "invalid_request_error",
+                "param": null
             })
         );
         let err =

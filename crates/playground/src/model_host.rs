@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use engine::{
     DraftPolicy, Engine, EngineConfig, GenerateRequest, GenerationMode, LoadProgress, Prompt,
-    TreeSpec,
+    QuantType, TreeSpec,
 };
 use serde::Serialize;
 use ts_rs::TS;
@@ -88,6 +88,12 @@ pub enum ModelSource {
     Path(PathBuf),
     /// Found (or downloaded) by a function, e.g. the default model's fetcher, during the load.
     Resolve(Box<dyn FnOnce() -> Result<PathBuf, String> + Send>),
+    /// This model's weights converted to another format, written beside it on first use (the
+    /// original stays).
+    Convert {
+        from: PathBuf,
+        kind: QuantType,
+    },
 }
 
 /// What to load.
@@ -201,14 +207,16 @@ impl ModelHost {
     /// Starts loading `request` on its own thread. Refused while another load runs, and at once
     /// for a model or heads path that is not a file, so the caller hears about typos directly.
     pub fn begin_load(self: &Arc<Self>, request: LoadRequest) -> Result<(), AppError> {
-        if let ModelSource::Path(path) = &request.model {
+        if let ModelSource::Path(path) | ModelSource::Convert { from: path, .. } = &request.model {
             require_file(path, "model")?;
         }
         if let Some(heads) = &request.heads {
             require_file(heads, "heads")?;
         }
         let model_label = match &request.model {
-            ModelSource::Path(path) => path.display().to_string(),
+            ModelSource::Path(path) | ModelSource::Convert { from: path, .. } => {
+                path.display().to_string()
+            }
             ModelSource::Resolve(_) => "the default model".to_owned(),
         };
         let progress = Arc::new(AtomicU32::new(NO_PROGRESS));
@@ -227,6 +235,7 @@ impl ModelHost {
                 stage: match request.model {
                     ModelSource::Path(_) => "loading model",
                     ModelSource::Resolve(_) => "fetching model",
+                    ModelSource::Convert { .. } => "converting weights",
                 },
                 progress: progress.clone(),
                 started: Instant::now(),
@@ -259,6 +268,14 @@ impl ModelHost {
                     return self.finish_load(Err(AppError::internal("model_fetch_failed", message)))
                 }
             },
+            ModelSource::Convert { from, kind } => match self.convert(&from, kind, &progress) {
+                Ok(path) => {
+                    progress.store(NO_PROGRESS, Ordering::Relaxed);
+                    self.set_stage(&path.display().to_string(), "loading model");
+                    path
+                }
+                Err(err) => return self.finish_load(Err(err)),
+            },
         };
         let mut config = self.template.clone();
         config.model_path = model_path;
@@ -279,6 +296,32 @@ impl ModelHost {
             .map(|engine| HostedModel::new(Arc::new(engine), request.heads))
             .map_err(AppError::from);
         self.finish_load(result);
+    }
+
+    /// `from` in `kind`'s weight format, beside it: converted now with llama.cpp's quantizer
+    /// (its share done in `progress`), or found there from an earlier conversion.
+    fn convert(
+        &self,
+        from: &Path,
+        kind: QuantType,
+        progress: &Arc<AtomicU32>,
+    ) -> Result<PathBuf, AppError> {
+        let to = converted_path(from, kind);
+        if to.is_file() {
+            return Ok(to);
+        }
+        let share = progress.clone();
+        engine::quantize(
+            from,
+            &to,
+            kind,
+            self.template.resolved_threads(),
+            move |done, total| {
+                let done = done as f32 / total.max(1) as f32;
+                share.store(done.to_bits(), Ordering::Relaxed);
+            },
+        )?;
+        Ok(to)
     }
 
     /// How the served model was loaded (threads, cost cache, GPU layers), for another engine
@@ -331,6 +374,24 @@ impl ModelHost {
     }
 }
 
+/// Where `from` converted to `kind` is kept: its name with the format part replaced
+/// (`m.Q4_1.gguf` -> `m.Q4_0.gguf`), or added where the name has none.
+fn converted_path(from: &Path, kind: QuantType) -> PathBuf {
+    let name = from.file_name().unwrap_or_default().to_string_lossy();
+    let stem = name.strip_suffix(".gguf").unwrap_or(&name);
+    let base = match stem.rsplit_once(['.', '-']) {
+        Some((base, format))
+            if engine::quantize_type_names()
+                .chain(["f32"])
+                .any(|known| known.eq_ignore_ascii_case(format)) =>
+        {
+            base
+        }
+        _ => stem,
+    };
+    from.with_file_name(format!("{base}.{}.gguf", kind.name()))
+}
+
 fn require_file(path: &std::path::Path, what: &str) -> Result<(), AppError> {
     if path.is_file() {
         Ok(())
@@ -340,5 +401,30 @@ fn require_file(path: &std::path::Path, what: &str) -> Result<(), AppError> {
             "file_not_found",
             format!("the {what} file {} does not exist", path.display()),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn converted_weights_are_named_for_their_format_beside_the_model() {
+        let q4_0: QuantType = "q4_0".parse().unwrap();
+        let beside = |name: &str| {
+            converted_path(&Path::new("/models").join(name), q4_0)
+                .display()
+                .to_string()
+        };
+        assert_eq!(
+            beside("SmolLM2-135M-Instruct.Q4_1.gguf"),
+            "/models/SmolLM2-135M-Instruct.Q4_0.gguf"
+        );
+        assert_eq!(
+            beside("llama-3-8b-f16.gguf"),
+            "/models/llama-3-8b.Q4_0.gguf"
+        );
+        assert_eq!(beside("tiny.gguf"), "/models/tiny.Q4_0.gguf");
+        assert_eq!(beside("m.wide4.gguf"), "/models/m.wide4.Q4_0.gguf");
     }
 }

@@ -186,7 +186,12 @@ impl Playground {
     pub fn info(&self) -> Info {
         let host = self.model_host();
         let model = host.current_if_loaded();
-        let info = model.as_ref().map(|m| m.engine.info().clone());
+        // What the model was loaded with, and the drafting outlook as the costs are known now.
+        let info = model.as_ref().map(|m| {
+            let mut info = m.engine.info().clone();
+            info.drafting_outlook = m.engine.known_drafting_outlook();
+            info
+        });
         let has_heads = model.as_ref().is_some_and(|m| m.has_heads());
         let has_draft_model = info.as_ref().is_some_and(|i| i.draft_model.is_some());
         let modes = match &model {

@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use engine::{ChatMessage, GenerateRequest, GenerationMode, Prompt, SamplingParams, TreeSpec};
+use engine::{
+    ChatMessage, GenerateRequest, GenerationMode, Prompt, QuantType, SamplingParams, TreeSpec,
+};
 use serde::Deserialize;
 use ts_rs::TS;
 
@@ -167,6 +169,12 @@ pub struct LoadModelRequest {
     #[serde(default)]
     #[ts(optional = nullable)]
     pub exact: Option<bool>,
+    /// Load the model converted to this weight format (`q4_0`, ...): written beside it with
+    /// llama.cpp's quantizer on first use, and kept; the original file stays. Null loads the
+    /// model as it is.
+    #[serde(default)]
+    #[ts(optional = nullable)]
+    pub convert_to: Option<String>,
 }
 
 /// Context sizes a load may ask for.
@@ -195,8 +203,17 @@ impl LoadModelRequest {
             .transpose()
             .map_err(|e| AppError::invalid_parameter(format!("tree: {e}")))?;
         self.check_ctx_size()?;
+        let model = match self.convert_to.as_deref() {
+            Some(format) => ModelSource::Convert {
+                from: self.model,
+                kind: format
+                    .parse::<QuantType>()
+                    .map_err(|e| AppError::invalid_parameter(format!("convert_to: {e}")))?,
+            },
+            None => ModelSource::Path(self.model),
+        };
         Ok(LoadRequest {
-            model: ModelSource::Path(self.model),
+            model,
             heads: self.heads,
             draft_model: self.draft_model,
             tree,

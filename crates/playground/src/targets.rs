@@ -45,10 +45,6 @@ impl Playground {
             let names: Vec<_> = remotes.iter().map(|r| format!("{:?}", r.name)).collect();
             message.push_str(&format!(", and the remote engines {}", names.join(", ")));
         }
-        Err(AppError::new(
-            ErrorKind::NotFound,
-            "model_not_found",
-            message,
-        ))
+        Err(AppError::new(ErrorKind::NotFound, "model_not_found", message).with_param("model"))
     }
 }

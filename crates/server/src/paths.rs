@@ -78,6 +78,7 @@ mod tests {
             tree: tree.map(str::to_owned),
             ctx_size: None,
             exact: None,
+            convert_to: None,
         }
     }
 

@@ -270,6 +270,16 @@ fn openai_fields_not_supported_yet_are_refused_by_name_not_ignored() {
         (status, answer["error"]["param"].as_str()),
         (400, Some("n"))
     );
+    // OpenAI's temperature range, 0 to 2, named by its field.
+    for temperature in [5.0, -0.5] {
+        let body = json!({"messages": hi, "temperature": temperature});
+        let (status, answer) = post("/v1/chat/completions", &body);
+        assert_eq!(
+            (status, answer["error"]["param"].as_str()),
+            (400, Some("temperature")),
+            "{answer}"
+        );
+    }
 
     // Values that ask for nothing pass, and the routes answer without `/v1` too.
     let (status, answer) = post(
@@ -794,11 +804,29 @@ fn embeddings_are_unit_vectors_as_numbers_or_base64() {
         assert!((a - b).abs() < 1e-5, "{a} {b}");
     }
 
+    // Token ids of the model's vocabulary, as OpenAI takes them: one list, or a list of lists.
+    let embedded = |input: Value| {
+        let (status, answer) = post("/v1/embeddings", &json!({"input": input}));
+        assert_eq!(status, 200, "{answer}");
+        answer["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["embedding"].clone())
+            .collect::<Vec<_>>()
+    };
+    let one = embedded(json!([1, 2, 3]));
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].as_array().unwrap().len(), vectors[0].len());
+    assert_eq!(embedded(json!([[1, 2, 3], "Hi"]))[0], one[0]);
+
     let refused =
         |body: Value, code: &str, param: &str| refused_by("/v1/embeddings", &body, code, param);
+    refused(json!({"input": [[49152]]}), "invalid_parameter", "input");
+    refused(json!({"input": [[-1]]}), "invalid_parameter", "input");
     refused(
-        json!({"input": [[1, 2, 3]]}),
-        "unsupported_parameter",
+        json!({"input": [{"text": "Hi"}]}),
+        "invalid_parameter",
         "input",
     );
     refused(

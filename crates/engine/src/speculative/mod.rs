@@ -5,6 +5,7 @@ pub mod costs;
 pub mod drafter;
 pub mod lookup;
 pub mod model_drafter;
+pub mod outlook;
 pub mod tree;
 pub mod tree_builder;
 pub mod verify;

@@ -313,12 +313,13 @@ pub(super) fn whole<C: Serialize>(
     Json(answer).into_response()
 }
 
-/// `tool_calls` when the answer called tools, else why the run stopped.
+/// `tool_calls` when the answer called tools, else why the run stopped; `length` for a call
+/// cut short by the limit, as OpenAI says it.
 fn answer_finish_reason(reason: StopReason, called: bool) -> &'static str {
-    if called {
-        "tool_calls"
-    } else {
-        finish_reason(reason)
+    match finish_reason(reason) {
+        "length" => "length",
+        _ if called => "tool_calls",
+        other => other,
     }
 }
 

@@ -12,10 +12,11 @@ use super::openai_error;
 use super::refusals::{invalid, unsupported};
 use crate::error::ApiError;
 use crate::extract::JsonBody;
+use engine::EmbeddingInput;
 
 #[derive(Debug, Deserialize)]
 pub struct EmbeddingRequest {
-    /// A text or a list of texts.
+    /// A text, token ids, or a list of either.
     #[serde(default)]
     input: Option<Value>,
     #[serde(default)]
@@ -29,21 +30,42 @@ pub struct EmbeddingRequest {
 }
 
 impl EmbeddingRequest {
-    fn texts(&self) -> Result<Vec<String>, ApiError> {
-        let not_text = || {
-            unsupported(
+    /// A text, a list of token ids, or a list of texts or token-id lists, as OpenAI takes them.
+    fn inputs(&self) -> Result<Vec<EmbeddingInput>, ApiError> {
+        let not_input = || {
+            invalid(
                 "input",
-                "input must be a text or a list of texts; token ids are not taken",
+                "input must be a text, a list of token ids, or a list of texts or of token-id lists",
             )
+        };
+        let token_ids = |items: &[Value]| {
+            items
+                .iter()
+                .map(|v| {
+                    v.as_i64()
+                        .and_then(|id| i32::try_from(id).ok())
+                        .ok_or_else(not_input)
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(EmbeddingInput::Tokens)
         };
         match &self.input {
             None | Some(Value::Null) => Err(invalid("input", "input is required")),
-            Some(Value::String(text)) => Ok(vec![text.clone()]),
+            Some(Value::String(text)) => Ok(vec![EmbeddingInput::Text(text.clone())]),
+            Some(Value::Array(items))
+                if !items.is_empty() && items.iter().all(Value::is_number) =>
+            {
+                Ok(vec![token_ids(items)?])
+            }
             Some(Value::Array(items)) => items
                 .iter()
-                .map(|item| item.as_str().map(str::to_owned).ok_or_else(not_text))
+                .map(|item| match item {
+                    Value::String(text) => Ok(EmbeddingInput::Text(text.clone())),
+                    Value::Array(ids) => token_ids(ids),
+                    _ => Err(not_input()),
+                })
                 .collect(),
-            Some(_) => Err(not_text()),
+            Some(_) => Err(not_input()),
         }
     }
 }
@@ -69,19 +91,19 @@ pub async fn embeddings(
             "dimensions: embeddings have the model's own width; leave dimensions out",
         ));
     }
-    let texts = body.texts()?;
-    if texts.is_empty() || texts.len() > engine::MAX_EMBEDDING_INPUTS {
+    let inputs = body.inputs()?;
+    if inputs.is_empty() || inputs.len() > engine::MAX_EMBEDDING_INPUTS {
         return Err(invalid(
             "input",
             format!(
                 "give 1 to {} texts to embed, got {}",
                 engine::MAX_EMBEDDING_INPUTS,
-                texts.len()
+                inputs.len()
             ),
         ));
     }
     let embeddings = playground
-        .embed(body.model.as_deref(), texts)
+        .embed(body.model.as_deref(), inputs)
         .await
         .map_err(|e| openai_error(ApiError(e), "input"))?;
     let tokens: u64 = embeddings.iter().map(|e| e.tokens as u64).sum();

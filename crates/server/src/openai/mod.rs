@@ -111,6 +111,9 @@ fn openai_error(err: ApiError, prompt_field: &str) -> ApiError {
     ApiError(err)
 }
 
+/// The highest temperature OpenAI's API takes.
+const MAX_OPENAI_TEMPERATURE: f32 = 2.0;
+
 /// Most choices one request may ask for (`n`); each is a run of its own in the batch.
 const MAX_CHOICES: u32 = 8;
 
@@ -155,6 +158,16 @@ impl Common {
             None => GenerationMode::Normal,
         };
         let sampling = self.sampling.over(SamplingParams::default())?;
+        // OpenAI's range; the engine itself takes any temperature from 0.
+        if !(0.0..=MAX_OPENAI_TEMPERATURE).contains(&sampling.temperature) {
+            return Err(invalid(
+                "temperature",
+                format!(
+                    "temperature must be between 0 and {MAX_OPENAI_TEMPERATURE}, got {}",
+                    sampling.temperature
+                ),
+            ));
+        }
         let stop = match &self.stop {
             None => Vec::new(),
             Some(StopField::One(s)) => vec![s.clone()],

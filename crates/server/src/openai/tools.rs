@@ -271,11 +271,12 @@ impl FunctionSpec {
     }
 }
 
-/// What an answer under a [`ToolPlan`] says: the tools to call, else the reply. Text that is
-/// not the expected object (cut short by the token limit) is the reply as it stands.
+/// What an answer under a [`ToolPlan`] says: the tools to call, else the reply. An answer cut
+/// short by the token limit gives what it says so far (see [`read_cut_answer`]), never the
+/// object the model writes.
 pub(super) fn read_answer(text: &str) -> (Option<String>, Vec<ToolCall>) {
     let Ok(Value::Object(answer)) = serde_json::from_str::<Value>(text.trim()) else {
-        return (Some(text.to_owned()), Vec::new());
+        return read_cut_answer(text);
     };
     if let Some(Value::Array(calls)) = answer.get("tool_calls") {
         let calls: Vec<ToolCall> = calls
@@ -283,14 +284,7 @@ pub(super) fn read_answer(text: &str) -> (Option<String>, Vec<ToolCall>) {
             .filter_map(|call| {
                 let name = call.get("name")?.as_str()?.to_owned();
                 let arguments = call.get("arguments").cloned().unwrap_or(json!({}));
-                Some(ToolCall {
-                    id: format!("call_{}", &uuid::Uuid::new_v4().simple().to_string()[..24]),
-                    kind: "function".into(),
-                    function: FunctionCall {
-                        name,
-                        arguments: arguments.to_string(),
-                    },
-                })
+                Some(tool_call(name, arguments.to_string()))
             })
             .collect();
         if !calls.is_empty() {
@@ -301,6 +295,76 @@ pub(super) fn read_answer(text: &str) -> (Option<String>, Vec<ToolCall>) {
         Some(Value::String(reply)) => (Some(reply.clone()), Vec::new()),
         Some(reply) => (Some(reply.to_string()), Vec::new()),
         None => (Some(text.to_owned()), Vec::new()),
+    }
+}
+
+/// An answer cut short: the reply so far, or the first call so far (its name once complete,
+/// its arguments as far as written, as OpenAI sends a call cut by the limit), else an empty
+/// reply.
+fn read_cut_answer(text: &str) -> (Option<String>, Vec<ToolCall>) {
+    let value_of = |key: &str| {
+        let at = text.find(&format!("\"{key}\""))? + key.len() + 2;
+        let rest = text[at..].trim_start().strip_prefix(':')?;
+        Some(rest.trim_start())
+    };
+    if let Some(reply) = value_of("response") {
+        return match reply.strip_prefix('"') {
+            Some(string) => (Some(string_prefix(string).0), Vec::new()),
+            None => (Some(reply.to_owned()), Vec::new()),
+        };
+    }
+    let name = value_of("name")
+        .and_then(|v| v.strip_prefix('"'))
+        .map(string_prefix)
+        .filter(|(_, complete)| *complete)
+        .map(|(name, _)| name);
+    match name {
+        Some(name) => {
+            let arguments = value_of("arguments").unwrap_or_default().to_owned();
+            (None, vec![tool_call(name, arguments)])
+        }
+        None => (Some(String::new()), Vec::new()),
+    }
+}
+
+/// The text of a JSON string literal from just after its opening quote, as far as it goes, and
+/// whether its closing quote was reached.
+fn string_prefix(literal: &str) -> (String, bool) {
+    let mut out = String::new();
+    let mut chars = literal.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return (out, true),
+            '\\' => {
+                let decoded = match chars.next() {
+                    Some('n') => '\n',
+                    Some('t') => '\t',
+                    Some('r') => '\r',
+                    Some('b') => '\u{8}',
+                    Some('f') => '\u{c}',
+                    Some('u') => {
+                        let hex: String = chars.by_ref().take(4).collect();
+                        match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                            Some(c) if hex.len() == 4 => c,
+                            _ => break,
+                        }
+                    }
+                    Some(other) => other,
+                    None => break,
+                };
+                out.push(decoded);
+            }
+            c => out.push(c),
+        }
+    }
+    (out, false)
+}
+
+fn tool_call(name: String, arguments: String) -> ToolCall {
+    ToolCall {
+        id: format!("call_{}", &uuid::Uuid::new_v4().simple().to_string()[..24]),
+        kind: "function".into(),
+        function: FunctionCall { name, arguments },
     }
 }
 
@@ -434,10 +498,23 @@ mod tests {
             read_answer(r#"{"response": {"a": 1}}"#),
             (Some(r#"{"a":1}"#.into()), Vec::new())
         );
-        // Cut short: the text as it stands.
+        // Cut short by the token limit: never the object the model writes.
         assert_eq!(
-            read_answer(r#"{"tool_calls": [{"na"#).0.as_deref(),
-            Some(r#"{"tool_calls": [{"na"#)
+            read_answer(r#"{"tool_calls": [{"na"#),
+            (Some(String::new()), Vec::new())
+        );
+        let (content, calls) =
+            read_answer(r#"{"tool_calls": [{"name": "final_result", "arguments": {"city": "Os"#);
+        assert_eq!(content, None);
+        assert_eq!(calls[0].function.name, "final_result");
+        assert_eq!(calls[0].function.arguments, r#"{"city": "Os"#);
+        assert_eq!(
+            read_answer(r#"{"response": "Hello \"you\"\nand th"#),
+            (Some("Hello \"you\"\nand th".into()), Vec::new())
+        );
+        assert_eq!(
+            read_answer(r#"{"response": "caf\u00e9 \u00"#).0.as_deref(),
+            Some("café ")
         );
     }
 

@@ -413,9 +413,9 @@ export type ApiErrorBody = { code: string, message: string,
  */
 type?: string, 
 /**
- * The request field at fault, where one is.
+ * The request field at fault; null where none is (always sent, as OpenAI clients read it).
  */
-param?: string, };
+param?: string | null, };
 
 /**
  * What the page sends.
@@ -550,6 +550,11 @@ medusa_tree: TreeSpec | null,
  * How Medusa mode's tree was settled on this machine, and the decision in words.
  */
 medusa_plan: MedusaPlan | null, 
+/**
+ * Whether drafting can pay for this model here, and why, from the decode costs measured
+ * here; `None` until they are known.
+ */
+drafting_outlook: DraftingOutlook | null, 
 /**
  * The draft model loaded beside the model, if any.
  */
@@ -838,6 +843,46 @@ low_ms: number, high_ms: number, };
 export type CostSource = "given" | "measured" | "cached";
 
 /**
+ * Why drafting does or does not pay for the loaded model here.
+ */
+export type DraftingOutlook = { 
+/**
+ * Decode time of 2 tokens in one batch, in decodes of one token.
+ */
+two_tokens: number, 
+/**
+ * The same for 4 tokens.
+ */
+four_tokens: number, regime: CostRegime, 
+/**
+ * How often a single drafted token must be accepted to pay for itself (0..1).
+ */
+break_even_acceptance: number, 
+/**
+ * The physics here, in plain words.
+ */
+explanation: string, 
+/**
+ * What a bigger model would change, from the widened default model's costs where they
+ * were measured here.
+ */
+model_size: string, 
+/**
+ * A weight format whose CPU kernels batch where the loaded one's do not, to convert to
+ * (`medusa quantize --type`, or Settings).
+ */
+better_format: string | null, 
+/**
+ * Why that format, in plain words.
+ */
+format_note: string | null, };
+
+/**
+ * How an extra token in a decode is priced here.
+ */
+export type CostRegime = "compute_bound" | "between" | "memory_bound";
+
+/**
  * Engine-wide counters, for the UI and the server's metrics.
  */
 export type EngineMetrics = { 
@@ -945,7 +990,13 @@ ctx_size?: number | null,
  * Exact mode (batch-invariant sums: greedy speculative output is normal decoding's, bit for
  * bit; prompts read slower); null keeps the backend's setting.
  */
-exact?: boolean | null, };
+exact?: boolean | null, 
+/**
+ * Load the model converted to this weight format (`q4_0`, ...): written beside it with
+ * llama.cpp's quantizer on first use, and kept; the original file stays. Null loads the
+ * model as it is.
+ */
+convert_to?: string | null, };
 
 /**
  * A remote engine as the UI sees it (never its key).
