@@ -395,7 +395,7 @@ test('Compare gives Medusa and Auto each their own tree, and the stored runs say
   await page.getByTestId('compare-input').fill('Say "yes yes yes".');
   await page.getByTestId('compare-lookup').uncheck();
   await page.getByTestId('compare-auto').check();
-  await page.getByTestId('compare-tree').selectOption('mc_sim_7b_63');
+  await page.getByTestId('compare-tree').selectOption('chain-2');
   const autoTree = page.getByTestId('compare-auto-tree');
   assert.equal(await autoTree.inputValue(), 'auto', 'a tree picked for Medusa is not Auto\'s');
   await page.getByTestId('compare-max-tokens').fill('8');
@@ -409,8 +409,9 @@ test('Compare gives Medusa and Auto each their own tree, and the stored runs say
     trees[run.mode] = run.tree;
   }
   assert.deepEqual(Object.keys(trees).sort(), ['auto', 'medusa', 'normal']);
-  assert.equal(trees.medusa, 'mc_sim_7b_63');
-  assert.equal(trees.auto, null, 'auto drafts what pays, with no tree of Medusa\'s');
+  // Stored as paths of ranks: Medusa's is the chain picked for it; Auto's is the heads' own.
+  assert.deepEqual(trees.medusa, [[0], [0, 0]]);
+  assert.notDeepEqual(trees.auto, trees.medusa, 'a tree picked for Medusa is not applied to Auto');
   // As it was, for the tests after this one.
   await page.getByTestId('compare-tree').selectOption('auto');
   await page.getByTestId('compare-auto').uncheck();
