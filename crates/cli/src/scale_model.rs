@@ -48,7 +48,7 @@ pub fn run(args: ScaleModelArgs) -> anyhow::Result<()> {
     let (model, heads) = match args.model {
         Some(model) => (model, args.heads),
         None => (
-            crate::model_args::fetch_default()?,
+            models::default_model_path().context("fetching the default model")?,
             Some(match args.heads {
                 Some(heads) => heads,
                 None => models::default_heads_path().context("installing the default heads")?,

@@ -857,27 +857,9 @@ fn heads_on_the_ggml_backend_guess_what_the_thread_pool_guesses() {
     // A whole tree at every step: the nodes of a depth go to the heads together, each asking
     // for its own number of guesses. The same trees, step by step.
     let trees = |engine: &Engine| {
-        let mut stream = engine
-            .generate(
-                greedy(prompt.clone(), 128, GenerationMode::Medusa)
-                    .with_draft(DraftPolicy::Tree(TreeSpec::mc_sim_7b_63())),
-            )
-            .expect("accepted");
-        let mut trees = Vec::new();
-        loop {
-            match stream.blocking_next().expect("events until the end") {
-                GenerationEvent::Step(step) => trees.push(
-                    step.tree
-                        .nodes
-                        .iter()
-                        .map(|n| (n.token, n.parent, n.rank))
-                        .collect::<Vec<_>>(),
-                ),
-                GenerationEvent::Finished(_) => break trees,
-                GenerationEvent::Failed(err) => panic!("{err}"),
-                _ => {}
-            }
-        }
+        let request = greedy(prompt.clone(), 128, GenerationMode::Medusa)
+            .with_draft(DraftPolicy::Tree(TreeSpec::mc_sim_7b_63()));
+        step_trees(engine, request).1
     };
     let (threads_trees, ggml_trees) = (trees(&threads), trees(&ggml));
     let full = threads_trees.iter().filter(|t| t.len() == 63).count();
@@ -921,27 +903,9 @@ fn the_widened_model_writes_the_same_tokens_and_its_heads_draft_the_same_trees()
     let wide = load(&wide_model, &wide_heads);
     assert_eq!(wide.info().n_embd, 2304);
     let steps = |engine: &Engine, prompt: &str| {
-        let mut stream = engine
-            .generate(
-                greedy(chat(prompt), 24, GenerationMode::Medusa)
-                    .with_draft(DraftPolicy::Tree(TreeSpec::chain(4))),
-            )
-            .expect("accepted");
-        let mut trees = Vec::new();
-        loop {
-            match stream.blocking_next().expect("events until the end") {
-                GenerationEvent::Step(step) => trees.push(
-                    step.tree
-                        .nodes
-                        .iter()
-                        .map(|n| (n.token, n.parent, n.rank))
-                        .collect::<Vec<_>>(),
-                ),
-                GenerationEvent::Finished(summary) => break (summary.token_ids, trees),
-                GenerationEvent::Failed(err) => panic!("{err}"),
-                _ => {}
-            }
-        }
+        let request = greedy(chat(prompt), 24, GenerationMode::Medusa)
+            .with_draft(DraftPolicy::Tree(TreeSpec::chain(4)));
+        step_trees(engine, request)
     };
     for prompt in [
         "Explain how a rainbow forms, in simple terms.",
@@ -959,5 +923,28 @@ fn the_widened_model_writes_the_same_tokens_and_its_heads_draft_the_same_trees()
             "{narrow_trees:?}"
         );
         assert_eq!(narrow_trees, wide_trees, "{prompt}");
+    }
+}
+
+/// A drafted tree as (token, parent, rank) per node.
+type StepTreeNodes = Vec<(i32, Option<usize>, usize)>;
+
+/// A run's tokens, and each step's drafted tree.
+fn step_trees(engine: &Engine, request: engine::GenerateRequest) -> (Vec<i32>, Vec<StepTreeNodes>) {
+    let mut stream = engine.generate(request).expect("accepted");
+    let mut trees = Vec::new();
+    loop {
+        match stream.blocking_next().expect("events until the end") {
+            GenerationEvent::Step(step) => trees.push(
+                step.tree
+                    .nodes
+                    .iter()
+                    .map(|n| (n.token, n.parent, n.rank))
+                    .collect(),
+            ),
+            GenerationEvent::Finished(summary) => break (summary.token_ids, trees),
+            GenerationEvent::Failed(err) => panic!("{err}"),
+            _ => {}
+        }
     }
 }

@@ -552,7 +552,8 @@ medusa_tree: TreeSpec | null,
 medusa_plan: MedusaPlan | null, 
 /**
  * Whether drafting can pay for this model here, and why, from the decode costs measured
- * here; `None` until they are known.
+ * here; `None` until they are known (at load, from the cache or measured for the heads;
+ * else when a request first drafts by the budget).
  */
 drafting_outlook: DraftingOutlook | null, 
 /**
