@@ -157,6 +157,8 @@ impl<'m> Scheduler<'m> {
                 while let Some(diagnostic) = self.diagnostics.pop_front() {
                     self.run_diagnostic(diagnostic);
                 }
+                // A diagnostic may have measured them; the loop now waits for a command.
+                self.publish_costs();
                 self.count_idle_kv();
                 // Nothing holds cells now: start the next requests at the front of the cache,
                 // where attention scans the fewest cells.
