@@ -392,6 +392,9 @@ test('Compare stays greedy, and says so', async () => {
 
 test('Compare gives Medusa and Auto each their own tree, and the stored runs say which', async () => {
   await openTab(page, 'compare');
+  // No draft model is loaded here: its box is off, not ticked and greyed.
+  const draft = page.getByTestId('compare-draft');
+  assert.ok((await draft.isDisabled()) && !(await draft.isChecked()), 'no draft model: unticked');
   await page.getByTestId('compare-input').fill('Say "yes yes yes".');
   await page.getByTestId('compare-lookup').uncheck();
   await page.getByTestId('compare-auto').check();

@@ -80,6 +80,8 @@ describe('trees', () => {
     expect(forecastText(forecast)).toBe(
       'about 0.06× normal speed here (slower than normal): a step would keep 2.17 tokens on average instead of 1, and each drafted token it checks adds 4.6 ms to the step on this machine',
     );
+    // Ends that differ only past the figures shown are no range.
+    expect(forecastText({ ...forecast, speedup_low: 0.1011, speedup_high: 0.0998 })).not.toContain('between');
     expect(forecastText({ ...forecast, predicted_speedup: 1.2, speedup_low: 0.8, speedup_high: 1.5, verdict: 'uncertain' })).toBe(
       'about 1.20× normal speed here, between 0.80× and 1.50× (too close to call, so auto does not draft it): a step would keep 2.17 tokens on average instead of 1, and each drafted token it checks adds 4.6 ms to the step on this machine',
     );

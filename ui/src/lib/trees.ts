@@ -99,8 +99,9 @@ const VERDICT_WORDS: Record<TreeForecast['verdict'], string> = {
  * what checking one more drafted token costs.
  */
 export function forecastText(f: TreeForecast): string {
-  const range =
-    f.speedup_low === f.speedup_high ? '' : `, between ${speedText(f.speedup_low)}× and ${speedText(f.speedup_high)}×`;
+  // A range whose ends read the same is no range.
+  const [low, high] = [speedText(f.speedup_low), speedText(f.speedup_high)];
+  const range = low === high ? '' : `, between ${low}× and ${high}×`;
   return (
     `about ${speedText(f.predicted_speedup)}× normal speed here${range} (${VERDICT_WORDS[f.verdict]}): ` +
     `a step would keep ${f.expected_tokens.toFixed(2)} tokens on average instead of 1, and each drafted token ` +
