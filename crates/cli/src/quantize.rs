@@ -35,8 +35,26 @@ pub fn run(args: QuantizeArgs) -> anyhow::Result<()> {
     if args.out.exists() && !args.force {
         anyhow::bail!("{} exists; pass --force to replace it", args.out.display());
     }
+    let threads = args.threads.unwrap_or_else(engine::default_threads);
+    let report = engine::quantize(&input, &args.out, kind, threads, tensor_bar())?;
+    eprintln!();
+    println!(
+        "{} -> {} ({}): {:.1} MB -> {:.1} MB in {:.1} s",
+        report.input.display(),
+        report.output.display(),
+        report.file_type,
+        report.input_bytes as f64 / 1e6,
+        report.output_bytes as f64 / 1e6,
+        report.seconds
+    );
+    Ok(())
+}
+
+/// A bar of tensors written on stderr, redrawn in place on a terminal and every 50 tensors in a
+/// log; the caller ends its line.
+pub fn tensor_bar() -> impl FnMut(usize, usize) + Send + 'static {
     let terminal = std::io::stderr().is_terminal();
-    let progress = move |done: usize, total: usize| {
+    move |done: usize, total: usize| {
         let width = 30;
         let filled = done * width / total.max(1);
         let bar = format!(
@@ -50,18 +68,5 @@ pub fn run(args: QuantizeArgs) -> anyhow::Result<()> {
             eprintln!("{bar}");
         }
         let _ = std::io::stderr().flush();
-    };
-    let threads = args.threads.unwrap_or_else(engine::default_threads);
-    let report = engine::quantize(&input, &args.out, kind, threads, progress)?;
-    eprintln!();
-    println!(
-        "{} -> {} ({}): {:.1} MB -> {:.1} MB in {:.1} s",
-        report.input.display(),
-        report.output.display(),
-        report.file_type,
-        report.input_bytes as f64 / 1e6,
-        report.output_bytes as f64 / 1e6,
-        report.seconds
-    );
-    Ok(())
+    }
 }

@@ -2,12 +2,13 @@
 //! (or another llama model) widened with zeros to a bigger model's cost, writing the same tokens,
 //! with its heads widened to match. Files are made once, beside the model, and reused.
 
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
 use engine::QuantType;
+
+use crate::quantize::tensor_bar;
 
 #[derive(Args, Debug)]
 pub struct ScaleModelArgs {
@@ -95,7 +96,10 @@ pub fn ensure(
             Some(_) => dir.join(format!("{stem}.wide{width}.gguf.unquantized")),
             None => wide_model.clone(),
         };
-        let report = engine::widen_model(model, &widened, width, progress("widening the model"))?;
+        eprintln!("widening {}", model.display());
+        let report = engine::widen_model(model, &widened, width, tensor_bar());
+        eprintln!();
+        let report = report?;
         eprintln!(
             "{} -> {}: {:.0}M -> {:.0}M parameters, {:.1} GB{}",
             model.display(),
@@ -110,13 +114,15 @@ pub fn ensure(
             }
         );
         if let Some(kind) = kind {
+            eprintln!("requantizing to {}", kind.name());
             let quantized = engine::quantize(
                 &widened,
                 &wide_model,
                 kind,
                 engine::default_threads(),
-                progress("requantizing"),
+                tensor_bar(),
             );
+            eprintln!();
             let _ = std::fs::remove_file(&widened);
             quantized?;
         }
@@ -136,19 +142,4 @@ pub fn ensure(
         model: wide_model,
         heads: wide_heads,
     })
-}
-
-fn progress(what: &'static str) -> impl FnMut(usize, usize) + Send + 'static {
-    let terminal = std::io::stderr().is_terminal();
-    move |done, total| {
-        if terminal {
-            eprint!("\r{what}: {done}/{total} tensors");
-            if done == total {
-                eprintln!();
-            }
-        } else if done == total {
-            eprintln!("{what}: {total} tensors");
-        }
-        let _ = std::io::stderr().flush();
-    }
 }

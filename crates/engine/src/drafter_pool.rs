@@ -21,18 +21,11 @@ use crate::speculative::tree::DRAFT_MODEL;
 pub(crate) struct MedusaSetup {
     pub(crate) heads: Arc<MedusaHeads>,
     pub(crate) plan: MedusaPlan,
-    /// Where the heads' acceptance starts before any request has drafted with them.
-    heldout_prior: Option<AcceptanceStats>,
 }
 
 impl MedusaSetup {
     pub(crate) fn new(heads: Arc<MedusaHeads>, plan: MedusaPlan) -> Self {
-        let heldout_prior = heldout_prior(&heads, &plan);
-        Self {
-            heads,
-            plan,
-            heldout_prior,
-        }
+        Self { heads, plan }
     }
 }
 
@@ -109,7 +102,10 @@ impl DrafterPool {
         confidence_z: f64,
     ) -> Self {
         let mut known = HashMap::new();
-        if let Some(prior) = medusa.as_ref().and_then(|m| m.heldout_prior.clone()) {
+        if let Some(prior) = medusa
+            .as_ref()
+            .and_then(|m| heldout_prior(&m.heads, &m.plan))
+        {
             known.insert("medusa", vec![prior]);
         }
         // Priced per token by the drafting that takes it up, as the drafter says.

@@ -27,7 +27,7 @@ use crate::prompt::RenderedPrompt;
 use crate::request::{DraftPolicy, GenerateRequest, Prompt};
 use crate::request_draft::{LoadedHeads, RequestDraft};
 use crate::scheduler::Command;
-use crate::speculative::costs::DecodeCosts;
+use crate::speculative::costs::{CostPoint, DecodeCosts};
 use crate::speculative::outlook::{drafting_outlook, DraftingOutlook, WidenedCosts};
 use crate::step_profile::StepProfile;
 use crate::token::TokenId;
@@ -368,21 +368,19 @@ impl Engine {
     /// Whether drafting can pay for this model here, and why, from its decode costs (measured
     /// now if they are not known yet; blocking). `None` when the costs lack the sizes it reads.
     pub fn drafting_outlook(&self) -> Result<Option<DraftingOutlook>, EngineError> {
-        let costs = self.decode_costs()?;
-        Ok(drafting_outlook(
-            &costs.points,
-            &self.info.file_type,
-            self.info.compute.gpu_layers > 0,
-            self.widened_costs.as_ref(),
-        ))
+        Ok(self.outlook_from(&self.decode_costs()?.points))
     }
 
     /// [`Self::drafting_outlook`] as far as the engine knows its decode costs now, without
     /// measuring them (`None` until they are known: read from the cache, measured at load for
     /// the heads, or when a request first drafted by the budget).
     pub fn known_drafting_outlook(&self) -> Option<DraftingOutlook> {
+        self.outlook_from(&self.shared.decode_costs()?)
+    }
+
+    fn outlook_from(&self, costs: &[CostPoint]) -> Option<DraftingOutlook> {
         drafting_outlook(
-            &self.shared.decode_costs()?,
+            costs,
             &self.info.file_type,
             self.info.compute.gpu_layers > 0,
             self.widened_costs.as_ref(),

@@ -27,7 +27,7 @@ use crate::quantize::file_type_name;
 use crate::request::MAX_DRAFT_TOKENS;
 use crate::sampling_defaults::SamplingDefaults;
 use crate::scheduler::{Command, Scheduler};
-use crate::speculative::outlook::{drafting_outlook, WidenedCosts};
+use crate::speculative::outlook::WidenedCosts;
 use crate::speculative::tree::TreeSpec;
 
 /// The batch a context is created with: `batch_size` (how much of a prompt one decode takes), or
@@ -209,16 +209,21 @@ pub(crate) fn engine_thread(
         info.medusa_tree = medusa.plan.tree.clone();
         info.medusa_plan = Some(medusa.plan.clone());
     }
-    // Known now where the heads' plan measured them or an earlier load kept them.
-    info.drafting_outlook = runtime.read_cached_costs().and_then(|costs| {
-        drafting_outlook(
-            costs.points(),
-            &info.file_type,
-            on_gpu,
-            widened_costs.as_ref(),
-        )
-    });
+    // Decode costs an earlier load kept are known from the start (the heads' plan may have
+    // measured them already).
+    runtime.read_cached_costs();
     tracing::info!(model = %info.name, file_type = %info.file_type, threads, n_ctx_seq, parallel, "model loaded");
+    // Made before the engine is ready, so that what it knows (the decode costs) is published by
+    // the time the first caller asks.
+    let scheduler = Scheduler::new(
+        runtime,
+        DrafterPool::new(medusa, draft_agreement, config.draft_confidence),
+        draft_model.map(|(draft, _)| draft),
+        parallel,
+        cache_seqs,
+        n_seq_max - retired,
+        shared,
+    );
     let loaded = Loaded {
         info,
         model: model.clone(),
@@ -227,17 +232,7 @@ pub(crate) fn engine_thread(
     if ready.send(Ok(loaded)).is_err() {
         return;
     }
-
-    Scheduler::new(
-        runtime,
-        DrafterPool::new(medusa, draft_agreement, config.draft_confidence),
-        draft_model.map(|(draft, _)| draft),
-        parallel,
-        cache_seqs,
-        n_seq_max - retired,
-        shared,
-    )
-    .run(&mut commands);
+    scheduler.run(&mut commands);
 }
 
 /// Settles Medusa mode's tree once the heads are loaded, from the heads' record and this

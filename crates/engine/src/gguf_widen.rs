@@ -6,13 +6,14 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{BufWriter, Seek, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use half::f16;
 use llama_cpp_sys_2::{ggml_context, ggml_type, gguf_context};
 
 use crate::error::EngineError;
 use crate::medusa::gguf_file::GgufFile;
+use crate::model_file::partial_path;
 
 /// How one tensor changes when its file is widened by a factor `k`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -253,12 +254,6 @@ fn write_zeros(w: &mut impl Write, mut count: u64) -> std::io::Result<()> {
         count -= n as u64;
     }
     Ok(())
-}
-
-fn partial_path(output: &Path) -> PathBuf {
-    let mut name = output.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    output.with_file_name(name)
 }
 
 /// Multiplies every value of one row in `ty`'s encoding by `by`: floats directly, and the block

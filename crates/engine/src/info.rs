@@ -49,8 +49,10 @@ pub struct ModelInfo {
     /// How Medusa mode's tree was settled on this machine, and the decision in words.
     pub medusa_plan: Option<MedusaPlan>,
     /// Whether drafting can pay for this model here, and why, from the decode costs measured
-    /// here; `None` until they are known (at load, from the cache or measured for the heads;
-    /// else when a request first drafts by the budget).
+    /// here. It changes as they are learnt, so the engine leaves it `None` in what the model was
+    /// loaded with; whoever reports the model fills it from
+    /// [`Engine::known_drafting_outlook`](crate::Engine::known_drafting_outlook) (`None` until
+    /// the costs are known) or [`Engine::drafting_outlook`](crate::Engine::drafting_outlook).
     pub drafting_outlook: Option<DraftingOutlook>,
     /// The draft model loaded beside the model, if any.
     pub draft_model: Option<DraftModelInfo>,

@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use llama_cpp_2::gguf::GgufContext;
 
@@ -66,6 +66,14 @@ fn without_weight_format(stem: &str) -> &str {
         .find(|&(i, c)| (c == '.' || c == '-') && i > 0 && is_format(&lower[i + 1..]))
         .map(|(i, _)| i)
         .map_or(stem, |i| &stem[..i])
+}
+
+/// Where a model file is written until it is complete (`m.gguf` -> `m.gguf.partial`), so that
+/// a file at `output` is never a half-written one.
+pub(crate) fn partial_path(output: &Path) -> PathBuf {
+    let mut name = output.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    output.with_file_name(name)
 }
 
 /// Verifies that `path` is a readable GGUF file and returns what its header says.

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::backend::{backend, clear_recent_errors, take_recent_errors, watch_tensor_progress};
 use crate::error::EngineError;
-use crate::model_file;
+use crate::model_file::{self, partial_path};
 
 /// Weight formats llama.cpp can write, by their usual names and llama.cpp `llama_ftype` values.
 const FILE_TYPES: &[(&str, u32)] = &[
@@ -151,12 +151,6 @@ pub fn quantize(
         output_bytes: size(output),
         seconds: started.elapsed().as_secs_f64(),
     })
-}
-
-fn partial_path(output: &Path) -> PathBuf {
-    let mut name = output.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    output.with_file_name(name)
 }
 
 #[cfg(test)]

@@ -102,7 +102,7 @@ impl<'m> Scheduler<'m> {
     ) -> Self {
         let leaves_from = slots + cache_seqs;
         shared.set_capacity(slots, slots * runtime.n_ctx_seq());
-        Self {
+        let mut scheduler = Self {
             runtime,
             slots: (0..slots).map(|_| None).collect(),
             waiting: VecDeque::new(),
@@ -122,7 +122,9 @@ impl<'m> Scheduler<'m> {
             }),
             shared,
             published_costs: None,
-        }
+        };
+        scheduler.publish_costs();
+        scheduler
     }
 
     /// Publishes the decode costs when they are new or changed, for the drafting outlook.

@@ -746,9 +746,7 @@ fn trained_heads_size_their_tree_from_the_given_decode_costs() {
     assert!(tree.len() > 16, "{} nodes", tree.len());
     assert!(plan.predicted_speedup.unwrap() > 1.2, "{}", plan.decision);
     let outlook = engine
-        .info()
-        .drafting_outlook
-        .clone()
+        .known_drafting_outlook()
         .expect("costs known at load");
     assert_eq!(outlook.regime, CostRegime::MemoryBound);
     let prompt = chat("Explain how a rainbow forms, in simple terms.");
@@ -767,9 +765,7 @@ fn trained_heads_size_their_tree_from_the_given_decode_costs() {
     config.decode_costs = given(&[(1, 10.0), (2, 20.0), (4, 40.0), (128, 1280.0)]);
     let engine = Engine::load(config.clone()).unwrap();
     let outlook = engine
-        .info()
-        .drafting_outlook
-        .clone()
+        .known_drafting_outlook()
         .expect("costs known at load");
     assert_eq!(outlook.regime, CostRegime::ComputeBound);
     assert_eq!(
