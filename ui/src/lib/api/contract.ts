@@ -552,8 +552,10 @@ medusa_tree: TreeSpec | null,
 medusa_plan: MedusaPlan | null, 
 /**
  * Whether drafting can pay for this model here, and why, from the decode costs measured
- * here; `None` until they are known (at load, from the cache or measured for the heads;
- * else when a request first drafts by the budget).
+ * here. It changes as they are learnt, so the engine leaves it `None` in what the model was
+ * loaded with; whoever reports the model fills it from
+ * [`Engine::known_drafting_outlook`](crate::Engine::known_drafting_outlook) (`None` until
+ * the costs are known) or [`Engine::drafting_outlook`](crate::Engine::drafting_outlook).
  */
 drafting_outlook: DraftingOutlook | null, 
 /**
