@@ -12,8 +12,8 @@ use crate::quantize::tensor_bar;
 
 #[derive(Args, Debug)]
 pub struct ScaleModelArgs {
-    /// How many times wider: 4 costs what a 2.2B model does for the default model, 8 an 8.6B
-    /// one. 4 and 16 keep every value bit for bit; 2 and 8 round the norms slightly.
+    /// How many times wider: 4 costs what a 1.8B model does for the default model, 8 about a
+    /// 7B one. 4 and 16 keep every value bit for bit; 2 and 8 round the norms slightly.
     #[arg(long, default_value_t = 4)]
     pub width: u32,
     /// Requantize the widened model to this format (e.g. q4_0, whose CPU kernels batch

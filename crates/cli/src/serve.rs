@@ -84,7 +84,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             args.no_auth,
             "serving on {} would let anyone who can reach it use the model and read the run \
              history; give --api-key KEY (or set MEDUSA_API_KEY, or --api-key-file PATH), or \
-             --no-auth to serve it open anyway (see Security in the README)",
+             --no-auth to serve it open anyway (see docs/security.md)",
             args.host
         );
         eprintln!(

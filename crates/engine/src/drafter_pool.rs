@@ -15,7 +15,7 @@ use crate::speculative::budget::AcceptanceStats;
 use crate::speculative::drafter::Drafter;
 use crate::speculative::lookup::LookupDrafter;
 use crate::speculative::model_drafter::DraftModelDrafter;
-use crate::speculative::tree::DRAFT_MODEL;
+use crate::speculative::tree::{TreeSpec, DRAFT_MODEL, MEDUSA};
 
 /// The loaded heads and the tree Medusa mode drafts with on this machine.
 pub(crate) struct MedusaSetup {
@@ -82,6 +82,8 @@ pub(crate) struct DraftSetup {
     pub(crate) fixed: bool,
     /// Standard deviations below the observed acceptance the budget plans with.
     pub(crate) confidence_z: f64,
+    /// The tree the heads fill, when they are among the drafters.
+    pub(crate) heads_tree: Option<TreeSpec>,
 }
 
 pub(crate) struct DrafterPool {
@@ -106,7 +108,7 @@ impl DrafterPool {
             .as_ref()
             .and_then(|m| heldout_prior(&m.heads, &m.plan))
         {
-            known.insert("medusa", vec![prior]);
+            known.insert(MEDUSA, vec![prior]);
         }
         // Priced per token by the drafting that takes it up, as the drafter says.
         if let Some(agreement) = draft_model {
@@ -138,7 +140,8 @@ impl DrafterPool {
             drafters.push(Box::new(LookupDrafter::default()));
         }
         // A tree is only decided where heads are loaded.
-        if let (Some(tree), Some(setup)) = (&draft.tree, &self.medusa) {
+        let heads_tree = draft.tree.clone().filter(|_| self.medusa.is_some());
+        if let (Some(tree), Some(setup)) = (&heads_tree, &self.medusa) {
             drafters.push(Box::new(MedusaDrafter::new(
                 setup.heads.clone(),
                 tree.clone(),
@@ -158,6 +161,7 @@ impl DrafterPool {
             max_draft: draft.max_draft,
             fixed: draft.fixed,
             confidence_z: self.confidence_z,
+            heads_tree,
         }
     }
 

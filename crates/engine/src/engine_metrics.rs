@@ -44,6 +44,11 @@ pub struct EngineMetrics {
     /// drafting request in the same decodes, so tokens per decode grow with the requests.
     pub draft_model_decodes: u64,
     pub draft_model_tokens: u64,
+    /// Evaluations of a Medusa head while drafting, and the questions in them: each step asks a
+    /// head once per depth for every request drafting with the heads, so questions per
+    /// evaluation grow with the requests.
+    pub heads_evaluations: u64,
+    pub heads_queries: u64,
     /// Embedding calls the engine holds, waiting or being read (those waiting also count in
     /// `queued`).
     pub embedding_calls: usize,
@@ -131,6 +136,13 @@ impl Shared {
         let mut m = self.counters();
         m.draft_model_decodes += decodes;
         m.draft_model_tokens += tokens;
+    }
+
+    /// The heads' evaluations of a step and the questions in them.
+    pub(crate) fn count_heads(&self, evaluations: u64, queries: u64) {
+        let mut m = self.counters();
+        m.heads_evaluations += evaluations;
+        m.heads_queries += queries;
     }
 
     /// Embedding calls waiting or being read.

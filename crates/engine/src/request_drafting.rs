@@ -12,7 +12,7 @@ use crate::speculative::budget::{
 };
 use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftInput, Drafter};
-use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout, DRAFT_MODEL};
+use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout, TreeSpec, MEDUSA};
 use crate::token::TokenId;
 
 /// One drafter and what this run learnt about its guesses.
@@ -80,6 +80,8 @@ pub(crate) struct Drafting {
     shadow: Option<Shadow>,
     /// Standard deviations below the observed acceptance the budget plans with.
     confidence_z: f64,
+    /// The tree the heads fill, when they draft.
+    heads_tree: Option<TreeSpec>,
 }
 
 impl Drafting {
@@ -115,6 +117,7 @@ impl Drafting {
             fixed: setup.fixed,
             shadow: None,
             confidence_z: setup.confidence_z,
+            heads_tree: setup.heads_tree,
         })
     }
 
@@ -181,23 +184,20 @@ impl Drafting {
         ms_since(started) + self.proposers.iter().map(|p| p.prepared_ms).sum::<f64>()
     }
 
-    /// The most guesses this step may ask of the draft model: all it may draft when every
-    /// drafter proposes in full, else what the budget would let it draft were it the only
-    /// drafter (beside others it is given at most that). Asked before any request drafts, so that
-    /// the draft model's decodes for every request run together; a request that asks for more
-    /// when it drafts gets them then.
-    pub(crate) fn draft_model_ask(
+    /// The most guesses this step may ask of drafter `name` (the draft model, the heads): all
+    /// it may draft when every drafter proposes in full, else what the budget would let it
+    /// draft were it the only drafter (beside others it is given at most that). Asked before
+    /// any request drafts, so that the drafter's work for every request runs together; a
+    /// request that asks for more when it drafts gets them then.
+    pub(crate) fn ask_of(
         &self,
+        name: &str,
         cost: Option<&CostModel>,
         batch: BatchLoad,
         max_nodes: usize,
     ) -> usize {
         let limit = max_nodes.min(self.max_draft);
-        let Some(p) = self
-            .proposers
-            .iter()
-            .find(|p| p.drafter.name() == DRAFT_MODEL)
-        else {
+        let Some(p) = self.proposers.iter().find(|p| p.drafter.name() == name) else {
             return 0;
         };
         if self.fixed {
@@ -212,6 +212,19 @@ impl Drafting {
             confidence_z: self.confidence_z,
         };
         choose_draft_lens(cost, &[option], limit, batch).lens[0]
+    }
+
+    /// The tree the heads fill and how many of its nodes this step may ask of them (see
+    /// [`Self::ask_of`]), when they draft.
+    pub(crate) fn heads_ask(
+        &self,
+        cost: Option<&CostModel>,
+        batch: BatchLoad,
+        max_nodes: usize,
+    ) -> Option<(&TreeSpec, usize)> {
+        let tree = self.heads_tree.as_ref()?;
+        let n = self.ask_of(MEDUSA, cost, batch, max_nodes);
+        (n > 0).then_some((tree, n))
     }
 
     /// Each drafter's proposal cut to what the budget expects to pay, with the figures it

@@ -24,6 +24,7 @@ use crate::events::GenerationEvent;
 use crate::grammar::Grammar;
 use crate::grammar_prep::GRAMMAR_STEP_LIMIT;
 use crate::llama_runtime::{random_seed, LlamaRuntime};
+use crate::medusa::heads_drafter::{draft_trees, HeadsAsk};
 use crate::output::OutputSink;
 use crate::prompt::RenderedPrompt;
 use crate::prompt_cache::PromptCache;
@@ -32,7 +33,7 @@ use crate::request_drafting::no_room;
 use crate::sequence::{NewSequence, Sequence, StepPlan};
 use crate::speculative::budget::BatchLoad;
 use crate::speculative::costs::CostModel;
-use crate::speculative::drafter::{DraftAsk, ModelProposer};
+use crate::speculative::drafter::{DraftAsk, ModelProposer, PreparedTree, PreparedTrees};
 use crate::step_batch::{add_tree, fit_leaves, StepBatch};
 use crate::token::TokenId;
 use crate::valid_request::ValidRequest;
@@ -123,6 +124,10 @@ impl<'m> Scheduler<'m> {
             shared,
             published_costs: None,
         };
+        // What the heads evaluated when they loaded is not a request's.
+        if let Some(heads) = scheduler.drafters.heads() {
+            heads.take_counts();
+        }
         scheduler.publish_costs();
         scheduler
     }
@@ -297,9 +302,11 @@ impl<'m> Scheduler<'m> {
         self.drop_prompt_cache();
         let heads = self.drafters.heads();
         let runtime = &mut self.runtime;
-        if let Err(payload) =
-            panic::catch_unwind(AssertUnwindSafe(|| diagnostic.run(runtime, heads)))
-        {
+        let ran = panic::catch_unwind(AssertUnwindSafe(|| diagnostic.run(runtime, heads)));
+        if let Some(heads) = heads {
+            heads.take_counts();
+        }
+        if let Err(payload) = ran {
             tracing::error!(panic = %panic_message(payload.as_ref()), "a diagnostic panicked");
             self.reset_kv();
         }
@@ -471,6 +478,7 @@ impl<'m> Scheduler<'m> {
             .collect();
         let cost = self.runtime.cost_model().cloned();
         self.prepare_draft_model(&decoding, cost.as_ref());
+        let heads_trees = self.prepare_heads(&decoding, cost.as_ref());
         for (k, &slot) in decoding.iter().enumerate() {
             let reserved_for_others = decoding.len() - k - 1;
             let Some(sequence) = self.slots[slot].as_mut() else {
@@ -493,7 +501,7 @@ impl<'m> Scheduler<'m> {
                 requests: decoding.len() - 1,
             };
             let draft_model = self.draft_model.as_ref().map(|m| m as &dyn ModelProposer);
-            let draft = sequence.draft(cost.as_ref(), load, room, draft_model);
+            let draft = sequence.draft(cost.as_ref(), load, room, draft_model, &heads_trees);
             batch.profile.draft_ms += draft.draft_ms;
             let drafted = !draft.tree.is_empty();
             let tree = fit_leaves(draft.tree, self.leaf_pool.len());
@@ -531,6 +539,10 @@ impl<'m> Scheduler<'m> {
             let (decodes, tokens) = draft_model.borrow_mut().take_counts();
             self.shared.count_draft_model(decodes, tokens);
         }
+        if let Some(heads) = self.drafters.heads() {
+            let (evaluations, queries) = heads.take_counts();
+            self.shared.count_heads(evaluations, queries);
+        }
     }
 
     /// The draft model's guesses for every decoding request that may draft with it, made
@@ -559,6 +571,53 @@ impl<'m> Scheduler<'m> {
             .collect();
         // Each request's share of this time is in its draft's time.
         draft_model.borrow_mut().prepare(&asks);
+    }
+
+    /// The heads' trees for every decoding request that may draft with them, made together
+    /// (each head evaluated once per depth for all of them), each as large as the request
+    /// would draft beside the others' roots.
+    fn prepare_heads(&self, decoding: &[usize], cost: Option<&CostModel>) -> PreparedTrees {
+        let mut prepared = PreparedTrees::default();
+        let Some(heads) = self.drafters.heads() else {
+            return prepared;
+        };
+        let (n_ctx_seq, n_batch) = (self.runtime.n_ctx_seq(), self.runtime.n_batch());
+        let others = decoding.len().saturating_sub(1);
+        let load = BatchLoad {
+            tokens: others,
+            requests: others,
+        };
+        let asks: Vec<HeadsAsk<'_>> = decoding
+            .iter()
+            .filter_map(|&slot| {
+                let sequence = self.slots[slot].as_ref()?;
+                if sequence.pos + 1 >= n_ctx_seq {
+                    return None;
+                }
+                let room = draft_room(sequence, n_ctx_seq, n_batch, decoding.len());
+                sequence.heads_ask(cost, load, room)
+            })
+            .collect();
+        if asks.is_empty() {
+            return prepared;
+        }
+        let _span = tracing::debug_span!("heads", requests = asks.len()).entered();
+        let started = Instant::now();
+        let trees = draft_trees(heads, &asks);
+        // Each request's share of the time is in its draft's time.
+        let share = ms_since(started) / asks.len() as f64;
+        for (ask, tree) in asks.iter().zip(trees) {
+            let max_nodes = ask.max_nodes;
+            prepared.insert(
+                ask.sequence,
+                PreparedTree {
+                    tree,
+                    max_nodes,
+                    ms: share,
+                },
+            );
+        }
+        prepared
     }
 
     /// Then prompt chunks, oldest request first, in what is left of the batch.

@@ -16,6 +16,7 @@ use crate::events::{
 };
 use crate::grammar::Grammar;
 use crate::llama_runtime::LlamaRuntime;
+use crate::medusa::heads_drafter::HeadsAsk;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
 use crate::request::MAX_DRAFT_TOKENS;
@@ -23,8 +24,8 @@ use crate::request_drafting::{Draft, Drafting};
 use crate::sampler::Sampler;
 use crate::speculative::budget::{AcceptanceStats, BatchLoad};
 use crate::speculative::costs::CostModel;
-use crate::speculative::drafter::{DraftAsk, DraftInput, Drafter, ModelProposer};
-use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
+use crate::speculative::drafter::{DraftAsk, DraftInput, Drafter, ModelProposer, PreparedTrees};
+use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout, DRAFT_MODEL};
 use crate::speculative::verify::{verify, Verdict};
 use crate::step_profile::StepProfile;
 use crate::token::TokenId;
@@ -208,6 +209,7 @@ impl<'m> Sequence<'m> {
         batch: BatchLoad,
         max_nodes: usize,
         draft_model: Option<&dyn ModelProposer>,
+        heads_trees: &PreparedTrees,
     ) -> Draft {
         let Some(drafting) = self.drafting.as_mut() else {
             return Draft::default();
@@ -217,12 +219,13 @@ impl<'m> Sequence<'m> {
             history: &self.out.history,
             hidden_state: (!self.hidden.is_empty()).then_some(&self.hidden[..]),
             draft_model,
+            heads_trees: Some(heads_trees),
         };
         drafting.draft(&input, cost, batch, max_nodes)
     }
 
     /// What this step may ask of the draft model for this request (see
-    /// [`Drafting::draft_model_ask`]), if anything.
+    /// [`Drafting::ask_of`]), if anything.
     pub(crate) fn draft_model_ask(
         &self,
         cost: Option<&CostModel>,
@@ -232,11 +235,32 @@ impl<'m> Sequence<'m> {
         let n = self
             .drafting
             .as_ref()?
-            .draft_model_ask(cost, batch, max_nodes);
+            .ask_of(DRAFT_MODEL, cost, batch, max_nodes);
         (n > 0).then(|| DraftAsk {
             seq: self.id as usize,
             history: &self.out.history,
             n,
+        })
+    }
+
+    /// What this step may ask of the heads for this request (see [`Drafting::ask_of`]), if
+    /// anything: they read the hidden state behind its last token.
+    pub(crate) fn heads_ask(
+        &self,
+        cost: Option<&CostModel>,
+        batch: BatchLoad,
+        max_nodes: usize,
+    ) -> Option<HeadsAsk<'_>> {
+        if self.hidden.is_empty() {
+            return None;
+        }
+        let (tree, n) = self.drafting.as_ref()?.heads_ask(cost, batch, max_nodes)?;
+        Some(HeadsAsk {
+            sequence: self.id as usize,
+            hidden: &self.hidden,
+            root: self.root(),
+            tree,
+            max_nodes: n,
         })
     }
 

@@ -92,6 +92,45 @@ fn batched_and_drafted_runs_are_identical_to_plain_decoding() {
 }
 
 #[test]
+fn the_heads_draft_for_every_request_in_one_evaluation_per_depth() {
+    let mut config = EngineConfig::new(model_path());
+    config.parallel = 4;
+    config.ctx_size = Some(512);
+    config.heads_path = Some(models::default_heads_path().expect("default heads installed"));
+    config.decode_costs = Some(common::cpu_decode_costs());
+    let engine = Engine::load(config).expect("model loads");
+    let heads = engine
+        .info()
+        .heads
+        .as_ref()
+        .expect("heads loaded")
+        .head_count as u64;
+    let tree = DraftPolicy::Tree(TreeSpec::mc_sim_7b_63());
+    let request =
+        |prompt: &str| greedy(chat(prompt), 24, GenerationMode::Medusa).with_draft(tree.clone());
+    let before = engine.metrics();
+    let running: Vec<_> = PROMPTS[..4]
+        .iter()
+        .map(|p| engine.generate(request(p)).unwrap())
+        .collect();
+    let outputs: Vec<_> = running.into_iter().map(|s| s.wait().unwrap()).collect();
+    let after = engine.metrics();
+    let steps = after.steps - before.steps;
+    let evaluations = after.heads_evaluations - before.heads_evaluations;
+    let queries = after.heads_queries - before.heads_queries;
+    // One request at a time would take about a head per depth per request at each step.
+    assert!(
+        evaluations > 0 && evaluations <= steps * heads,
+        "{evaluations} head evaluations in {steps} steps of 4 requests with {heads} heads"
+    );
+    println!("{evaluations} head evaluations of {queries} queries in {steps} steps");
+    for (prompt, output) in PROMPTS[..4].iter().zip(&outputs) {
+        let alone = run(&engine, greedy(chat(prompt), 24, GenerationMode::Normal));
+        assert_identical(&alone.token_ids, &output.token_ids, prompt);
+    }
+}
+
+#[test]
 fn a_cancelled_request_frees_its_slot_and_the_others_finish() {
     let engine = engine(2, 8);
     let mut doomed = engine

@@ -1275,6 +1275,8 @@ fn health_info_and_metrics() {
         // No draft model here.
         "medusa_draft_model_decodes_total 0",
         "medusa_draft_model_tokens_total 0",
+        "medusa_heads_evaluations_total",
+        "medusa_heads_queries_total",
         "medusa_runs_total{status=\"finished\"}",
     ] {
         assert!(text.contains(name), "{name} missing from\n{text}");

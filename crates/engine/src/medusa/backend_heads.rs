@@ -9,6 +9,7 @@ use std::ptr;
 use llama_cpp_sys_2 as sys;
 
 use super::head::Head;
+use super::heads::HeadQuery;
 use super::matrix::{QuantMatrix, GGML_TYPE_F32};
 use crate::error::EngineError;
 
@@ -239,14 +240,13 @@ impl BackendHeads {
         &self.device
     }
 
-    /// For each `(inputs, k)` query, head `head`'s best projection rows from `hidden` and their
-    /// logits, in no particular order: as many as the largest `k` asks for, for every query
-    /// (see [`super::heads::MedusaHeads::top_k_each`]).
+    /// For each query, head `head`'s best projection rows and their logits, in no particular
+    /// order: as many as the largest `k` asks for, for every query (see
+    /// [`super::heads::MedusaHeads::top_k_each`]).
     pub(super) fn top_k_each(
         &mut self,
         head: usize,
-        hidden: &[f32],
-        queries: &[(Vec<Vec<f32>>, usize)],
+        queries: &[HeadQuery<'_>],
     ) -> Result<Vec<Vec<(usize, f32)>>, EngineError> {
         let tensors = self
             .heads
@@ -260,11 +260,11 @@ impl BackendHeads {
         // SAFETY: `projection` is a live 2-D tensor of the weights context.
         let rows = unsafe { (*projection).ne[1] } as usize;
         let n = queries.len();
-        let k = queries.iter().map(|q| q.1).max().unwrap_or(0).min(rows);
-        if n == 0 || k == 0 || hidden.len() != self.n_embd {
+        let k = queries.iter().map(|q| q.k).max().unwrap_or(0).min(rows);
+        if n == 0 || k == 0 || queries.iter().any(|q| q.hidden.len() != self.n_embd) {
             return Ok(vec![Vec::new(); n]);
         }
-        let (ids, logits) = self.evaluate(tensors, projection, rows, hidden, queries, k)?;
+        let (ids, logits) = self.evaluate(tensors, projection, rows, queries, k)?;
         Ok((0..n)
             .map(|q| {
                 (q * k..(q + 1) * k)
@@ -279,8 +279,7 @@ impl BackendHeads {
         tensors: &HeadTensors,
         projection: *mut sys::ggml_tensor,
         rows: usize,
-        hidden: &[f32],
-        queries: &[(Vec<Vec<f32>>, usize)],
+        queries: &[HeadQuery<'_>],
         k: usize,
     ) -> Result<(Vec<i32>, Vec<f32>), EngineError> {
         let graph_ctx = GraphContext(metadata_context(GRAPH_TENSORS)?);
@@ -297,17 +296,21 @@ impl BackendHeads {
                 inputs.push((t, values));
                 t
             };
-            let mut x = input(&mut inputs, hidden.repeat(n));
+            let hiddens = queries
+                .iter()
+                .flat_map(|q| q.hidden.iter().copied())
+                .collect();
+            let mut x = input(&mut inputs, hiddens);
             // `R e_root + sum_j P_j e_j`: the m-th matrix applies to each query's m-th input
             // (zeros for a query with fewer inputs, which adds nothing).
             let mut token_term: *mut sys::ggml_tensor = ptr::null_mut();
             for (m, &matrix) in tensors.token_matrices.iter().enumerate() {
-                if queries.iter().all(|q| q.0.len() <= m) {
+                if queries.iter().all(|q| q.inputs.len() <= m) {
                     continue;
                 }
                 let mut values = Vec::with_capacity(n_embd * n);
-                for (query_inputs, _) in queries {
-                    match query_inputs.get(m) {
+                for query in queries {
+                    match query.inputs.get(m) {
                         Some(e) if e.len() == n_embd => values.extend_from_slice(e),
                         _ => values.resize(values.len() + n_embd, 0.0),
                     }

@@ -23,7 +23,7 @@ mod widen;
 mod write;
 
 pub use compute::{HeadsCompute, HeadsPlacement};
-pub use evaluate::{scale_to_unit_rms, MedusaHeads};
+pub use evaluate::{scale_to_unit_rms, HeadQuery, MedusaHeads};
 pub use info::{BaseIdentity, HeadsInfo, TrainingRecord};
 pub use load::{base_projection, base_token_embedding};
 pub use widen::widen_heads;

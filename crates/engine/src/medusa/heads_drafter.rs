@@ -1,73 +1,173 @@
 //! The Medusa drafter: heads read the hidden state of the last accepted position, and their
-//! top-k guesses fill the token tree.
+//! top-k guesses fill the token tree. At each step the trees of every request drafting with
+//! the heads are made together ([`draft_trees`]): each head is evaluated once per depth for all
+//! of them, one matrix product instead of one per request.
 
 use std::sync::Arc;
 
-use super::heads::MedusaHeads;
+use super::heads::{HeadQuery, MedusaHeads};
 use crate::speculative::drafter::{DraftInput, Drafter};
-use crate::speculative::tree::{DraftTree, TreeSpec};
+use crate::speculative::tree::{DraftTree, TreeSpec, MEDUSA};
 use crate::token::TokenId;
+
+/// What one request asks of the heads this step.
+pub(crate) struct HeadsAsk<'a> {
+    pub(crate) sequence: usize,
+    /// The base model's final hidden state at the request's last accepted position.
+    pub(crate) hidden: &'a [f32],
+    /// The last accepted token, the tree's root.
+    pub(crate) root: TokenId,
+    pub(crate) tree: &'a TreeSpec,
+    pub(crate) max_nodes: usize,
+}
+
+/// Each ask's tree, at most its `max_nodes`, with every head evaluated once per depth for all
+/// of them.
+pub(crate) fn draft_trees(heads: &MedusaHeads, asks: &[HeadsAsk<'_>]) -> Vec<DraftTree> {
+    let mut trees = if heads.info().path_input {
+        trees_by_path(heads, asks)
+    } else {
+        trees_by_rank(heads, asks)
+    };
+    for (tree, ask) in trees.iter_mut().zip(asks) {
+        tree.truncate(ask.max_nodes);
+    }
+    trees
+}
+
+/// For heads that read the drafted path: each expanded node's children come from the head of
+/// its depth reading its path, the nodes of one depth of every tree evaluated together.
+fn trees_by_path(heads: &MedusaHeads, asks: &[HeadsAsk<'_>]) -> Vec<DraftTree> {
+    let mut fills: Vec<_> = asks.iter().map(|a| a.tree.path_fill(a.max_nodes)).collect();
+    let depth = fills.iter().map(|f| f.depth()).max().unwrap_or(0);
+    for d in 0..depth.min(heads.head_count()) {
+        let nodes: Vec<Vec<(Vec<TokenId>, usize)>> = fills
+            .iter_mut()
+            .map(|fill| {
+                if d < fill.depth() {
+                    fill.queries(d)
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        let queries: Vec<HeadQuery<'_>> = asks
+            .iter()
+            .zip(&nodes)
+            .flat_map(|(ask, nodes)| {
+                nodes.iter().map(|(path, k)| {
+                    let tokens: Vec<TokenId> = std::iter::once(ask.root)
+                        .chain(path.iter().copied())
+                        .collect();
+                    HeadQuery {
+                        hidden: ask.hidden,
+                        inputs: heads.token_inputs(&tokens),
+                        k: *k,
+                    }
+                })
+            })
+            .collect();
+        if queries.is_empty() {
+            break;
+        }
+        let mut answers = heads.top_k_each(d, &queries).into_iter();
+        for (fill, nodes) in fills.iter_mut().zip(&nodes) {
+            let mine: Vec<Vec<TokenId>> = answers.by_ref().take(nodes.len()).collect();
+            fill.place(d, &mine);
+        }
+    }
+    fills.into_iter().map(|fill| fill.into_tree()).collect()
+}
+
+/// For heads that read the root at most: each head's top-k for every tree at once, then the
+/// sorted paths filled; only the heads that the first `max_nodes` paths reach run.
+fn trees_by_rank(heads: &MedusaHeads, asks: &[HeadsAsk<'_>]) -> Vec<DraftTree> {
+    let depths: Vec<usize> = asks
+        .iter()
+        .map(|ask| {
+            ask.tree.paths()[..ask.max_nodes.min(ask.tree.len())]
+                .iter()
+                .map(Vec::len)
+                .max()
+                .unwrap_or(0)
+                .min(heads.head_count())
+        })
+        .collect();
+    let top_k: Vec<Vec<usize>> = asks.iter().map(|a| a.tree.top_k_per_depth()).collect();
+    let mut candidates: Vec<Vec<Vec<TokenId>>> = vec![Vec::new(); asks.len()];
+    for d in 0..depths.iter().copied().max().unwrap_or(0) {
+        let asking: Vec<usize> = (0..asks.len()).filter(|&i| depths[i] > d).collect();
+        let queries: Vec<HeadQuery<'_>> = asking
+            .iter()
+            .map(|&i| HeadQuery {
+                hidden: asks[i].hidden,
+                inputs: heads.token_inputs(&[asks[i].root]),
+                k: top_k[i].get(d).copied().unwrap_or(0),
+            })
+            .collect();
+        for (&i, found) in asking.iter().zip(heads.top_k_each(d, &queries)) {
+            candidates[i].push(found);
+        }
+    }
+    asks.iter()
+        .zip(&candidates)
+        .map(|(ask, candidates)| ask.tree.fill(candidates))
+        .collect()
+}
 
 pub struct MedusaDrafter {
     heads: Arc<MedusaHeads>,
     tree: TreeSpec,
-    /// Top-k needed per depth, from the tree.
-    top_k: Vec<usize>,
+    /// See [`Drafter::prepared_ms`].
+    prepared_ms: f64,
 }
 
 impl MedusaDrafter {
     pub fn new(heads: Arc<MedusaHeads>, tree: TreeSpec) -> Self {
-        let top_k = tree.top_k_per_depth();
-        Self { heads, tree, top_k }
+        Self {
+            heads,
+            tree,
+            prepared_ms: 0.0,
+        }
     }
 }
 
 impl Drafter for MedusaDrafter {
     fn name(&self) -> &'static str {
-        "medusa"
+        MEDUSA
     }
 
     fn acceptance_carries_over(&self) -> bool {
         true
     }
 
+    fn prepared_ms(&self) -> f64 {
+        self.prepared_ms
+    }
+
+    /// The tree made for this request with every other's at the start of the step, else its
+    /// own (a request that asks for more than was made).
     fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
+        self.prepared_ms = 0.0;
+        if let Some(prepared) = input
+            .heads_trees
+            .and_then(|trees| trees.get(input.sequence, max_nodes))
+        {
+            self.prepared_ms = prepared.ms;
+            let mut tree = prepared.tree.clone();
+            tree.truncate(max_nodes);
+            return tree;
+        }
         let Some(hidden) = input.hidden_state else {
             return DraftTree::default();
         };
-        let root = input.history.last().copied().unwrap_or_default();
-        let mut tree = if self.heads.info().path_input {
-            // Each expanded node's children come from the head of its depth reading its path;
-            // the nodes of one depth are evaluated together.
-            self.tree.fill_by_path(max_nodes, |depth, nodes| {
-                let queries: Vec<(Vec<Vec<f32>>, usize)> = nodes
-                    .iter()
-                    .map(|(path, k)| {
-                        let tokens: Vec<TokenId> =
-                            std::iter::once(root).chain(path.iter().copied()).collect();
-                        (self.heads.token_inputs(&tokens), *k)
-                    })
-                    .collect();
-                self.heads.top_k_each(depth, hidden, &queries)
-            })
-        } else {
-            // Sorted paths: the first `max_nodes` form a tree, and only the heads they reach run.
-            let depth = self
-                .tree
-                .paths()
-                .iter()
-                .take(max_nodes)
-                .map(Vec::len)
-                .max()
-                .unwrap_or(0)
-                .min(self.heads.head_count());
-            let inputs = self.heads.token_inputs(&[root]);
-            let candidates: Vec<_> = (0..depth)
-                .map(|d| self.heads.top_k(d, hidden, &inputs, self.top_k[d]))
-                .collect();
-            self.tree.fill(&candidates)
+        let ask = HeadsAsk {
+            sequence: input.sequence,
+            hidden,
+            root: input.history.last().copied().unwrap_or_default(),
+            tree: &self.tree,
+            max_nodes,
         };
-        tree.truncate(max_nodes);
-        tree
+        draft_trees(&self.heads, &[ask]).pop().unwrap_or_default()
     }
 }

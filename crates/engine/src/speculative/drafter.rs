@@ -1,5 +1,7 @@
 //! What a drafter sees and what it must do. The verifier does not care who drafted.
 
+use std::collections::HashMap;
+
 use super::tree::DraftTree;
 use crate::error::EngineError;
 use crate::token::TokenId;
@@ -14,6 +16,37 @@ pub struct DraftInput<'a> {
     pub hidden_state: Option<&'a [f32]>,
     /// The draft model, when one is loaded.
     pub draft_model: Option<&'a dyn ModelProposer>,
+    /// The heads' trees for every request that drafts with them this step, made together.
+    pub heads_trees: Option<&'a PreparedTrees>,
+}
+
+/// Trees a drafter made for every request at once at the start of a step (one batched
+/// evaluation instead of one per request), by sequence id.
+#[derive(Debug, Default)]
+pub struct PreparedTrees {
+    by_sequence: HashMap<usize, PreparedTree>,
+}
+
+#[derive(Debug)]
+pub struct PreparedTree {
+    pub tree: DraftTree,
+    /// The most nodes it was made for: a request that wants more makes its own.
+    pub max_nodes: usize,
+    /// This request's share of the time the trees took.
+    pub ms: f64,
+}
+
+impl PreparedTrees {
+    pub fn insert(&mut self, sequence: usize, tree: PreparedTree) {
+        self.by_sequence.insert(sequence, tree);
+    }
+
+    /// The tree made for `sequence`, if it was made for at least `max_nodes` nodes.
+    pub fn get(&self, sequence: usize, max_nodes: usize) -> Option<&PreparedTree> {
+        self.by_sequence
+            .get(&sequence)
+            .filter(|prepared| prepared.max_nodes >= max_nodes)
+    }
 }
 
 /// A model that continues a sequence's text: the draft model, in its own context.

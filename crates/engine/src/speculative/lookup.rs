@@ -152,6 +152,7 @@ mod tests {
                 history,
                 hidden_state: None,
                 draft_model: None,
+                heads_trees: None,
             },
             8,
         );
@@ -208,6 +209,7 @@ mod tests {
                     history: &history,
                     hidden_state: None,
                     draft_model: None,
+                    heads_trees: None,
                 },
                 8
             )

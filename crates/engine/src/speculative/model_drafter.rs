@@ -100,6 +100,7 @@ mod tests {
                 history: &[3, 4],
                 hidden_state: None,
                 draft_model: model,
+                heads_trees: None,
             },
             n,
         )
@@ -126,6 +127,7 @@ mod tests {
             history: &[3],
             hidden_state: None,
             draft_model: Some(&Counting(true)),
+            heads_trees: None,
         };
         drafter.draft(&input, 2);
         assert_eq!(drafter.reading_ms(), 2.5);

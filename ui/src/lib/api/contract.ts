@@ -941,6 +941,12 @@ kv_cells: number,
  */
 draft_model_decodes: number, draft_model_tokens: number, 
 /**
+ * Evaluations of a Medusa head while drafting, and the questions in them: each step asks a
+ * head once per depth for every request drafting with the heads, so questions per
+ * evaluation grow with the requests.
+ */
+heads_evaluations: number, heads_queries: number, 
+/**
  * Embedding calls the engine holds, waiting or being read (those waiting also count in
  * `queued`).
  */

@@ -1,6 +1,7 @@
 //! Loaded heads and their evaluation: each head's best guesses from a hidden state, on the
 //! engine's thread pool or a ggml backend.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::info::HeadsInfo;
@@ -8,6 +9,15 @@ use crate::medusa::backend_heads::BackendHeads;
 use crate::medusa::head::Head;
 use crate::medusa::matrix::QuantMatrix;
 use crate::token::TokenId;
+
+/// One question to a head: its best `k` tokens from `hidden`, the base model's final hidden
+/// state at one request's last accepted position, given that request's
+/// [`MedusaHeads::token_inputs`].
+pub struct HeadQuery<'a> {
+    pub hidden: &'a [f32],
+    pub inputs: Vec<Vec<f32>>,
+    pub k: usize,
+}
 
 pub struct MedusaHeads {
     pub(super) info: HeadsInfo,
@@ -21,6 +31,9 @@ pub struct MedusaHeads {
     pub(super) pool: rayon::ThreadPool,
     /// The heads' weights on a ggml backend, when they run there.
     pub(super) on_backend: Option<Mutex<BackendHeads>>,
+    /// Evaluations (of one head, for any number of queries) and queries since last taken.
+    pub(super) evaluations: AtomicU64,
+    pub(super) queries: AtomicU64,
 }
 
 impl MedusaHeads {
@@ -30,6 +43,14 @@ impl MedusaHeads {
 
     pub fn head_count(&self) -> usize {
         self.heads.len()
+    }
+
+    /// Evaluations and their queries since the last call.
+    pub fn take_counts(&self) -> (u64, u64) {
+        (
+            self.evaluations.swap(0, Ordering::Relaxed),
+            self.queries.swap(0, Ordering::Relaxed),
+        )
     }
 
     /// Milliseconds one head takes to propose its ten best tokens where the heads run, as timed
@@ -81,35 +102,40 @@ impl MedusaHeads {
         inputs: &[Vec<f32>],
         k: usize,
     ) -> Vec<TokenId> {
-        self.top_k_each(head, hidden, &[(inputs.to_vec(), k)])
-            .pop()
-            .unwrap_or_default()
+        let query = HeadQuery {
+            hidden,
+            inputs: inputs.to_vec(),
+            k,
+        };
+        self.top_k_each(head, &[query]).pop().unwrap_or_default()
     }
 
-    /// [`Self::top_k`] for several `(inputs, k)` at once (the nodes of one depth, for heads that
-    /// read the path): every matrix is read once for all of them.
-    pub fn top_k_each(
-        &self,
-        head: usize,
-        hidden: &[f32],
-        queries: &[(Vec<Vec<f32>>, usize)],
-    ) -> Vec<Vec<TokenId>> {
+    /// [`Self::top_k`] for several queries at once (the nodes of one depth, of one request or
+    /// of every request drafting this step): every matrix is read once for all of them.
+    pub fn top_k_each(&self, head: usize, queries: &[HeadQuery<'_>]) -> Vec<Vec<TokenId>> {
+        self.evaluations.fetch_add(1, Ordering::Relaxed);
+        self.queries
+            .fetch_add(queries.len() as u64, Ordering::Relaxed);
         let rows = match &self.on_backend {
-            Some(backend) => match lock(backend).top_k_each(head, hidden, queries) {
+            Some(backend) => match lock(backend).top_k_each(head, queries) {
                 Ok(candidates) => candidates
                     .into_iter()
                     .zip(queries)
-                    .map(|(mut found, (_, k))| {
+                    .map(|(mut found, query)| {
                         found.sort_unstable_by(best_first);
-                        found.into_iter().take(*k).map(|(row, _)| row).collect()
+                        found
+                            .into_iter()
+                            .take(query.k)
+                            .map(|(row, _)| row)
+                            .collect()
                     })
                     .collect(),
                 Err(e) => {
                     tracing::warn!(error = %e, "heads on the ggml backend failed; this step uses the thread pool");
-                    self.thread_pool_rows(head, hidden, queries)
+                    self.thread_pool_rows(head, queries)
                 }
             },
-            None => self.thread_pool_rows(head, hidden, queries),
+            None => self.thread_pool_rows(head, queries),
         };
         rows.into_iter()
             .map(|rows| {
@@ -128,8 +154,7 @@ impl MedusaHeads {
     pub(super) fn thread_pool_rows(
         &self,
         head: usize,
-        hidden: &[f32],
-        queries: &[(Vec<Vec<f32>>, usize)],
+        queries: &[HeadQuery<'_>],
     ) -> Vec<Vec<usize>> {
         let head = &self.heads[head];
         let projection = head
@@ -137,18 +162,19 @@ impl MedusaHeads {
             .as_ref()
             .or(self.shared_projection.as_deref())
             .expect("a head has its own projection or shares the base one");
-        let mut xs: Vec<Vec<f32>> = vec![hidden.to_vec(); queries.len()];
+        let mut xs: Vec<Vec<f32>> = queries.iter().map(|q| q.hidden.to_vec()).collect();
+        let width = xs.first().map_or(0, Vec::len);
         let logits = self.pool.install(|| {
             // `R e_root + sum_j P_j e_j`, added to the first block's product: the m-th matrix
             // applies to each query's m-th input.
-            let mut token_terms: Vec<Vec<f32>> = vec![vec![0.0; hidden.len()]; queries.len()];
+            let mut token_terms: Vec<Vec<f32>> = vec![vec![0.0; width]; queries.len()];
             for (m, matrix) in head.root.iter().chain(&head.path).enumerate() {
                 let reading: Vec<usize> = (0..queries.len())
-                    .filter(|&q| queries[q].0.len() > m)
+                    .filter(|&q| queries[q].inputs.len() > m)
                     .collect();
                 let inputs: Vec<&[f32]> = reading
                     .iter()
-                    .map(|&q| queries[q].0[m].as_slice())
+                    .map(|&q| queries[q].inputs[m].as_slice())
                     .collect();
                 for (&q, product) in reading.iter().zip(matrix.matmul(&inputs)) {
                     token_terms[q]
@@ -174,7 +200,7 @@ impl MedusaHeads {
         logits
             .iter()
             .zip(queries)
-            .map(|(logits, (_, k))| top_indices(logits, *k))
+            .map(|(logits, query)| top_indices(logits, query.k))
             .collect()
     }
 }

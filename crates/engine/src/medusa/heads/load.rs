@@ -194,6 +194,8 @@ impl MedusaHeads {
             row_tokens,
             pool,
             on_backend: None,
+            evaluations: Default::default(),
+            queries: Default::default(),
         };
         let device = if on_gpu {
             BackendDevice::Gpu

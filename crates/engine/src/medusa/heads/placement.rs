@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::compute::{HeadsCompute, HeadsPlacement, THREAD_POOL};
-use super::evaluate::{lock, MedusaHeads};
+use super::evaluate::{lock, HeadQuery, MedusaHeads};
 use crate::clock::ms_since;
 use crate::error::EngineError;
 use crate::medusa::backend_heads::{BackendDevice, BackendHeads};
@@ -95,7 +95,11 @@ impl MedusaHeads {
     ) -> Result<(Option<f64>, Option<f64>), EngineError> {
         const BLOCKS: usize = 3;
         let hidden = vec![0.0; self.info.base.n_embd as usize];
-        let query = [(self.token_inputs(&vec![0; self.head_count()]), 10)];
+        let query = [HeadQuery {
+            hidden: &hidden,
+            inputs: self.token_inputs(&vec![0; self.head_count()]),
+            k: 10,
+        }];
         let time_threads = placement != HeadsPlacement::Ggml || self.on_backend.is_none();
         let mut threads_best = vec![f64::INFINITY; self.head_count()];
         let mut ggml_best = threads_best.clone();
@@ -103,7 +107,7 @@ impl MedusaHeads {
             if time_threads {
                 for (head, best) in threads_best.iter_mut().enumerate() {
                     let Ok(ms) = fastest_ms::<Infallible>(|| {
-                        std::hint::black_box(self.thread_pool_rows(head, &hidden, &query));
+                        std::hint::black_box(self.thread_pool_rows(head, &query));
                         Ok(())
                     });
                     *best = best.min(ms);
@@ -112,7 +116,7 @@ impl MedusaHeads {
             if let Some(backend) = &self.on_backend {
                 for (head, best) in ggml_best.iter_mut().enumerate() {
                     let ms = fastest_ms(|| {
-                        std::hint::black_box(lock(backend).top_k_each(head, &hidden, &query)?);
+                        std::hint::black_box(lock(backend).top_k_each(head, &query)?);
                         Ok::<_, EngineError>(())
                     })?;
                     *best = best.min(ms);
@@ -142,13 +146,17 @@ impl MedusaHeads {
                 let path: Vec<TokenId> = (0..=head as TokenId + 1)
                     .map(|t| t + q as TokenId)
                     .collect();
-                (self.token_inputs(&path), 10)
+                HeadQuery {
+                    hidden: &hidden,
+                    inputs: self.token_inputs(&path),
+                    k: 10,
+                }
             };
             let one = [query(0)];
             let many: Vec<_> = (0..NODES).map(query).collect();
-            let fastest = |queries: &[(Vec<Vec<f32>>, usize)]| {
+            let fastest = |queries: &[HeadQuery<'_>]| {
                 let Ok(ms) = fastest_ms::<Infallible>(|| {
-                    std::hint::black_box(self.top_k_each(head, &hidden, queries));
+                    std::hint::black_box(self.top_k_each(head, queries));
                     Ok(())
                 });
                 ms

@@ -24,12 +24,15 @@ pub enum TokenSource {
 /// The draft model's name as a drafter and as a token source.
 pub const DRAFT_MODEL: &str = "draft_model";
 
+/// The Medusa heads' name as a drafter.
+pub const MEDUSA: &str = "medusa";
+
 impl TokenSource {
     /// The name of the drafter that proposes tokens from this source (`Drafter::name`).
     pub fn drafter(self) -> Option<&'static str> {
         match self {
             Self::Base => None,
-            Self::Head(_) => Some("medusa"),
+            Self::Head(_) => Some(MEDUSA),
             Self::Lookup => Some("lookup"),
             Self::DraftModel => Some(DRAFT_MODEL),
         }

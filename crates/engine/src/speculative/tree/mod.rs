@@ -5,6 +5,6 @@ mod draft;
 mod layout;
 mod spec;
 
-pub use draft::{DraftTree, TokenSource, DRAFT_MODEL};
+pub use draft::{DraftTree, TokenSource, DRAFT_MODEL, MEDUSA};
 pub use layout::TreeLayout;
-pub use spec::{TreeError, TreeSpec, MAX_RANK, MAX_TREE_FILE_BYTES};
+pub use spec::{PathFill, TreeError, TreeSpec, MAX_RANK, MAX_TREE_FILE_BYTES};

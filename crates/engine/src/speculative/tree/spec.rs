@@ -207,56 +207,32 @@ impl TreeSpec {
         max_nodes: usize,
         mut guesses: impl FnMut(usize, &[(Vec<TokenId>, usize)]) -> Vec<Vec<TokenId>>,
     ) -> DraftTree {
-        let count = max_nodes.min(self.paths.len());
-        let mut tree = DraftTree::default();
-        // The tree node each of the first `count` paths became, and its tokens from depth 1.
-        let mut placed: Vec<Option<usize>> = vec![None; count];
-        let mut tokens_of: Vec<Vec<TokenId>> = vec![Vec::new(); count];
-        let depth = self.paths[..count].iter().map(Vec::len).max().unwrap_or(0);
-        for d in 0..depth {
-            // The expanded nodes of depth d (`None`: the root) and the children each needs.
-            let mut parents: Vec<(Option<usize>, usize)> = Vec::new();
-            for (i, path) in self.paths[..count].iter().enumerate() {
-                let parent = self.parents[i];
-                let reachable = parent.is_none_or(|p| placed[p].is_some());
-                if path.len() != d + 1 || !reachable {
-                    continue;
-                }
-                let k = path[d] + 1;
-                match parents.iter_mut().find(|(p, _)| *p == parent) {
-                    Some((_, most)) => *most = (*most).max(k),
-                    None => parents.push((parent, k)),
-                }
-            }
-            let queries: Vec<(Vec<TokenId>, usize)> = parents
-                .iter()
-                .map(|&(p, k)| (p.map_or_else(Vec::new, |p| tokens_of[p].clone()), k))
-                .collect();
+        let mut fill = self.path_fill(max_nodes);
+        for d in 0..fill.depth() {
+            let queries = fill.queries(d);
             let answers = if queries.is_empty() {
                 Vec::new()
             } else {
                 guesses(d, &queries)
             };
-            for (i, path) in self.paths[..count].iter().enumerate() {
-                if path.len() != d + 1 {
-                    continue;
-                }
-                let parent = self.parents[i];
-                let Some(q) = parents.iter().position(|(p, _)| *p == parent) else {
-                    continue;
-                };
-                let Some(&token) = answers.get(q).and_then(|a| a.get(path[d])) else {
-                    continue;
-                };
-                let node_parent = parent.and_then(|p| placed[p]);
-                placed[i] =
-                    Some(tree.push(token, node_parent, TokenSource::Head(d as u8), path[d]));
-                let mut tokens = parent.map_or_else(Vec::new, |p| tokens_of[p].clone());
-                tokens.push(token);
-                tokens_of[i] = tokens;
-            }
+            fill.place(d, &answers);
         }
-        tree
+        fill.into_tree()
+    }
+
+    /// [`Self::fill_by_path`] a depth at a time, so that several trees can be filled in
+    /// lockstep and each depth's head asked once for all of them.
+    pub fn path_fill(&self, max_nodes: usize) -> PathFill<'_> {
+        let count = max_nodes.min(self.paths.len());
+        PathFill {
+            spec: self,
+            count,
+            depth: self.paths[..count].iter().map(Vec::len).max().unwrap_or(0),
+            placed: vec![None; count],
+            tokens_of: vec![Vec::new(); count],
+            expanding: Vec::new(),
+            tree: DraftTree::default(),
+        }
     }
 
     /// The tree filled with tokens: `top_k[d][r]` is the rank-`r` guess for depth `d + 1`.
@@ -271,6 +247,83 @@ impl TreeSpec {
             tree.push(token, parent, TokenSource::Head(d as u8), path[d]);
         }
         tree
+    }
+}
+
+/// A tree being filled depth by depth for heads that read the drafted path (see
+/// [`TreeSpec::path_fill`]): ask [`Self::queries`] of depth d, then [`Self::place`] the
+/// answers, for d in `0..depth()`.
+pub struct PathFill<'s> {
+    spec: &'s TreeSpec,
+    /// The first paths filled.
+    count: usize,
+    depth: usize,
+    /// The tree node each of the first `count` paths became, and its tokens from depth 1.
+    placed: Vec<Option<usize>>,
+    tokens_of: Vec<Vec<TokenId>>,
+    /// The expanded nodes of the depth being filled (`None`: the root) and the children each
+    /// needs.
+    expanding: Vec<(Option<usize>, usize)>,
+    tree: DraftTree,
+}
+
+impl PathFill<'_> {
+    /// How many depths the tree has: the rounds of queries.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// The nodes of depth `d` that have children: `(tokens on the path below the root, how
+    /// many guesses)` for each.
+    pub fn queries(&mut self, d: usize) -> Vec<(Vec<TokenId>, usize)> {
+        let spec = self.spec;
+        self.expanding.clear();
+        for (i, path) in spec.paths[..self.count].iter().enumerate() {
+            let parent = spec.parents[i];
+            let reachable = parent.is_none_or(|p| self.placed[p].is_some());
+            if path.len() != d + 1 || !reachable {
+                continue;
+            }
+            let k = path[d] + 1;
+            match self.expanding.iter_mut().find(|(p, _)| *p == parent) {
+                Some((_, most)) => *most = (*most).max(k),
+                None => self.expanding.push((parent, k)),
+            }
+        }
+        self.expanding
+            .iter()
+            .map(|&(p, k)| (p.map_or_else(Vec::new, |p| self.tokens_of[p].clone()), k))
+            .collect()
+    }
+
+    /// Places depth `d`'s nodes from the answers to [`Self::queries`], in their order.
+    pub fn place(&mut self, d: usize, answers: &[Vec<TokenId>]) {
+        let spec = self.spec;
+        for (i, path) in spec.paths[..self.count].iter().enumerate() {
+            if path.len() != d + 1 {
+                continue;
+            }
+            let parent = spec.parents[i];
+            let Some(q) = self.expanding.iter().position(|(p, _)| *p == parent) else {
+                continue;
+            };
+            let Some(&token) = answers.get(q).and_then(|a| a.get(path[d])) else {
+                continue;
+            };
+            let node_parent = parent.and_then(|p| self.placed[p]);
+            self.placed[i] =
+                Some(
+                    self.tree
+                        .push(token, node_parent, TokenSource::Head(d as u8), path[d]),
+                );
+            let mut tokens = parent.map_or_else(Vec::new, |p| self.tokens_of[p].clone());
+            tokens.push(token);
+            self.tokens_of[i] = tokens;
+        }
+    }
+
+    pub fn into_tree(self) -> DraftTree {
+        self.tree
     }
 }
 
