@@ -24,7 +24,8 @@ use crate::error::EngineError;
 use crate::llama_runtime::LlamaRuntime;
 use crate::request::{ChatMessage, Prompt};
 use crate::sampler::argmax;
-use crate::speculative::drafter::{DraftAsk, Guesses, ModelProposer};
+use crate::speculative::drafter::{BatchedProposer, DraftAsk, Guesses, ModelProposer};
+use crate::step_backend::StepBackend;
 use crate::token::{common_prefix, TokenId};
 
 /// A guess the draft model gives less probability than this ends its chain: an unsure guess
@@ -425,11 +426,7 @@ impl<'m> DraftModel<'m> {
         } else {
             Prompt::Text(PROBE_QUESTION.to_owned())
         };
-        let prompt: Vec<TokenId> = runtime
-            .prompt_tokens(&prompt, false)?
-            .iter()
-            .map(|t| t.0)
-            .collect();
+        let prompt: Vec<TokenId> = runtime.prompt_tokens(&prompt, false)?;
         let answer = greedy_answer(runtime, &prompt, PROBE_TOKENS)?;
         // The draft model reads the prompt and the answer in one decode, a guess at each place.
         let mut text = prompt.clone();
@@ -485,10 +482,10 @@ fn greedy_answer(
     prompt: &[TokenId],
     max: usize,
 ) -> Result<Vec<TokenId>, EngineError> {
-    runtime.clear_kv();
+    runtime.clear_cells();
     runtime.clear_batch();
     for (pos, &token) in prompt.iter().enumerate() {
-        runtime.add(LlamaToken(token), pos, &[0], pos + 1 == prompt.len())?;
+        runtime.add_to_batch(token, pos, &[0], pos + 1 == prompt.len())?;
     }
     runtime.decode()?;
     let mut answer = Vec::with_capacity(max);
@@ -500,22 +497,27 @@ fn greedy_answer(
         }
         answer.push(token);
         runtime.clear_batch();
-        runtime.add(
-            LlamaToken(token),
-            prompt.len() + answer.len() - 1,
-            &[0],
-            true,
-        )?;
+        runtime.add_to_batch(token, prompt.len() + answer.len() - 1, &[0], true)?;
         runtime.decode()?;
         index = 0;
     }
-    runtime.clear_kv();
+    runtime.clear_cells();
     Ok(answer)
 }
 
 impl ModelProposer for RefCell<DraftModel<'_>> {
     fn propose(&self, seq: usize, history: &[TokenId], n: usize) -> Result<Guesses, EngineError> {
         self.borrow_mut().propose(seq, history, n)
+    }
+}
+
+impl BatchedProposer for RefCell<DraftModel<'_>> {
+    fn prepare(&self, asks: &[DraftAsk<'_>]) {
+        self.borrow_mut().prepare(asks);
+    }
+
+    fn take_counts(&self) -> (u64, u64) {
+        self.borrow_mut().take_counts()
     }
 }
 

@@ -128,8 +128,8 @@ impl DrafterPool {
         }
     }
 
-    pub(crate) fn heads(&self) -> Option<&MedusaHeads> {
-        self.medusa.as_ref().map(|m| m.heads.as_ref())
+    pub(crate) fn heads(&self) -> Option<&Arc<MedusaHeads>> {
+        self.medusa.as_ref().map(|m| &m.heads)
     }
 
     /// The drafters of a request that is being admitted, as its draft was decided (see
@@ -168,7 +168,7 @@ impl DrafterPool {
     /// What is known of this drafter by evidence class, weighing as a few tries, when its
     /// acceptance carries over.
     fn prior(&self, drafter: &dyn Drafter) -> Vec<AcceptanceStats> {
-        if !drafter.acceptance_carries_over() {
+        if !drafter.traits().acceptance_carries_over {
             return Vec::new();
         }
         self.known
@@ -180,7 +180,7 @@ impl DrafterPool {
     /// Adds what a finished request learnt about its drafter, class by class, when that
     /// carries over.
     pub(crate) fn absorb(&mut self, drafter: &dyn Drafter, learnt: &[AcceptanceStats]) {
-        if !drafter.acceptance_carries_over() {
+        if !drafter.traits().acceptance_carries_over {
             return;
         }
         let kept = self.known.entry(drafter.name()).or_default();

@@ -10,6 +10,7 @@ use llama_cpp_2::model::LlamaModel;
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio::sync::oneshot;
 
+use crate::batcher::QueuedRequest;
 use crate::config::EngineConfig;
 use crate::diagnostics::{BaselineRun, Diagnostic};
 use crate::embeddings::{self, Embedding, EmbeddingCall, EmbeddingInput, EmbeddingJob};
@@ -173,13 +174,13 @@ impl Engine {
         let cancel = Arc::new(AtomicBool::new(false));
         let queued_at = Instant::now();
         let Some(gbnf) = request.get().grammar.clone() else {
-            self.queue(Command::Generate {
+            self.queue(Command::Generate(QueuedRequest {
                 request: Box::new(request),
                 grammar: None,
                 events,
                 cancel: cancel.clone(),
                 queued_at,
-            })?;
+            }))?;
             return Ok(GenerationStream::from_parts(receiver, cancel));
         };
         let grammars = self.grammars.clone();
@@ -196,13 +197,13 @@ impl Engine {
                 let _span = span.entered();
                 let prepared = grammars.get_or_prepare(gbnf, |gbnf| prepare_grammar(model, gbnf));
                 let command = match prepared {
-                    Ok(grammar) => Command::Generate {
+                    Ok(grammar) => Command::Generate(QueuedRequest {
                         request: Box::new(request),
                         grammar: Some(grammar),
                         events,
                         cancel: thread_cancel,
                         queued_at,
-                    },
+                    }),
                     Err(err) => {
                         tracing::info!(error = %err, "grammar refused");
                         shared.queued.fetch_sub(1, Ordering::Relaxed);
@@ -213,7 +214,7 @@ impl Engine {
                 };
                 if let Err(unsent) = commands.send(command) {
                     shared.queued.fetch_sub(1, Ordering::Relaxed);
-                    if let Command::Generate { events, .. } = unsent.0 {
+                    if let Command::Generate(QueuedRequest { events, .. }) = unsent.0 {
                         let _ = events.send(GenerationEvent::Failed(EngineError::EngineStopped));
                     }
                 }

@@ -2,6 +2,7 @@
 //! trees they decode, the heads and their plan, the model's information; then the thread serves
 //! the scheduler until the handle goes away.
 
+use std::cell::RefCell;
 use std::num::NonZeroU32;
 use std::sync::{mpsc as std_mpsc, Arc};
 
@@ -11,6 +12,7 @@ use llama_cpp_2::model::LlamaModel;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::backend::{backend, clear_recent_errors, take_recent_errors};
+use crate::batcher::{Batcher, SequenceIds};
 use crate::compute::ComputeInfo;
 use crate::config::{EngineConfig, DEFAULT_CTX_SIZE};
 use crate::cost_cache::{CostCache, CostKey};
@@ -27,8 +29,10 @@ use crate::quantize::file_type_name;
 use crate::request::MAX_DRAFT_TOKENS;
 use crate::sampling_defaults::SamplingDefaults;
 use crate::scheduler::{Command, Scheduler};
+use crate::speculative::drafter::BatchedProposer;
 use crate::speculative::outlook::WidenedCosts;
 use crate::speculative::tree::TreeSpec;
+use crate::step_backend::StepBackend;
 
 /// The batch a context is created with: `batch_size` (how much of a prompt one decode takes), or
 /// more when it must. A decode holds a whole draft tree and a root per request; and llama.cpp
@@ -215,15 +219,19 @@ pub(crate) fn engine_thread(
     tracing::info!(model = %info.name, file_type = %info.file_type, threads, n_ctx_seq, parallel, "model loaded");
     // Made before the engine is ready, so that what it knows (the decode costs) is published by
     // the time the first caller asks.
-    let scheduler = Scheduler::new(
+    let batcher = Batcher::new(
         runtime,
+        model.as_ref(),
         DrafterPool::new(medusa, draft_agreement, config.draft_confidence),
-        draft_model.map(|(draft, _)| draft),
-        parallel,
-        cache_seqs,
-        n_seq_max - retired,
-        shared,
+        draft_model.map(|(draft, _)| Box::new(RefCell::new(draft)) as Box<dyn BatchedProposer>),
+        SequenceIds {
+            slots: parallel,
+            cache: cache_seqs,
+            n_seq_max: n_seq_max - retired,
+        },
+        shared.clone(),
     );
+    let scheduler = Scheduler::new(batcher, shared);
     let loaded = Loaded {
         info,
         model: model.clone(),

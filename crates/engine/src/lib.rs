@@ -5,7 +5,9 @@
 //! Also Medusa heads files (loading, importing, tuning their tree), quantization and
 //! diagnostics. Knows nothing of HTTP, SQL or UI.
 
+mod active_request;
 mod backend;
+mod batcher;
 mod cell_order;
 mod clock;
 mod compute;
@@ -42,13 +44,15 @@ mod rng;
 mod sampler;
 mod sampling_defaults;
 mod scheduler;
-mod sequence;
 pub mod speculative;
+mod step_backend;
 mod step_batch;
 mod step_profile;
 mod stop;
 mod token;
 mod token_choice;
+#[cfg(test)]
+mod toy_backend;
 pub mod tuning;
 mod utf8;
 mod valid_request;

@@ -17,19 +17,8 @@ use crate::prompt;
 use crate::prompt::RenderedPrompt;
 use crate::request::Prompt;
 use crate::speculative::costs::{Calibration, CostModel, CostPoint, CostSource};
-
-/// How long one decode took: `llama_decode` itself, then the wait for the backend to finish.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct DecodeTimes {
-    pub(crate) submit_ms: f64,
-    pub(crate) wait_ms: f64,
-}
-
-impl DecodeTimes {
-    pub(crate) fn total_ms(&self) -> f64 {
-        self.submit_ms + self.wait_ms
-    }
-}
+use crate::step_backend::{DecodeTimes, StepBackend, Vocabulary};
+use crate::token::TokenId;
 
 pub(crate) struct LlamaRuntime<'m> {
     model: &'m LlamaModel,
@@ -118,23 +107,11 @@ impl<'m> LlamaRuntime<'m> {
         self.cell_order.is_some()
     }
 
-    pub(crate) fn returns_hidden_states(&self) -> bool {
-        self.returns_hidden_states
-    }
-
     /// Threads decoding on the CPU (all cores when the layers are on a GPU).
     pub(crate) fn threads(&self) -> usize {
         self.cpu_threads.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         })
-    }
-
-    pub(crate) fn n_ctx_seq(&self) -> usize {
-        self.n_ctx_seq
-    }
-
-    pub(crate) fn n_batch(&self) -> usize {
-        self.n_batch
     }
 
     pub(crate) fn model(&self) -> &'m LlamaModel {
@@ -150,192 +127,9 @@ impl<'m> LlamaRuntime<'m> {
         })
     }
 
-    /// Renders and tokenizes a prompt, refusing one that leaves no room to generate; with
-    /// `continues`, a chat's last message is left open (see [`prompt::render`]).
-    pub(crate) fn prompt_tokens(
-        &self,
-        prompt: &Prompt,
-        continues: bool,
-    ) -> Result<Vec<LlamaToken>, EngineError> {
-        let text = prompt::render(self.model, self.template.as_ref(), prompt, continues)?;
-        let tokens = prompt::tokenize(self.model, &text);
-        if tokens.is_empty() {
-            return Err(EngineError::EmptyPrompt);
-        }
-        let limit = self.n_ctx_seq - 1;
-        if tokens.len() > limit {
-            return Err(EngineError::PromptTooLong {
-                tokens: tokens.len(),
-                limit,
-            });
-        }
-        Ok(tokens)
-    }
-
-    pub(crate) fn clear_batch(&mut self) {
-        self.batch.clear();
-        self.batch_outputs.clear();
-    }
-
-    /// Tokens in the batch being built.
-    pub(crate) fn batch_len(&self) -> usize {
-        self.batch.n_tokens() as usize
-    }
-
-    pub(crate) fn add(
-        &mut self,
-        token: LlamaToken,
-        pos: usize,
-        seqs: &[i32],
-        logits: bool,
-    ) -> Result<(), EngineError> {
-        self.batch
-            .add(token, pos as i32, seqs, logits)
-            .map_err(|e| EngineError::Decode(e.to_string()))?;
-        self.batch_outputs.push(logits);
-        Ok(())
-    }
-
-    pub(crate) fn decode(&mut self) -> Result<DecodeTimes, EngineError> {
-        if let Some(order) = self.cell_order.as_mut() {
-            order.took(self.batch.n_tokens() as usize);
-        }
-        let started = Instant::now();
-        self.decoded_outputs.clear();
-        self.ctx
-            .decode(&mut self.batch)
-            .map_err(|e| EngineError::Decode(e.to_string()))?;
-        self.decoded_outputs.clone_from(&self.batch_outputs);
-        let submit_ms = ms_since(started);
-        // GPU backends return before the work is done; the decode timings that size draft
-        // trees must include it.
-        let waited = Instant::now();
-        self.ctx.synchronize();
-        Ok(DecodeTimes {
-            submit_ms,
-            wait_ms: ms_since(waited),
-        })
-    }
-
-    /// Logits of the last decode at batch index `index`; an error where that decode gave none
-    /// (with hidden states on, llama.cpp gives every token's).
-    pub(crate) fn logits(&self, index: i32) -> Result<&[f32], EngineError> {
-        let given = usize::try_from(index)
-            .ok()
-            .and_then(|i| self.decoded_outputs.get(i))
-            .is_some_and(|&asked| asked || self.returns_hidden_states);
-        if !given {
-            return Err(EngineError::Decode(format!(
-                "the last decode gave no logits at batch index {index}"
-            )));
-        }
-        Ok(self.ctx.get_logits_ith(index))
-    }
-
-    /// Final hidden state of the last decode at batch index `index` (llama.cpp looks them up
-    /// like logits); only when the runtime returns hidden states.
-    pub(crate) fn hidden_state(&self, index: i32) -> Result<&[f32], EngineError> {
-        self.ctx
-            .embeddings_ith(index)
-            .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))
-    }
-
-    pub(crate) fn clear_kv(&mut self) {
-        self.ctx.clear_kv_cache();
-        if let Some(order) = self.cell_order.as_mut() {
-            order.reset();
-        }
-    }
-
-    /// Makes sequence `to` share `from`'s cells at positions `first..end` (all when `None`).
-    pub(crate) fn share_cells(
-        &mut self,
-        from: i32,
-        to: i32,
-        first: Option<u32>,
-        end: Option<u32>,
-    ) -> Result<(), EngineError> {
-        self.ctx
-            .kv_cache_seq_cp(from, to, first, end)
-            .map_err(|e| EngineError::Decode(e.to_string()))
-    }
-
-    /// Frees every cell of sequence `seq` (in exact mode: retires them).
-    pub(crate) fn forget(&mut self, seq: i32) -> Result<(), EngineError> {
-        if let Some(retired) = self.cell_order.as_ref().map(|order| order.retired_seq) {
-            self.share_cells(seq, retired, None, None)?;
-        }
-        self.ctx
-            .kv_cache_seq_rm(seq, None, None)
-            .map(|_| ())
-            .map_err(|e| EngineError::Decode(e.to_string()))
-    }
-
-    pub(crate) fn holds_cells(&self, seq: i32) -> bool {
-        self.ctx.kv_cache_seq_pos_max(seq) >= 0
-    }
-
-    /// In exact mode, makes room for a decode of up to `incoming` tokens after every taken
-    /// cell (see [`CellOrder::keep_room`]); the sequences dropped from the cache are returned.
-    pub(crate) fn keep_cell_order(
-        &mut self,
-        incoming: usize,
-        requests: usize,
-    ) -> Result<Vec<i32>, EngineError> {
-        match self.cell_order.as_mut() {
-            Some(order) => order.keep_room(&mut self.ctx, self.n_seq_max, incoming, requests),
-            None => Ok(Vec::new()),
-        }
-    }
-
     /// The model and its context, for the bare yardstick loop that bypasses the runtime.
     pub(crate) fn model_and_context(&mut self) -> (&'m LlamaModel, &mut LlamaContext<'m>) {
         (self.model, &mut self.ctx)
-    }
-
-    pub(crate) fn cost_model(&self) -> Option<&CostModel> {
-        self.cost_model.as_ref()
-    }
-
-    /// Changes each time the cost model's figures change.
-    pub(crate) fn cost_version(&self) -> u64 {
-        self.cost_version
-    }
-
-    /// Teaches the cost model what a decode of `tokens` draft-able tokens took. Every so many
-    /// steps, figures that real steps clearly contradict replace the kept ones.
-    pub(crate) fn observe_decode(&mut self, tokens: usize, ms: f64) {
-        let Some(cost) = self.cost_model.as_mut() else {
-            return;
-        };
-        cost.observe(tokens, ms);
-        self.steps_since_drift_check += 1;
-        if self.steps_since_drift_check < STEPS_BETWEEN_DRIFT_CHECKS {
-            return;
-        }
-        self.steps_since_drift_check = 0;
-        if cost.drifted() {
-            cost.settle();
-            self.cost_version += 1;
-            tracing::info!(points = ?cost.points(), "decode costs follow real steps now");
-            if let Some((cache, key)) = &self.cost_cache {
-                if let Err(err) = cache.store(key, cost.points()) {
-                    tracing::warn!(%err, "could not keep the updated decode costs");
-                }
-            }
-        }
-    }
-
-    /// The decode cost model: read from the cache when this machine measured it before for
-    /// this model and settings, else measured once per engine. Needs the engine to be idle.
-    pub(crate) fn ensure_cost_model(&mut self) -> Result<&CostModel, EngineError> {
-        self.read_cached_costs();
-        if self.cost_model.is_none() {
-            self.measure_costs()?;
-        }
-        Ok(self
-            .cost_model
-            .get_or_insert_with(|| CostModel::new(vec![])))
     }
 
     /// Takes the decode costs from the cache, if it has them and none are known yet.
@@ -386,10 +180,10 @@ impl<'m> LlamaRuntime<'m> {
         for round in 0..=CALIBRATION_ROUNDS {
             let mut times = Vec::with_capacity(CALIBRATION_SIZES.len());
             for &n in CALIBRATION_SIZES {
-                self.clear_kv();
+                self.clear_cells();
                 self.clear_batch();
                 for pos in 0..n {
-                    self.add(token, pos, &[0], true)?;
+                    self.add_to_batch(token.0, pos, &[0], true)?;
                 }
                 let cpu_before = process_cpu_ms();
                 let ms = self.decode()?.total_ms();
@@ -406,7 +200,7 @@ impl<'m> LlamaRuntime<'m> {
                 rounds.push(times);
             }
         }
-        self.clear_kv();
+        self.clear_cells();
         let cpu_share = self
             .cpu_threads
             .zip(cpu_ms)
@@ -419,6 +213,213 @@ impl<'m> LlamaRuntime<'m> {
         };
         tracing::info!(?calibration, "decode cost measured");
         Ok(calibration)
+    }
+}
+
+impl StepBackend for LlamaRuntime<'_> {
+    fn returns_hidden_states(&self) -> bool {
+        self.returns_hidden_states
+    }
+
+    fn n_ctx_seq(&self) -> usize {
+        self.n_ctx_seq
+    }
+
+    fn n_batch(&self) -> usize {
+        self.n_batch
+    }
+
+    /// Renders and tokenizes a prompt, refusing one that leaves no room to generate; with
+    /// `continues`, a chat's last message is left open (see [`prompt::render`]).
+    fn prompt_tokens(&self, prompt: &Prompt, continues: bool) -> Result<Vec<TokenId>, EngineError> {
+        let text = prompt::render(self.model, self.template.as_ref(), prompt, continues)?;
+        let tokens: Vec<TokenId> = prompt::tokenize(self.model, &text)
+            .into_iter()
+            .map(|t| t.0)
+            .collect();
+        if tokens.is_empty() {
+            return Err(EngineError::EmptyPrompt);
+        }
+        let limit = self.n_ctx_seq - 1;
+        if tokens.len() > limit {
+            return Err(EngineError::PromptTooLong {
+                tokens: tokens.len(),
+                limit,
+            });
+        }
+        Ok(tokens)
+    }
+
+    fn clear_batch(&mut self) {
+        self.batch.clear();
+        self.batch_outputs.clear();
+    }
+
+    /// Tokens in the batch being built.
+    fn batch_len(&self) -> usize {
+        self.batch.n_tokens() as usize
+    }
+
+    fn add_to_batch(
+        &mut self,
+        token: TokenId,
+        pos: usize,
+        seqs: &[i32],
+        logits: bool,
+    ) -> Result<(), EngineError> {
+        self.batch
+            .add(LlamaToken(token), pos as i32, seqs, logits)
+            .map_err(|e| EngineError::Decode(e.to_string()))?;
+        self.batch_outputs.push(logits);
+        Ok(())
+    }
+
+    fn decode(&mut self) -> Result<DecodeTimes, EngineError> {
+        if let Some(order) = self.cell_order.as_mut() {
+            order.took(self.batch.n_tokens() as usize);
+        }
+        let started = Instant::now();
+        self.decoded_outputs.clear();
+        self.ctx
+            .decode(&mut self.batch)
+            .map_err(|e| EngineError::Decode(e.to_string()))?;
+        self.decoded_outputs.clone_from(&self.batch_outputs);
+        let submit_ms = ms_since(started);
+        // GPU backends return before the work is done; the decode timings that size draft
+        // trees must include it.
+        let waited = Instant::now();
+        self.ctx.synchronize();
+        Ok(DecodeTimes {
+            submit_ms,
+            wait_ms: ms_since(waited),
+        })
+    }
+
+    /// Logits of the last decode at batch index `index`; an error where that decode gave none
+    /// (with hidden states on, llama.cpp gives every token's).
+    fn logits(&self, index: i32) -> Result<&[f32], EngineError> {
+        let given = usize::try_from(index)
+            .ok()
+            .and_then(|i| self.decoded_outputs.get(i))
+            .is_some_and(|&asked| asked || self.returns_hidden_states);
+        if !given {
+            return Err(EngineError::Decode(format!(
+                "the last decode gave no logits at batch index {index}"
+            )));
+        }
+        Ok(self.ctx.get_logits_ith(index))
+    }
+
+    /// Final hidden state of the last decode at batch index `index` (llama.cpp looks them up
+    /// like logits); only when the runtime returns hidden states.
+    fn hidden_state(&self, index: i32) -> Result<&[f32], EngineError> {
+        self.ctx
+            .embeddings_ith(index)
+            .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))
+    }
+
+    fn clear_cells(&mut self) {
+        self.ctx.clear_kv_cache();
+        if let Some(order) = self.cell_order.as_mut() {
+            order.reset();
+        }
+    }
+
+    /// Makes sequence `to` share `from`'s cells at positions `first..end` (all when `None`).
+    fn copy_cells(
+        &mut self,
+        from: i32,
+        to: i32,
+        first: Option<u32>,
+        end: Option<u32>,
+    ) -> Result<(), EngineError> {
+        self.ctx
+            .kv_cache_seq_cp(from, to, first, end)
+            .map_err(|e| EngineError::Decode(e.to_string()))
+    }
+
+    /// Frees every cell of sequence `seq` (in exact mode: retires them).
+    fn remove_cells(&mut self, seq: i32) -> Result<(), EngineError> {
+        if let Some(retired) = self.cell_order.as_ref().map(|order| order.retired_seq) {
+            self.copy_cells(seq, retired, None, None)?;
+        }
+        self.ctx
+            .kv_cache_seq_rm(seq, None, None)
+            .map(|_| ())
+            .map_err(|e| EngineError::Decode(e.to_string()))
+    }
+
+    fn holds_cells(&self, seq: i32) -> bool {
+        self.ctx.kv_cache_seq_pos_max(seq) >= 0
+    }
+
+    /// In exact mode, makes room for a decode of up to `incoming` tokens after every taken
+    /// cell (see [`CellOrder::keep_room`]); the sequences dropped from the cache are returned.
+    fn keep_cell_order(
+        &mut self,
+        incoming: usize,
+        requests: usize,
+    ) -> Result<Vec<i32>, EngineError> {
+        match self.cell_order.as_mut() {
+            Some(order) => order.keep_room(&mut self.ctx, self.n_seq_max, incoming, requests),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn cost_model(&self) -> Option<&CostModel> {
+        self.cost_model.as_ref()
+    }
+
+    /// Changes each time the cost model's figures change.
+    fn cost_version(&self) -> u64 {
+        self.cost_version
+    }
+
+    /// Teaches the cost model what a decode of `tokens` draft-able tokens took. Every so many
+    /// steps, figures that real steps clearly contradict replace the kept ones.
+    fn observe_decode(&mut self, tokens: usize, ms: f64) {
+        let Some(cost) = self.cost_model.as_mut() else {
+            return;
+        };
+        cost.observe(tokens, ms);
+        self.steps_since_drift_check += 1;
+        if self.steps_since_drift_check < STEPS_BETWEEN_DRIFT_CHECKS {
+            return;
+        }
+        self.steps_since_drift_check = 0;
+        if cost.drifted() {
+            cost.settle();
+            self.cost_version += 1;
+            tracing::info!(points = ?cost.points(), "decode costs follow real steps now");
+            if let Some((cache, key)) = &self.cost_cache {
+                if let Err(err) = cache.store(key, cost.points()) {
+                    tracing::warn!(%err, "could not keep the updated decode costs");
+                }
+            }
+        }
+    }
+
+    /// The decode cost model: read from the cache when this machine measured it before for
+    /// this model and settings, else measured once per engine. Needs the engine to be idle.
+    fn ensure_cost_model(&mut self) -> Result<&CostModel, EngineError> {
+        self.read_cached_costs();
+        if self.cost_model.is_none() {
+            self.measure_costs()?;
+        }
+        Ok(self
+            .cost_model
+            .get_or_insert_with(|| CostModel::new(vec![])))
+    }
+}
+
+impl Vocabulary for LlamaModel {
+    fn ends_generation(&self, token: TokenId) -> bool {
+        self.vocab().is_eog(LlamaToken(token))
+    }
+
+    fn piece_into(&self, token: TokenId, special: bool, out: &mut Vec<u8>) {
+        self.vocab()
+            .token_to_piece_into(LlamaToken(token), out, special, None);
     }
 }
 

@@ -1,19 +1,18 @@
 //! Where generated tokens go: end-of-generation and length checks, UTF-8-safe text, stop
 //! strings, and the `Text` events. Every decoding mode emits through this one path.
 
-use llama_cpp_2::model::LlamaModel;
-use llama_cpp_2::token::LlamaToken;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::events::{GenerationEvent, StopReason};
 use crate::speculative::tree::TokenSource;
+use crate::step_backend::Vocabulary;
 use crate::stop::{StopMatcher, StopScan};
 use crate::token::TokenId;
 use crate::token_choice::TokenLogprobs;
 use crate::utf8::Utf8Stream;
 
 pub(crate) struct OutputSink<'a> {
-    model: &'a LlamaModel,
+    vocabulary: &'a dyn Vocabulary,
     events: UnboundedSender<GenerationEvent>,
     max_tokens: usize,
     utf8: Utf8Stream,
@@ -29,14 +28,14 @@ pub(crate) struct OutputSink<'a> {
 
 impl<'a> OutputSink<'a> {
     pub(crate) fn new(
-        model: &'a LlamaModel,
+        vocabulary: &'a dyn Vocabulary,
         events: UnboundedSender<GenerationEvent>,
-        prompt: &[LlamaToken],
+        prompt: &[TokenId],
         max_tokens: usize,
         stop: &[String],
     ) -> Self {
         Self {
-            model,
+            vocabulary,
             events,
             max_tokens,
             utf8: Utf8Stream::new(),
@@ -45,7 +44,7 @@ impl<'a> OutputSink<'a> {
             text: String::new(),
             generated: Vec::new(),
             logprobs: Vec::new(),
-            history: prompt.iter().map(|t| t.0).collect(),
+            history: prompt.to_vec(),
         }
     }
 
@@ -65,12 +64,12 @@ impl<'a> OutputSink<'a> {
 
     /// A token's own text, for showing it alone (see [`token_text`]).
     pub(crate) fn token_text(&self, token: TokenId) -> String {
-        token_text(self.model, token)
+        token_text(self.vocabulary, token)
     }
 
     /// A token's bytes, special tokens by name (see [`token_bytes`]).
     pub(crate) fn token_bytes(&self, token: TokenId) -> Vec<u8> {
-        token_bytes(self.model, token)
+        token_bytes(self.vocabulary, token)
     }
 
     /// Emits one token, with its log-probabilities when the request asked for them. Returns why
@@ -81,14 +80,13 @@ impl<'a> OutputSink<'a> {
         source: TokenSource,
         logprobs: Option<TokenLogprobs>,
     ) -> Option<StopReason> {
-        let vocab = self.model.vocab();
-        if vocab.is_eog(LlamaToken(token)) {
+        if self.vocabulary.ends_generation(token) {
             return Some(StopReason::EndOfGeneration);
         }
         self.generated.push(token);
         self.history.push(token);
         self.piece.clear();
-        vocab.token_to_piece_into(LlamaToken(token), &mut self.piece, false, None);
+        self.vocabulary.piece_into(token, false, &mut self.piece);
         let chunk = self.utf8.push(&self.piece);
         let logprobs: Vec<TokenLogprobs> = logprobs.into_iter().collect();
         self.logprobs.extend(logprobs.iter().cloned());
@@ -141,15 +139,13 @@ impl<'a> OutputSink<'a> {
 
 /// A token's own text, for showing it alone: special tokens by name, a piece of a character
 /// spanning several tokens as replacement characters.
-pub(crate) fn token_text(model: &LlamaModel, token: TokenId) -> String {
-    String::from_utf8_lossy(&token_bytes(model, token)).into_owned()
+pub(crate) fn token_text(vocabulary: &dyn Vocabulary, token: TokenId) -> String {
+    String::from_utf8_lossy(&token_bytes(vocabulary, token)).into_owned()
 }
 
 /// A token's bytes, special tokens by name.
-pub(crate) fn token_bytes(model: &LlamaModel, token: TokenId) -> Vec<u8> {
+pub(crate) fn token_bytes(vocabulary: &dyn Vocabulary, token: TokenId) -> Vec<u8> {
     let mut piece = Vec::with_capacity(16);
-    model
-        .vocab()
-        .token_to_piece_into(LlamaToken(token), &mut piece, true, None);
+    vocabulary.piece_into(token, true, &mut piece);
     piece
 }

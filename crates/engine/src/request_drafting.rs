@@ -18,14 +18,14 @@ use crate::token::TokenId;
 /// One drafter and what this run learnt about its guesses.
 struct Proposer {
     drafter: Box<dyn Drafter>,
-    /// Acceptance by the evidence class of the proposals (see [`Drafter::evidence_class`]).
+    /// Acceptance by the evidence class of the proposals (see [`Proposal::evidence_class`]).
     acceptance: Vec<AcceptanceStats>,
     /// What each class started from (learnt by earlier requests); a class beyond them starts
     /// with no evidence.
     start: Vec<AcceptanceStats>,
     /// The class of this step's proposal.
     class: usize,
-    /// Time this step's proposal took before it was asked for (see [`Drafter::prepared_ms`]).
+    /// Time this step's proposal took before it was asked for (see [`Proposal::prepared_ms`]).
     prepared_ms: f64,
 }
 
@@ -98,7 +98,7 @@ impl Drafting {
                     if priors.is_empty() {
                         priors.push(AcceptanceStats::default());
                     }
-                    if drafter.priced_per_token() {
+                    if drafter.traits().priced_per_token {
                         priors = priors
                             .into_iter()
                             .map(AcceptanceStats::priced_per_token)
@@ -242,7 +242,12 @@ impl Drafting {
         let mut early: Vec<Option<DraftTree>> = self
             .proposers
             .iter_mut()
-            .map(|p| p.drafter.drafts_cheaply().then(|| p.propose(input, limit)))
+            .map(|p| {
+                p.drafter
+                    .traits()
+                    .drafts_cheaply
+                    .then(|| p.propose(input, limit))
+            })
             .collect();
         let caps: Vec<usize> = early
             .iter()
@@ -405,16 +410,17 @@ impl Proposer {
     /// evidence, but the drafting time known so far).
     fn propose(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
         let started = Instant::now();
-        let mut tree = self.drafter.draft(input, max_nodes);
+        let proposal = self.drafter.propose(input, max_nodes);
+        let mut tree = proposal.tree;
         tree.truncate(max_nodes);
-        self.prepared_ms = self.drafter.prepared_ms();
-        self.class = self.drafter.evidence_class();
+        self.prepared_ms = proposal.prepared_ms;
+        self.class = proposal.evidence_class;
         if self.acceptance.len() <= self.class {
             let fresh = self.acceptance[0].without_evidence();
             self.acceptance.resize(self.class + 1, fresh);
         }
         if !tree.is_empty() {
-            let ms = (ms_since(started) + self.prepared_ms - self.drafter.reading_ms()).max(0.0);
+            let ms = (ms_since(started) + self.prepared_ms - proposal.reading_ms).max(0.0);
             self.stats_mut().record_draft(ms, tree.len());
         }
         tree

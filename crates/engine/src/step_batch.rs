@@ -1,12 +1,10 @@
 //! What one decoding step puts into llama.cpp's batch: each running request's root and draft
 //! tree, with leaf sequences borrowed for the step, then prompt chunks of starting requests.
 
-use llama_cpp_2::token::LlamaToken;
-
+use crate::active_request::{ActiveRequest, StepPlan};
 use crate::error::EngineError;
-use crate::llama_runtime::LlamaRuntime;
-use crate::sequence::{Sequence, StepPlan};
 use crate::speculative::tree::DraftTree;
+use crate::step_backend::StepBackend;
 use crate::step_profile::StepProfile;
 
 /// One step's batch, as it is filled and then decoded.
@@ -36,24 +34,24 @@ impl StepBatch {
 /// Puts a request's root and draft tree into the batch. Every leaf's sequence first shares the
 /// request's cells, so each node sees the prompt, the output so far and its own ancestors.
 pub(crate) fn add_tree(
-    runtime: &mut LlamaRuntime<'_>,
-    sequence: &Sequence<'_>,
+    runtime: &mut impl StepBackend,
+    running: &ActiveRequest<'_>,
     plan: &StepPlan,
 ) -> Result<(), EngineError> {
-    let p = sequence.pos;
+    let p = running.pos;
     for &leaf in &plan.leaf_seqs {
-        runtime.share_cells(sequence.id, leaf, None, Some(p as u32))?;
+        runtime.copy_cells(running.id, leaf, None, Some(p as u32))?;
     }
-    let root_seqs: Vec<i32> = std::iter::once(sequence.id)
+    let root_seqs: Vec<i32> = std::iter::once(running.id)
         .chain(plan.leaf_seqs.iter().copied())
         .collect();
-    runtime.add(LlamaToken(sequence.root()), p, &root_seqs, true)?;
+    runtime.add_to_batch(running.root(), p, &root_seqs, true)?;
     for (node, &token) in plan.tree.tokens.iter().enumerate() {
         let seqs: Vec<i32> = plan.layout.node_leaves[node]
             .iter()
             .map(|&l| plan.leaf_seqs[l])
             .collect();
-        runtime.add(LlamaToken(token), p + plan.layout.depths[node], &seqs, true)?;
+        runtime.add_to_batch(token, p + plan.layout.depths[node], &seqs, true)?;
     }
     Ok(())
 }

@@ -17,8 +17,9 @@ pub struct StepProfile {
     pub decode_ms: f64,
     /// Waiting for the backend to finish, logits and hidden states copied back included.
     pub wait_ms: f64,
-    /// Reading the logits and accepting the drafted path.
-    pub verify_ms: f64,
+    /// Reading the logits and accepting the drafted path. (A step's `verify_ms` elsewhere is
+    /// its whole decode and this.)
+    pub accept_ms: f64,
     /// Keeping the accepted path's KV cells and dropping the leaves'.
     pub kv_ms: f64,
     /// Keeping the next hidden state and emitting the tokens.
@@ -35,7 +36,7 @@ impl StepProfile {
             batch_ms: self.batch_ms - earlier.batch_ms,
             decode_ms: self.decode_ms - earlier.decode_ms,
             wait_ms: self.wait_ms - earlier.wait_ms,
-            verify_ms: self.verify_ms - earlier.verify_ms,
+            accept_ms: self.accept_ms - earlier.accept_ms,
             kv_ms: self.kv_ms - earlier.kv_ms,
             emit_ms: self.emit_ms - earlier.emit_ms,
         }
@@ -49,7 +50,7 @@ impl StepProfile {
         self.batch_ms += other.batch_ms;
         self.decode_ms += other.decode_ms;
         self.wait_ms += other.wait_ms;
-        self.verify_ms += other.verify_ms;
+        self.accept_ms += other.accept_ms;
         self.kv_ms += other.kv_ms;
         self.emit_ms += other.emit_ms;
     }
@@ -62,7 +63,7 @@ impl StepProfile {
             ("batch", self.batch_ms),
             ("decode", self.decode_ms),
             ("wait", self.wait_ms),
-            ("verify", self.verify_ms),
+            ("accept", self.accept_ms),
             ("kv", self.kv_ms),
             ("emit", self.emit_ms),
         ]
@@ -114,7 +115,7 @@ mod tests {
         assert_eq!(
             run.summary(),
             "4 steps, 4.0 tokens/decode; ms/step: draft 0.500, batch 0.000, decode 0.000, \
-             wait 2.000, verify 0.000, kv 0.000, emit 0.000"
+             wait 2.000, accept 0.000, kv 0.000, emit 0.000"
         );
         run.add(&earlier);
         assert_eq!(run.steps, 6);

@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::clock::ms_since;
 use crate::error::EngineError;
 use crate::events::tokens_per_second;
+use crate::token::TokenId;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct BaselineRun {
@@ -26,7 +27,7 @@ pub struct BaselineRun {
 pub(super) fn raw_greedy_decode(
     model: &LlamaModel,
     ctx: &mut LlamaContext,
-    prompt: &[LlamaToken],
+    prompt: &[TokenId],
     max_tokens: usize,
 ) -> Result<BaselineRun, EngineError> {
     let decode_err = |e: &dyn std::fmt::Display| EngineError::Decode(e.to_string());
@@ -36,7 +37,7 @@ pub(super) fn raw_greedy_decode(
     let last = prompt.len() - 1;
     for (i, &token) in prompt.iter().enumerate() {
         batch
-            .add(token, i as i32, &[0], i == last)
+            .add(LlamaToken(token), i as i32, &[0], i == last)
             .map_err(|e| decode_err(&e))?;
     }
     ctx.decode(&mut batch).map_err(|e| decode_err(&e))?;

@@ -16,6 +16,7 @@ use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::request::Prompt;
 use crate::speculative::costs::{CostModel, DecodeCosts};
+use crate::step_backend::StepBackend;
 use crate::token::TokenId;
 use crate::token_choice::{PromptLogprobs, TokenChoice};
 
@@ -65,7 +66,7 @@ impl Diagnostic {
                     let (model, ctx) = runtime.model_and_context();
                     baseline::raw_greedy_decode(model, ctx, &tokens, max_tokens)
                 });
-                runtime.clear_kv();
+                runtime.clear_cells();
                 let _ = reply.send(run);
             }
             Diagnostic::NextTokenChoices {

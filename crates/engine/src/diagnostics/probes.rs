@@ -4,8 +4,6 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use llama_cpp_2::token::LlamaToken;
-
 use crate::clock::ms_since;
 use crate::error::EngineError;
 use crate::llama_runtime::LlamaRuntime;
@@ -13,6 +11,7 @@ use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::output::token_bytes;
 use crate::request::Prompt;
+use crate::step_backend::StepBackend;
 use crate::token::TokenId;
 use crate::token_choice::{self, PromptLogprobs, TokenChoice};
 
@@ -34,11 +33,7 @@ pub(super) fn next_token_choices(
             message: format!("token {bad} is not in the model's vocabulary (0..{n_vocab})"),
         });
     }
-    let mut context: Vec<TokenId> = runtime
-        .prompt_tokens(prompt, false)?
-        .iter()
-        .map(|t| t.0)
-        .collect();
+    let mut context: Vec<TokenId> = runtime.prompt_tokens(prompt, false)?;
     context.extend_from_slice(continuation);
     if context.is_empty() {
         return Err(EngineError::EmptyPrompt);
@@ -50,7 +45,7 @@ pub(super) fn next_token_choices(
         });
     }
     let last = context.len() - 1;
-    runtime.clear_kv();
+    runtime.clear_cells();
     decode_in_chunks(runtime, &context, last, |_, _| Ok(()))?;
     let model = runtime.model();
     let choices = token_choice::choices(
@@ -58,7 +53,7 @@ pub(super) fn next_token_choices(
         tokens,
         |token| token_bytes(model, token),
     );
-    runtime.clear_kv();
+    runtime.clear_cells();
     Ok(choices)
 }
 
@@ -69,15 +64,11 @@ pub(super) fn prompt_logprobs(
     prompt: &Prompt,
     top: usize,
 ) -> Result<PromptLogprobs, EngineError> {
-    let tokens: Vec<TokenId> = runtime
-        .prompt_tokens(prompt, false)?
-        .iter()
-        .map(|t| t.0)
-        .collect();
+    let tokens: Vec<TokenId> = runtime.prompt_tokens(prompt, false)?;
     let model = runtime.model();
     let first_token = String::from_utf8_lossy(&token_bytes(model, tokens[0])).into_owned();
     let mut rest = Vec::with_capacity(tokens.len() - 1);
-    runtime.clear_kv();
+    runtime.clear_cells();
     let decoded = decode_in_chunks(runtime, &tokens, 0, |runtime, positions| {
         for (index, position) in positions.enumerate() {
             if let Some(&next) = tokens.get(position + 1) {
@@ -89,7 +80,7 @@ pub(super) fn prompt_logprobs(
         }
         Ok(())
     });
-    runtime.clear_kv();
+    runtime.clear_cells();
     decoded?;
     Ok(PromptLogprobs { first_token, rest })
 }
@@ -137,11 +128,7 @@ fn decode_along(
     continuation: &[TokenId],
     mut visit: impl FnMut(&[TokenId], usize, &[f32]),
 ) -> Result<(), EngineError> {
-    let mut tokens: Vec<TokenId> = runtime
-        .prompt_tokens(prompt, false)?
-        .iter()
-        .map(|t| t.0)
-        .collect();
+    let mut tokens: Vec<TokenId> = runtime.prompt_tokens(prompt, false)?;
     let first = tokens.len() - 1;
     tokens.extend_from_slice(continuation);
     if tokens.len() > runtime.n_ctx_seq() {
@@ -150,9 +137,9 @@ fn decode_along(
             limit: runtime.n_ctx_seq(),
         });
     }
-    runtime.clear_kv();
+    runtime.clear_cells();
     let result = visit_hidden_states(runtime, &tokens, first, &mut visit);
-    runtime.clear_kv();
+    runtime.clear_cells();
     result
 }
 
@@ -188,7 +175,7 @@ fn decode_in_chunks(
         let offset = chunk_index * n_batch;
         runtime.clear_batch();
         for (i, &token) in chunk.iter().enumerate() {
-            runtime.add(LlamaToken(token), offset + i, &[0], offset + i >= first)?;
+            runtime.add_to_batch(token, offset + i, &[0], offset + i >= first)?;
         }
         runtime.decode()?;
         after_chunk(runtime, offset..offset + chunk.len())?;

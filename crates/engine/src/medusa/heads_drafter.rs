@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::heads::{HeadQuery, MedusaHeads};
-use crate::speculative::drafter::{DraftInput, Drafter};
+use crate::speculative::drafter::{DraftInput, Drafter, DrafterTraits, Proposal};
 use crate::speculative::tree::{DraftTree, TreeSpec, MEDUSA};
 use crate::token::TokenId;
 
@@ -118,17 +118,11 @@ fn trees_by_rank(heads: &MedusaHeads, asks: &[HeadsAsk<'_>]) -> Vec<DraftTree> {
 pub struct MedusaDrafter {
     heads: Arc<MedusaHeads>,
     tree: TreeSpec,
-    /// See [`Drafter::prepared_ms`].
-    prepared_ms: f64,
 }
 
 impl MedusaDrafter {
     pub fn new(heads: Arc<MedusaHeads>, tree: TreeSpec) -> Self {
-        Self {
-            heads,
-            tree,
-            prepared_ms: 0.0,
-        }
+        Self { heads, tree }
     }
 }
 
@@ -137,29 +131,31 @@ impl Drafter for MedusaDrafter {
         MEDUSA
     }
 
-    fn acceptance_carries_over(&self) -> bool {
-        true
-    }
-
-    fn prepared_ms(&self) -> f64 {
-        self.prepared_ms
+    /// How often the heads are right is theirs (and the model's).
+    fn traits(&self) -> DrafterTraits {
+        DrafterTraits {
+            acceptance_carries_over: true,
+            ..DrafterTraits::default()
+        }
     }
 
     /// The tree made for this request with every other's at the start of the step, else its
     /// own (a request that asks for more than was made).
-    fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
-        self.prepared_ms = 0.0;
+    fn propose(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> Proposal {
         if let Some(prepared) = input
             .heads_trees
             .and_then(|trees| trees.get(input.sequence, max_nodes))
         {
-            self.prepared_ms = prepared.ms;
             let mut tree = prepared.tree.clone();
             tree.truncate(max_nodes);
-            return tree;
+            return Proposal {
+                tree,
+                prepared_ms: prepared.ms,
+                ..Proposal::default()
+            };
         }
         let Some(hidden) = input.hidden_state else {
-            return DraftTree::default();
+            return Proposal::default();
         };
         let ask = HeadsAsk {
             sequence: input.sequence,
@@ -168,6 +164,9 @@ impl Drafter for MedusaDrafter {
             tree: &self.tree,
             max_nodes,
         };
-        draft_trees(&self.heads, &[ask]).pop().unwrap_or_default()
+        draft_trees(&self.heads, &[ask])
+            .pop()
+            .unwrap_or_default()
+            .into()
     }
 }

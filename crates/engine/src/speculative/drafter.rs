@@ -55,6 +55,15 @@ pub trait ModelProposer {
     fn propose(&self, seq: usize, history: &[TokenId], n: usize) -> Result<Guesses, EngineError>;
 }
 
+/// A model that drafts for every request together: a step's asks are decoded at once before
+/// any request drafts, and each request then reads its guesses through [`ModelProposer`].
+pub(crate) trait BatchedProposer: ModelProposer {
+    fn prepare(&self, asks: &[DraftAsk<'_>]);
+
+    /// Decodes, and the tokens in them, since the last call.
+    fn take_counts(&self) -> (u64, u64);
+}
+
 /// A request's ask of the draft model for this step: up to `n` guesses after `history` in
 /// sequence `seq`.
 pub struct DraftAsk<'h> {
@@ -69,9 +78,9 @@ pub struct DraftAsk<'h> {
 pub struct Guesses {
     pub tokens: Vec<TokenId>,
     pub branches: Vec<TokenId>,
-    /// Time spent first reading text it had not seen (see [`Drafter::reading_ms`]).
+    /// Time spent first reading text it had not seen (see [`Proposal::reading_ms`]).
     pub reading_ms: f64,
-    /// Time spent on them before they were asked for (see [`Drafter::prepared_ms`]).
+    /// Time spent on them before they were asked for (see [`Proposal::prepared_ms`]).
     pub prepared_ms: f64,
 }
 
@@ -91,47 +100,52 @@ impl Guesses {
     }
 }
 
+/// How the draft budget treats a drafter's proposals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DrafterTraits {
+    /// How often its guesses are accepted, in each evidence class, is its own property rather
+    /// than one of each text, so that later requests may start from what earlier ones learnt
+    /// (capped, so a new text can still prove it wrong).
+    pub acceptance_carries_over: bool,
+    /// A proposal costs next to nothing (a scan of the history), so that it can be made before
+    /// the budget decides how much of it to verify.
+    pub drafts_cheaply: bool,
+    /// Making a draft takes time in proportion to its length (a model's decodes), so that the
+    /// budget prices each drafted token, not the draft.
+    pub priced_per_token: bool,
+}
+
+/// A drafter's proposal for one step.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Proposal {
+    /// Candidate tokens after the root.
+    pub tree: DraftTree,
+    /// How strong the evidence behind it is, as a small class number (0 for drafters that make
+    /// no such distinction). The budget learns acceptance per class, so a drafter that is right
+    /// in some places and wrong in others drafts where it is right.
+    pub evidence_class: usize,
+    /// Time spent reading text the drafter had not seen yet beyond a step's worth (a new
+    /// prompt): paid once per request, not by each step that drafts.
+    pub reading_ms: f64,
+    /// Time spent on it before it was asked for: the heads' and the draft model's work runs for
+    /// every request together at the start of the step, each request paying its share.
+    pub prepared_ms: f64,
+}
+
+impl From<DraftTree> for Proposal {
+    fn from(tree: DraftTree) -> Self {
+        Self {
+            tree,
+            ..Self::default()
+        }
+    }
+}
+
 pub trait Drafter: Send {
     fn name(&self) -> &'static str;
 
-    /// Whether how often this drafter's guesses are accepted, in each evidence class, is its
-    /// own property rather than one of each text, so that later requests may start from what
-    /// earlier ones learnt (capped, so a new text can still prove it wrong).
-    fn acceptance_carries_over(&self) -> bool {
-        false
-    }
-
-    /// Whether a proposal costs next to nothing (a scan of the history), so that it can be made
-    /// before the budget decides how much of it to verify.
-    fn drafts_cheaply(&self) -> bool {
-        false
-    }
-
-    /// Whether making a draft takes time in proportion to its length (a model's decodes), so
-    /// that the budget prices each drafted token, not the draft.
-    fn priced_per_token(&self) -> bool {
-        false
-    }
-
-    /// Time the last draft spent reading text the drafter had not seen yet beyond a step's
-    /// worth (a new prompt): paid once per request, not by each step that drafts.
-    fn reading_ms(&self) -> f64 {
-        0.0
-    }
-
-    /// Time the last draft took before it was asked for: a draft model's decodes run for
-    /// every request together at the start of the step, each request paying its share.
-    fn prepared_ms(&self) -> f64 {
-        0.0
-    }
+    fn traits(&self) -> DrafterTraits;
 
     /// Candidate tokens after the root, at most `max_nodes` of them.
-    fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree;
-
-    /// How strong the evidence behind the last proposal was, as a small class number (0 for
-    /// drafters that make no such distinction). The budget learns acceptance per class, so a
-    /// drafter that is right in some places and wrong in others drafts where it is right.
-    fn evidence_class(&self) -> usize {
-        0
-    }
+    fn propose(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> Proposal;
 }

@@ -1,7 +1,7 @@
 //! Prompt lookup: guesses that text seen earlier (in the prompt or the output) repeats.
 //! Drafting costs nothing but a scan of the token history.
 
-use super::drafter::{DraftInput, Drafter};
+use super::drafter::{DraftInput, Drafter, DrafterTraits, Proposal};
 use super::tree::{DraftTree, TokenSource};
 use crate::token::TokenId;
 
@@ -14,9 +14,6 @@ pub struct LookupDrafter {
     pub max_len: usize,
     /// Distinct continuations merged into the tree.
     pub max_branches: usize,
-    /// How many tokens before the root matched the newest earlier occurrence behind the last
-    /// proposal (0 when there was none).
-    last_match_len: usize,
 }
 
 impl Default for LookupDrafter {
@@ -27,7 +24,6 @@ impl Default for LookupDrafter {
             min_ngram: 2,
             max_len: 16,
             max_branches: 1,
-            last_match_len: 0,
         }
     }
 }
@@ -40,29 +36,32 @@ impl Drafter for LookupDrafter {
         "lookup"
     }
 
-    fn drafts_cheaply(&self) -> bool {
-        true
-    }
-
     /// By the length of its match, how often a continuation is right says more about text in
     /// general than about one text: a long match is text being copied, a short one is chance.
-    fn acceptance_carries_over(&self) -> bool {
-        true
-    }
-
-    fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
-        let (continuations, match_len) = self.continuations_with_match(input.history);
-        self.last_match_len = match_len;
-        merge_into_tree(&continuations, max_nodes)
-    }
-
-    /// The matched length in doubling classes: 2, 3-4, 5-8, 9-16, 17 and more tokens. A match
-    /// of a few common tokens often parts at once; a long one means text is being copied.
-    fn evidence_class(&self) -> usize {
-        match self.last_match_len {
-            0..=2 => 0,
-            n => ((n - 1).ilog2() as usize).min(4),
+    fn traits(&self) -> DrafterTraits {
+        DrafterTraits {
+            acceptance_carries_over: true,
+            drafts_cheaply: true,
+            priced_per_token: false,
         }
+    }
+
+    fn propose(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> Proposal {
+        let (continuations, match_len) = self.continuations_with_match(input.history);
+        Proposal {
+            tree: merge_into_tree(&continuations, max_nodes),
+            evidence_class: evidence_class(match_len),
+            ..Proposal::default()
+        }
+    }
+}
+
+/// The matched length in doubling classes: 2, 3-4, 5-8, 9-16, 17 and more tokens. A match of a
+/// few common tokens often parts at once; a long one means text is being copied.
+fn evidence_class(match_len: usize) -> usize {
+    match match_len {
+        0..=2 => 0,
+        n => ((n - 1).ilog2() as usize).min(4),
     }
 }
 
@@ -140,23 +139,13 @@ mod tests {
             min_ngram: 1,
             max_len: 3,
             max_branches: 2,
-            last_match_len: 0,
         }
     }
 
     fn drafted_class(history: &[TokenId]) -> (usize, usize) {
-        let mut d = LookupDrafter::default();
-        d.draft(
-            &DraftInput {
-                sequence: 0,
-                history,
-                hidden_state: None,
-                draft_model: None,
-                heads_trees: None,
-            },
-            8,
-        );
-        (d.last_match_len, d.evidence_class())
+        let d = LookupDrafter::default();
+        let (_, match_len) = d.continuations_with_match(history);
+        (match_len, evidence_class(match_len))
     }
 
     #[test]
@@ -203,7 +192,7 @@ mod tests {
         let mut d = drafter();
         let history = [1, 2, 3];
         assert!(d
-            .draft(
+            .propose(
                 &DraftInput {
                     sequence: 0,
                     history: &history,
@@ -213,6 +202,7 @@ mod tests {
                 },
                 8
             )
+            .tree
             .is_empty());
     }
 

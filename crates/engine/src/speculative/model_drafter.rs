@@ -1,43 +1,30 @@
 //! The draft model as a drafter: a chain of its guesses, as long as the budget asks for, and
 //! where it was torn between a few tokens after the chain, those few as branches.
 
-use super::drafter::{DraftInput, Drafter, Guesses};
+use super::drafter::{DraftInput, Drafter, DrafterTraits, Guesses, Proposal};
 use super::tree::{DraftTree, TokenSource, DRAFT_MODEL};
 
 #[derive(Debug, Default)]
-pub struct DraftModelDrafter {
-    /// See [`Drafter::reading_ms`].
-    reading_ms: f64,
-    /// See [`Drafter::prepared_ms`].
-    prepared_ms: f64,
-}
+pub struct DraftModelDrafter;
 
 impl Drafter for DraftModelDrafter {
     fn name(&self) -> &'static str {
         DRAFT_MODEL
     }
 
-    /// How often a draft model is right is its own property (and the served model's).
-    fn acceptance_carries_over(&self) -> bool {
-        true
+    /// How often a draft model is right is its own property (and the served model's); each
+    /// guess takes a draft decode.
+    fn traits(&self) -> DrafterTraits {
+        DrafterTraits {
+            acceptance_carries_over: true,
+            drafts_cheaply: false,
+            priced_per_token: true,
+        }
     }
 
-    /// One draft decode per guess.
-    fn priced_per_token(&self) -> bool {
-        true
-    }
-
-    fn reading_ms(&self) -> f64 {
-        self.reading_ms
-    }
-
-    fn prepared_ms(&self) -> f64 {
-        self.prepared_ms
-    }
-
-    fn draft(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> DraftTree {
+    fn propose(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> Proposal {
         let Some(model) = input.draft_model else {
-            return DraftTree::default();
+            return Proposal::default();
         };
         let guesses = match model.propose(input.sequence, input.history, max_nodes) {
             Ok(guesses) => guesses,
@@ -47,8 +34,6 @@ impl Drafter for DraftModelDrafter {
                 Guesses::default()
             }
         };
-        self.reading_ms = guesses.reading_ms;
-        self.prepared_ms = guesses.prepared_ms;
         let mut tree = DraftTree::default();
         let mut parent = None;
         for token in guesses.tokens {
@@ -57,7 +42,12 @@ impl Drafter for DraftModelDrafter {
         for (rank, token) in guesses.branches.into_iter().enumerate() {
             tree.push(token, parent, TokenSource::DraftModel, rank);
         }
-        tree
+        Proposal {
+            tree,
+            evidence_class: 0,
+            reading_ms: guesses.reading_ms,
+            prepared_ms: guesses.prepared_ms,
+        }
     }
 }
 
@@ -94,16 +84,18 @@ mod tests {
     }
 
     fn draft(model: Option<&dyn ModelProposer>, n: usize) -> DraftTree {
-        DraftModelDrafter::default().draft(
-            &DraftInput {
-                sequence: 0,
-                history: &[3, 4],
-                hidden_state: None,
-                draft_model: model,
-                heads_trees: None,
-            },
-            n,
-        )
+        DraftModelDrafter
+            .propose(
+                &DraftInput {
+                    sequence: 0,
+                    history: &[3, 4],
+                    hidden_state: None,
+                    draft_model: model,
+                    heads_trees: None,
+                },
+                n,
+            )
+            .tree
     }
 
     #[test]
@@ -120,8 +112,8 @@ mod tests {
 
     #[test]
     fn its_time_is_priced_per_token_without_the_reading() {
-        let mut drafter = DraftModelDrafter::default();
-        assert!(drafter.priced_per_token());
+        let mut drafter = DraftModelDrafter;
+        assert!(drafter.traits().priced_per_token);
         let input = DraftInput {
             sequence: 0,
             history: &[3],
@@ -129,9 +121,9 @@ mod tests {
             draft_model: Some(&Counting(true)),
             heads_trees: None,
         };
-        drafter.draft(&input, 2);
-        assert_eq!(drafter.reading_ms(), 2.5);
-        assert_eq!(drafter.prepared_ms(), 4.0);
+        let proposal = drafter.propose(&input, 2);
+        assert_eq!(proposal.reading_ms, 2.5);
+        assert_eq!(proposal.prepared_ms, 4.0);
     }
 
     #[test]

@@ -5,8 +5,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use llama_cpp_2::token::LlamaToken;
-
 use crate::clock::ms_since;
 use crate::drafter_pool::DraftSetup;
 use crate::error::EngineError;
@@ -15,7 +13,6 @@ use crate::events::{
     StepToken, StepTree, StopReason,
 };
 use crate::grammar::Grammar;
-use crate::llama_runtime::LlamaRuntime;
 use crate::medusa::heads_drafter::HeadsAsk;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
@@ -27,16 +24,17 @@ use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftAsk, DraftInput, Drafter, ModelProposer, PreparedTrees};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout, DRAFT_MODEL};
 use crate::speculative::verify::{verify, Verdict};
+use crate::step_backend::StepBackend;
 use crate::step_profile::StepProfile;
 use crate::token::TokenId;
 use crate::token_choice::{self, TokenLogprobs};
 
-pub(crate) struct Sequence<'m> {
+pub(crate) struct ActiveRequest<'m> {
     /// Main sequence id in the KV cache (the slot).
     pub(crate) id: i32,
     pub(crate) request: GenerateRequest,
     cancel: Arc<AtomicBool>,
-    pub(crate) prompt: Vec<LlamaToken>,
+    pub(crate) prompt: Vec<TokenId>,
     /// Prompt tokens already decoded.
     pub(crate) prefilled: usize,
     /// Cells this sequence holds in the KV cache: the position of its next token.
@@ -67,7 +65,7 @@ pub(crate) struct StepPlan {
     pub(crate) root_index: i32,
     pub(crate) tree: DraftTree,
     pub(crate) layout: TreeLayout,
-    /// Sequence id of each leaf, borrowed from the scheduler's pool for this step.
+    /// ActiveRequest id of each leaf, borrowed from the scheduler's pool for this step.
     pub(crate) leaf_seqs: Vec<i32>,
     pub(crate) draft_ms: f64,
     /// Why nothing was drafted.
@@ -77,20 +75,20 @@ pub(crate) struct StepPlan {
     pub(crate) started: Instant,
 }
 
-pub(crate) struct NewSequence<'m> {
+pub(crate) struct NewActiveRequest<'m> {
     pub(crate) id: i32,
     pub(crate) request: GenerateRequest,
     pub(crate) out: OutputSink<'m>,
     pub(crate) cancel: Arc<AtomicBool>,
-    pub(crate) prompt: Vec<LlamaToken>,
+    pub(crate) prompt: Vec<TokenId>,
     pub(crate) seed: u64,
     pub(crate) draft: DraftSetup,
     pub(crate) grammar: Option<Grammar>,
     pub(crate) queued_at: Instant,
 }
 
-impl<'m> Sequence<'m> {
-    pub(crate) fn new(new: NewSequence<'m>) -> Self {
+impl<'m> ActiveRequest<'m> {
+    pub(crate) fn new(new: NewActiveRequest<'m>) -> Self {
         let queue_ms = ms_since(new.queued_at);
         new.out.send(GenerationEvent::Started {
             prompt_tokens: new.prompt.len(),
@@ -163,7 +161,7 @@ impl<'m> Sequence<'m> {
     /// The first token, from the logits of the last prompt token at batch index `index`.
     pub(crate) fn first_token(
         &mut self,
-        runtime: &LlamaRuntime,
+        runtime: &impl StepBackend,
         index: i32,
     ) -> Result<(), EngineError> {
         let token = self
@@ -186,7 +184,7 @@ impl<'m> Sequence<'m> {
     /// request asked for them: the served model's own figures, whoever drafted the token.
     fn logprobs(
         &self,
-        runtime: &LlamaRuntime,
+        runtime: &impl StepBackend,
         index: i32,
         token: TokenId,
     ) -> Result<Option<TokenLogprobs>, EngineError> {
@@ -278,7 +276,7 @@ impl<'m> Sequence<'m> {
     /// end the prompt (the last one's logits then give the first token).
     pub(crate) fn add_prompt_chunk(
         &mut self,
-        runtime: &mut LlamaRuntime,
+        runtime: &mut impl StepBackend,
         space: usize,
     ) -> Result<(usize, bool), EngineError> {
         let from = self.prefilled;
@@ -286,37 +284,35 @@ impl<'m> Sequence<'m> {
         let completes = to == self.prompt.len();
         for pos in from..to {
             let last = completes && pos + 1 == to;
-            runtime.add(self.prompt[pos], pos, &[self.id], last)?;
+            runtime.add_to_batch(self.prompt[pos], pos, &[self.id], last)?;
         }
         self.prefilled = to;
         Ok((to - from, completes))
     }
 
     /// Verifies the decoded tree and commits what it accepted: the accepted path's cells move
-    /// from its leaf into this sequence, the step's leaves are emptied and the tokens emitted.
+    /// from its leaf into this sequence (the batcher then empties the leaves) and the tokens are
+    /// emitted.
     /// Returns how many were emitted.
     pub(crate) fn commit_step(
         &mut self,
-        runtime: &mut LlamaRuntime,
+        runtime: &mut impl StepBackend,
         plan: &StepPlan,
         profile: &mut StepProfile,
     ) -> Result<u64, EngineError> {
         let verifying = Instant::now();
         let verdict = self.verify(runtime, plan)?;
-        profile.verify_ms += ms_since(verifying);
+        profile.accept_ms += ms_since(verifying);
         let keeping = Instant::now();
         if let Some(&last) = verdict.accepted.last() {
             let first = self.pos as u32 + 1;
             let leaf = plan.leaf_seqs[plan.layout.leaf_below(last)];
-            runtime.share_cells(
+            runtime.copy_cells(
                 leaf,
                 self.id,
                 Some(first),
                 Some(first + verdict.accepted.len() as u32),
             )?;
-        }
-        for &leaf in &plan.leaf_seqs {
-            runtime.forget(leaf)?;
         }
         profile.kv_ms += ms_since(keeping);
         let emitting = Instant::now();
@@ -326,7 +322,11 @@ impl<'m> Sequence<'m> {
     }
 
     /// Verifies the decoded tree.
-    fn verify(&mut self, runtime: &LlamaRuntime, plan: &StepPlan) -> Result<Verdict, EngineError> {
+    fn verify(
+        &mut self,
+        runtime: &impl StepBackend,
+        plan: &StepPlan,
+    ) -> Result<Verdict, EngineError> {
         // The root's logits, then each node's, in batch order.
         let logits = (0..=plan.tree.len() as i32)
             .map(|i| runtime.logits(plan.root_index + i))
@@ -344,7 +344,7 @@ impl<'m> Sequence<'m> {
     /// Emits the step's tokens and reports it.
     fn finish_step(
         &mut self,
-        runtime: &LlamaRuntime,
+        runtime: &impl StepBackend,
         plan: &StepPlan,
         verdict: &Verdict,
     ) -> Result<(), EngineError> {
@@ -424,7 +424,7 @@ impl<'m> Sequence<'m> {
         }
     }
 
-    fn keep_hidden(&mut self, runtime: &LlamaRuntime, index: i32) -> Result<(), EngineError> {
+    fn keep_hidden(&mut self, runtime: &impl StepBackend, index: i32) -> Result<(), EngineError> {
         let hidden = runtime.hidden_state(index)?;
         self.hidden.clear();
         self.hidden.extend_from_slice(hidden);
@@ -434,7 +434,7 @@ impl<'m> Sequence<'m> {
     /// Appends the hidden states at batch `indices` when the request records them.
     fn record_hidden(
         &mut self,
-        runtime: &LlamaRuntime,
+        runtime: &impl StepBackend,
         indices: impl IntoIterator<Item = i32>,
     ) -> Result<(), EngineError> {
         if !self.request.record_hidden_states {

@@ -1,0 +1,741 @@
+//! Continuous batching: every step, one decode carries the next token (or draft tree) of every
+//! running request plus prompt chunks of new ones. Requests join at the next step and leave as
+//! soon as they end, freeing their KV cells and their slot. It sees the model only through
+//! [`StepBackend`].
+
+use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::active_request::{ActiveRequest, NewActiveRequest, StepPlan};
+use crate::clock::ms_since;
+use crate::drafter_pool::DrafterPool;
+use crate::engine_metrics::{Shared, StepCount};
+use crate::error::EngineError;
+use crate::events::{GenerationEvent, StopReason};
+use crate::grammar::Grammar;
+use crate::grammar_prep::GRAMMAR_STEP_LIMIT;
+use crate::llama_runtime::random_seed;
+use crate::medusa::heads::MedusaHeads;
+use crate::medusa::heads_drafter::{draft_trees, HeadsAsk};
+use crate::output::OutputSink;
+use crate::prompt_cache::PromptCache;
+use crate::request_drafting::no_room;
+use crate::speculative::budget::BatchLoad;
+use crate::speculative::costs::CostModel;
+use crate::speculative::drafter::{
+    BatchedProposer, DraftAsk, ModelProposer, PreparedTree, PreparedTrees,
+};
+use crate::step_backend::{StepBackend, Vocabulary};
+use crate::step_batch::{add_tree, fit_leaves, StepBatch};
+use crate::valid_request::ValidRequest;
+
+/// A request waiting for a slot.
+pub(crate) struct QueuedRequest {
+    /// Boxed: a request with its draft is much larger than the engine's other commands.
+    pub(crate) request: Box<ValidRequest>,
+    /// The request's grammar, compiled and tried before it queued.
+    pub(crate) grammar: Option<Grammar>,
+    pub(crate) events: UnboundedSender<GenerationEvent>,
+    pub(crate) cancel: Arc<AtomicBool>,
+    pub(crate) queued_at: Instant,
+}
+
+/// Prompt tokens per step while other requests are decoding, so that a long prompt does not
+/// stall them for a whole batch.
+const PREFILL_CHUNK_WHEN_BUSY: usize = 64;
+
+/// How the sequence ids of the KV cache are shared out.
+pub(crate) struct SequenceIds {
+    /// Requests decoding at once: sequence ids `0..slots`.
+    pub(crate) slots: usize,
+    /// Finished requests' prompts kept: the next `cache` ids.
+    pub(crate) cache: usize,
+    /// Every id up to this one after those is a tree leaf's.
+    pub(crate) n_seq_max: usize,
+}
+
+pub(crate) struct Batcher<'m, B: StepBackend> {
+    backend: B,
+    vocabulary: &'m dyn Vocabulary,
+    slots: Vec<Option<ActiveRequest<'m>>>,
+    waiting: VecDeque<QueuedRequest>,
+    panic_in_next_step: bool,
+    /// Free sequence ids for tree leaves, and all of them.
+    leaf_pool: Vec<i32>,
+    leaf_seqs: Vec<i32>,
+    n_seq_max: usize,
+    /// Finished requests' cells, for later requests that start with the same tokens.
+    cache: PromptCache,
+    drafters: DrafterPool,
+    /// The draft model, in its own context, when one is loaded.
+    draft_model: Option<Box<dyn BatchedProposer + 'm>>,
+    shared: Arc<Shared>,
+    /// The version of the decode costs last published to `shared`.
+    published_costs: Option<u64>,
+}
+
+impl<'m, B: StepBackend> Batcher<'m, B> {
+    pub(crate) fn new(
+        backend: B,
+        vocabulary: &'m dyn Vocabulary,
+        drafters: DrafterPool,
+        draft_model: Option<Box<dyn BatchedProposer + 'm>>,
+        ids: SequenceIds,
+        shared: Arc<Shared>,
+    ) -> Self {
+        let leaves_from = ids.slots + ids.cache;
+        shared.set_capacity(ids.slots, ids.slots * backend.n_ctx_seq());
+        // What they evaluated when they loaded is not a request's.
+        if let Some(model) = &draft_model {
+            model.take_counts();
+        }
+        if let Some(heads) = drafters.heads() {
+            heads.take_counts();
+        }
+        let leaves: Vec<i32> = (leaves_from..ids.n_seq_max)
+            .map(|s| s as i32)
+            .rev()
+            .collect();
+        let mut batcher = Self {
+            backend,
+            vocabulary,
+            slots: (0..ids.slots).map(|_| None).collect(),
+            waiting: VecDeque::new(),
+            panic_in_next_step: false,
+            leaf_pool: leaves.clone(),
+            leaf_seqs: leaves,
+            n_seq_max: ids.n_seq_max,
+            cache: PromptCache::new((ids.slots..leaves_from).map(|s| s as i32)),
+            drafters,
+            draft_model,
+            shared,
+            published_costs: None,
+        };
+        batcher.publish_costs();
+        batcher
+    }
+
+    pub(crate) fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub(crate) fn backend_mut(&mut self) -> &mut B {
+        &mut self.backend
+    }
+
+    pub(crate) fn heads(&self) -> Option<&Arc<MedusaHeads>> {
+        self.drafters.heads()
+    }
+
+    pub(crate) fn queue(&mut self, request: QueuedRequest) {
+        self.waiting.push_back(request);
+    }
+
+    /// A fault for tests: the next step panics after its decode.
+    pub(crate) fn panic_in_next_step(&mut self) {
+        self.panic_in_next_step = true;
+    }
+
+    /// Publishes the decode costs when they are new or changed, for the drafting outlook.
+    pub(crate) fn publish_costs(&mut self) {
+        let version = self.backend.cost_version();
+        if self.published_costs == Some(version) {
+            return;
+        }
+        if let Some(costs) = self.backend.cost_model() {
+            self.shared.set_decode_costs(costs.points().to_vec());
+            self.published_costs = Some(version);
+        }
+    }
+
+    pub(crate) fn active(&self) -> usize {
+        self.slots.iter().flatten().count()
+    }
+
+    /// No request decoding or waiting.
+    pub(crate) fn idle(&self) -> bool {
+        self.active() == 0 && self.waiting.is_empty()
+    }
+
+    /// With nothing running: counts the sequences that still hold cells (none should), and
+    /// when nothing is cached, starts the next requests at the front of the cache, where
+    /// attention scans the fewest cells.
+    pub(crate) fn settle_idle(&mut self) {
+        let in_use = (0..self.n_seq_max as i32)
+            .filter(|&seq| !self.cache.holds(seq) && self.backend.holds_cells(seq))
+            .count();
+        self.shared.set_idle_sequences(in_use);
+        if self.cache.len() == 0 {
+            self.backend.clear_cells();
+        }
+    }
+
+    /// A step under `catch_unwind`: a panic in it (a bug, or llama-cpp-2 refusing an index)
+    /// fails the requests that were in it, and the batcher starts afresh for the next ones.
+    pub(crate) fn guarded_step(&mut self) {
+        let stepped = panic::catch_unwind(AssertUnwindSafe(|| self.step()));
+        if let Err(payload) = stepped {
+            let message = panic_message(payload.as_ref());
+            let requests: Vec<i32> = self.slots.iter().flatten().map(|s| s.id).collect();
+            tracing::error!(panic = %message, slots = ?requests, "a step panicked; its requests fail");
+            for slot in 0..self.slots.len() {
+                self.fail_slot(slot, EngineError::StepFailed(message.clone()));
+            }
+            self.reset_cells();
+        }
+    }
+
+    /// Frees every cell and gives every leaf sequence back: after a panic, nothing the step
+    /// left half-done can be trusted.
+    pub(crate) fn reset_cells(&mut self) {
+        self.drop_prompt_cache();
+        self.backend.clear_cells();
+        self.backend.clear_batch();
+        self.leaf_pool.clone_from(&self.leaf_seqs);
+        self.update_load();
+    }
+
+    pub(crate) fn drop_prompt_cache(&mut self) {
+        let dropped = self.cache.clear();
+        self.remove_cached(dropped);
+    }
+
+    /// Frees cached cells until every active request (and `more` about to start) can have its
+    /// whole share of the KV cache.
+    fn fit_prompt_cache(&mut self, more: usize) {
+        let room = self.slots.len().saturating_sub(self.active() + more);
+        let evicted = self.cache.evict_to(room);
+        self.remove_cached(evicted);
+    }
+
+    /// Frees the cells of sequences the prompt cache let go.
+    fn remove_cached(&mut self, seqs: Vec<i32>) {
+        for seq in seqs {
+            let _ = self.backend.remove_cells(seq);
+        }
+        self.update_cache_metrics();
+    }
+
+    /// Moves waiting requests into free slots.
+    pub(crate) fn admit(&mut self) {
+        while let Some(slot) = self.slots.iter().position(Option::is_none) {
+            let Some(queued) = self.waiting.pop_front() else {
+                break;
+            };
+            self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+            if queued.cancel.load(Ordering::Relaxed) || queued.events.is_closed() {
+                continue;
+            }
+            let failures = queued.events.clone();
+            match self.start(slot, queued) {
+                Ok(running) => self.slots[slot] = Some(running),
+                Err(err) => {
+                    tracing::warn!(error = %err, "request refused");
+                    let _ = failures.send(GenerationEvent::Failed(err));
+                    self.shared.count_failed();
+                }
+            }
+        }
+        self.update_load();
+    }
+
+    fn start(
+        &mut self,
+        slot: usize,
+        queued: QueuedRequest,
+    ) -> Result<ActiveRequest<'m>, EngineError> {
+        let (request, draft) = queued.request.into_parts();
+        let draft = self.drafters.for_request(&draft);
+        let prompt = self
+            .backend
+            .prompt_tokens(&request.prompt, request.continue_final_message)?;
+        // Measuring decode costs clears the KV cache, so it only happens with nothing running.
+        if !draft.drafters.is_empty() && self.backend.cost_model().is_none() && self.active() == 0 {
+            self.drop_prompt_cache();
+            self.backend.ensure_cost_model()?;
+        }
+        // Cells of an earlier request starting the same way: copied, not decoded again. The
+        // last prompt token is always decoded, as its logits give the first token.
+        let hit = if request.cache_prompt {
+            self.cache.lookup(&prompt, prompt.len().saturating_sub(1))
+        } else {
+            None
+        };
+        if let Some(hit) = hit {
+            self.backend
+                .copy_cells(hit.seq, slot as i32, Some(0), Some(hit.tokens as u32))?;
+        }
+        self.fit_prompt_cache(1);
+        let out = OutputSink::new(
+            self.vocabulary,
+            queued.events,
+            &prompt,
+            request.max_tokens as usize,
+            &request.stop,
+        );
+        let seed = request.sampling.seed.unwrap_or_else(random_seed);
+        let mut running = ActiveRequest::new(NewActiveRequest {
+            id: slot as i32,
+            request,
+            out,
+            cancel: queued.cancel,
+            prompt,
+            seed,
+            draft,
+            grammar: queued.grammar,
+            queued_at: queued.queued_at,
+        });
+        if let Some(hit) = hit {
+            running.reuse_cells(hit.tokens);
+        }
+        Ok(running)
+    }
+
+    /// One decode for every active request, in phases: each running request drafts its tree
+    /// into the batch, prompt chunks fill what is left, one decode, then each request verifies
+    /// and commits its tree (or samples its first token).
+    fn step(&mut self) {
+        let _span = tracing::debug_span!("step", active = self.active()).entered();
+        for running in self.slots.iter_mut().flatten() {
+            running.check_cancelled();
+        }
+        self.keep_cell_order();
+        self.backend.clear_batch();
+        let mut batch = StepBatch::default();
+        self.draft_into(&mut batch);
+        self.add_prompt_chunks(&mut batch);
+        if let Err(err) = self.decode(&mut batch) {
+            // The decode failed as a whole: every request in it fails, the others go on.
+            for (slot, plan) in batch.trees {
+                self.free_leaves(&plan.leaf_seqs);
+                self.fail_slot(slot, err.clone());
+            }
+            for (slot, _) in batch.prefills {
+                self.fail_slot(slot, err.clone());
+            }
+            self.retire();
+            return;
+        }
+        if std::mem::take(&mut self.panic_in_next_step) {
+            panic!("a fault injected into this step");
+        }
+        let profiled = batch.decodes_drafts_only();
+        let emitted = self.commit(&mut batch);
+        self.fail_slow_grammars();
+        self.shared.record_step(StepCount {
+            batch_tokens: batch.tokens,
+            emitted,
+            active: self.active(),
+            kv_cells_used: self.kv_cells_used(),
+        });
+        if profiled {
+            batch.profile.steps = 1;
+            batch.profile.batch_tokens = batch.tokens as u64;
+            self.shared.profile_step(&batch.profile);
+        }
+        self.retire();
+    }
+
+    /// Running requests first: each gets its root, and a tree where it pays.
+    fn draft_into(&mut self, batch: &mut StepBatch) {
+        let n_batch = self.backend.n_batch();
+        let n_ctx_seq = self.backend.n_ctx_seq();
+        let decoding: Vec<usize> = (0..self.slots.len())
+            .filter(|&s| {
+                self.slots[s]
+                    .as_ref()
+                    .is_some_and(|q| q.prefill_done() && q.ending.is_none())
+            })
+            .collect();
+        let cost = self.backend.cost_model().cloned();
+        self.prepare_draft_model(&decoding, cost.as_ref());
+        let heads_trees = self.prepare_heads(&decoding, cost.as_ref());
+        for (k, &slot) in decoding.iter().enumerate() {
+            let reserved_for_others = decoding.len() - k - 1;
+            let Some(running) = self.slots[slot].as_mut() else {
+                continue;
+            };
+            if running.pos + 1 >= n_ctx_seq {
+                running.ending = Some(StopReason::ContextFull);
+                continue;
+            }
+            let room = draft_room(
+                running,
+                n_ctx_seq,
+                n_batch,
+                batch.tokens + 1 + reserved_for_others,
+            );
+            // Whatever this request drafts, the step decodes the trees of the requests before
+            // it and the roots of those after it, and yields each of them at least a token.
+            let load = BatchLoad {
+                tokens: batch.tokens + reserved_for_others,
+                requests: decoding.len() - 1,
+            };
+            let draft_model = self.draft_model.as_deref().map(|m| m as &dyn ModelProposer);
+            let draft = running.draft(cost.as_ref(), load, room, draft_model, &heads_trees);
+            batch.profile.draft_ms += draft.draft_ms;
+            let drafted = !draft.tree.is_empty();
+            let tree = fit_leaves(draft.tree, self.leaf_pool.len());
+            // Every leaf sequence id is taken by other requests' trees.
+            let skip = match draft.skip {
+                None if drafted && tree.is_empty() => Some(no_room()),
+                skip => skip,
+            };
+            let layout = tree.layout();
+            let leaf_seqs: Vec<i32> = (0..layout.leaves.len())
+                .filter_map(|_| self.leaf_pool.pop())
+                .collect();
+            let plan = StepPlan {
+                root_index: batch.tokens as i32,
+                tree,
+                layout,
+                leaf_seqs,
+                draft_ms: draft.draft_ms,
+                skip,
+                decision: draft.decision,
+                started: Instant::now(),
+            };
+            let adding = Instant::now();
+            let added = add_tree(&mut self.backend, running, &plan);
+            batch.profile.batch_ms += ms_since(adding);
+            if let Err(err) = added {
+                self.free_leaves(&plan.leaf_seqs);
+                self.fail_slot(slot, err);
+                continue;
+            }
+            batch.tokens += 1 + plan.tree.len();
+            batch.trees.push((slot, plan));
+        }
+        if let Some(draft_model) = &self.draft_model {
+            let (decodes, tokens) = draft_model.take_counts();
+            self.shared.count_draft_model(decodes, tokens);
+        }
+        if let Some(heads) = self.drafters.heads() {
+            let (evaluations, queries) = heads.take_counts();
+            self.shared.count_heads(evaluations, queries);
+        }
+    }
+
+    /// The load a request's ask is weighed beside before any request drafts: the others'
+    /// roots.
+    fn ask_load(decoding: &[usize]) -> BatchLoad {
+        let others = decoding.len().saturating_sub(1);
+        BatchLoad {
+            tokens: others,
+            requests: others,
+        }
+    }
+
+    /// The decoding requests in `decoding` with room to draft, and that room.
+    fn with_room<'a>(
+        &'a self,
+        decoding: &'a [usize],
+    ) -> impl Iterator<Item = (&'a ActiveRequest<'m>, usize)> {
+        let (n_ctx_seq, n_batch) = (self.backend.n_ctx_seq(), self.backend.n_batch());
+        decoding.iter().filter_map(move |&slot| {
+            let running = self.slots[slot].as_ref()?;
+            (running.pos + 1 < n_ctx_seq).then(|| {
+                (
+                    running,
+                    draft_room(running, n_ctx_seq, n_batch, decoding.len()),
+                )
+            })
+        })
+    }
+
+    /// The draft model's guesses for every decoding request that may draft with it, made
+    /// together (one decode per depth for all of them), as the first request would weigh them:
+    /// beside the others' roots.
+    fn prepare_draft_model(&self, decoding: &[usize], cost: Option<&CostModel>) {
+        let Some(draft_model) = self.draft_model.as_deref() else {
+            return;
+        };
+        let load = Self::ask_load(decoding);
+        let asks: Vec<DraftAsk<'_>> = self
+            .with_room(decoding)
+            .filter_map(|(running, room)| running.draft_model_ask(cost, load, room))
+            .collect();
+        // Each request's share of this time is in its draft's time.
+        draft_model.prepare(&asks);
+    }
+
+    /// The heads' trees for every decoding request that may draft with them, made together
+    /// (each head evaluated once per depth for all of them), each as large as the request
+    /// would draft beside the others' roots.
+    fn prepare_heads(&self, decoding: &[usize], cost: Option<&CostModel>) -> PreparedTrees {
+        let mut prepared = PreparedTrees::default();
+        let Some(heads) = self.drafters.heads() else {
+            return prepared;
+        };
+        let load = Self::ask_load(decoding);
+        let asks: Vec<HeadsAsk<'_>> = self
+            .with_room(decoding)
+            .filter_map(|(running, room)| running.heads_ask(cost, load, room))
+            .collect();
+        if asks.is_empty() {
+            return prepared;
+        }
+        let _span = tracing::debug_span!("heads", requests = asks.len()).entered();
+        let started = Instant::now();
+        let trees = draft_trees(heads, &asks);
+        // Each request's share of the time is in its draft's time.
+        let share = ms_since(started) / asks.len() as f64;
+        for (ask, tree) in asks.iter().zip(trees) {
+            let max_nodes = ask.max_nodes;
+            prepared.insert(
+                ask.sequence,
+                PreparedTree {
+                    tree,
+                    max_nodes,
+                    ms: share,
+                },
+            );
+        }
+        prepared
+    }
+
+    /// Then prompt chunks, oldest request first, in what is left of the batch.
+    fn add_prompt_chunks(&mut self, batch: &mut StepBatch) {
+        let n_batch = self.backend.n_batch();
+        let prefill_limit = if batch.trees.is_empty() {
+            n_batch
+        } else {
+            PREFILL_CHUNK_WHEN_BUSY
+        };
+        for slot in 0..self.slots.len() {
+            let space = (n_batch - batch.tokens).min(prefill_limit - batch.prompt_tokens);
+            let Some(running) = self.slots[slot].as_mut() else {
+                continue;
+            };
+            if running.prefill_done() || running.ending.is_some() || space == 0 {
+                continue;
+            }
+            match running.add_prompt_chunk(&mut self.backend, space) {
+                Ok((added, completes)) => {
+                    let last_index = (batch.tokens + added - 1) as i32;
+                    batch.prefills.push((slot, completes.then_some(last_index)));
+                    batch.tokens += added;
+                    batch.prompt_tokens += added;
+                }
+                Err(err) => self.fail_slot(slot, err),
+            }
+        }
+    }
+
+    /// The step's one decode; decodes without prompt tokens teach the cost model what draft
+    /// tokens cost.
+    fn decode(&mut self, batch: &mut StepBatch) -> Result<(), EngineError> {
+        if batch.tokens == 0 {
+            return Ok(());
+        }
+        let times = self.backend.decode()?;
+        if batch.prompt_tokens == 0 {
+            self.backend.observe_decode(batch.tokens, times.total_ms());
+            batch.profile.decode_ms = times.submit_ms;
+            batch.profile.wait_ms = times.wait_ms;
+        }
+        Ok(())
+    }
+
+    /// Each running request verifies and commits its tree, each completed prompt gets its
+    /// first token; the tokens emitted.
+    fn commit(&mut self, batch: &mut StepBatch) -> u64 {
+        let mut emitted = 0;
+        for (slot, plan) in std::mem::take(&mut batch.trees) {
+            let outcome = match self.slots[slot].as_mut() {
+                Some(running) => running.commit_step(&mut self.backend, &plan, &mut batch.profile),
+                None => Ok(0),
+            };
+            let freeing = Instant::now();
+            self.free_leaves(&plan.leaf_seqs);
+            batch.profile.kv_ms += ms_since(freeing);
+            match outcome {
+                Ok(n) => emitted += n,
+                Err(err) => self.fail_slot(slot, err),
+            }
+        }
+        for (slot, last_index) in std::mem::take(&mut batch.prefills) {
+            let Some(index) = last_index else { continue };
+            let Some(running) = self.slots[slot].as_mut() else {
+                continue;
+            };
+            match running.first_token(&self.backend, index) {
+                Ok(()) => emitted += 1,
+                Err(err) => self.fail_slot(slot, err),
+            }
+        }
+        emitted
+    }
+
+    /// Ends requests whose grammar cost this step more than a step may spend on one: the others
+    /// would wait that long at every step.
+    fn fail_slow_grammars(&mut self) {
+        for slot in 0..self.slots.len() {
+            let Some(spent) = self.slots[slot]
+                .as_mut()
+                .map(ActiveRequest::take_grammar_time)
+            else {
+                continue;
+            };
+            if spent > GRAMMAR_STEP_LIMIT {
+                let err = EngineError::GrammarTooComplex(format!(
+                    "following it took {} ms in one step; a step may spend at most {} ms on \
+                     a request's grammar",
+                    spent.as_millis(),
+                    GRAMMAR_STEP_LIMIT.as_millis()
+                ));
+                tracing::warn!(slot, error = %err, "grammar too slow");
+                self.fail_slot(slot, err);
+            }
+        }
+    }
+
+    /// Gives a tree's leaf sequences back, with their cells freed: whatever the step did with
+    /// them (a verification, or a decode that failed), the next tree finds them empty.
+    fn free_leaves(&mut self, leaves: &[i32]) {
+        for &leaf in leaves {
+            let _ = self.backend.remove_cells(leaf);
+        }
+        self.leaf_pool.extend(leaves);
+    }
+
+    fn fail_slot(&mut self, slot: usize, err: EngineError) {
+        if let Some(running) = self.slots[slot].take() {
+            let _ = self.backend.remove_cells(running.id);
+            running.fail(err);
+            self.shared.count_failed();
+        }
+    }
+
+    /// Ends finished requests and frees their cells and slots at once.
+    fn retire(&mut self) {
+        for slot in 0..self.slots.len() {
+            if self.slots[slot]
+                .as_ref()
+                .is_some_and(|s| s.ending.is_some())
+            {
+                if let Some(running) = self.slots[slot].take() {
+                    self.keep_cells(&running);
+                    let _ = self.backend.remove_cells(running.id);
+                    for (drafter, learnt) in running.learnt() {
+                        self.drafters.absorb(drafter, &learnt);
+                    }
+                    running.finish();
+                    self.shared.count_finished();
+                }
+            }
+        }
+        self.update_load();
+    }
+
+    /// Moves a finished request's cells into the prompt cache, when it may keep them.
+    fn keep_cells(&mut self, running: &ActiveRequest<'_>) {
+        if !running.request.cache_prompt {
+            return;
+        }
+        if let Some((seq, evicted)) = self.cache.store(running.cached_tokens().to_vec()) {
+            self.remove_cached(evicted);
+            if self
+                .backend
+                .copy_cells(running.id, seq, None, None)
+                .is_err()
+            {
+                self.cache.remove(seq);
+                let _ = self.backend.remove_cells(seq);
+            }
+        }
+        self.fit_prompt_cache(0);
+    }
+
+    /// Fails every running and waiting request: the engine is stopping.
+    pub(crate) fn shut_down(&mut self) {
+        for slot in 0..self.slots.len() {
+            self.fail_slot(slot, EngineError::EngineStopped);
+        }
+        while let Some(queued) = self.waiting.pop_front() {
+            let _ = queued
+                .events
+                .send(GenerationEvent::Failed(EngineError::EngineStopped));
+        }
+    }
+
+    /// In exact mode, leaves room for this step's batch after every taken cell. Cached prompts
+    /// that no longer fit after a compaction are dropped.
+    fn keep_cell_order(&mut self) {
+        let wanted: usize = self
+            .slots
+            .iter()
+            .flatten()
+            .map(ActiveRequest::cells_wanted)
+            .sum();
+        let incoming = wanted.min(self.backend.n_batch());
+        match self.backend.keep_cell_order(incoming, self.slots.len()) {
+            Ok(dropped) => {
+                for seq in dropped {
+                    self.cache.remove(seq);
+                }
+                self.update_cache_metrics();
+            }
+            Err(err) => {
+                for slot in 0..self.slots.len() {
+                    self.fail_slot(slot, err.clone());
+                }
+                for seq in self.cache.clear() {
+                    let _ = self.backend.remove_cells(seq);
+                }
+            }
+        }
+    }
+
+    fn update_cache_metrics(&self) {
+        self.shared
+            .set_cache(self.cache.len(), self.kv_cells_used());
+    }
+
+    /// Cells held by the requests decoding and by the prompt cache. A request's cells copied
+    /// from the cache count for both, as each holds a slot's share.
+    fn kv_cells_used(&self) -> usize {
+        let requests: usize = self
+            .slots
+            .iter()
+            .flatten()
+            .map(|seq| seq.cached_tokens().len())
+            .sum();
+        requests + self.cache.tokens_held()
+    }
+
+    fn update_load(&self) {
+        self.shared.set_load(self.active());
+    }
+}
+
+/// What a panic said, for the error and the log.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with no message".into())
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Most tokens a request at `running.pos` may draft in a step whose batch already holds
+/// `taken` tokens (its own root and the others' included): within its context, its token
+/// limit and the batch.
+fn draft_room(
+    running: &ActiveRequest<'_>,
+    n_ctx_seq: usize,
+    n_batch: usize,
+    taken: usize,
+) -> usize {
+    (n_ctx_seq - running.pos - 2)
+        .min(running.out.remaining().saturating_sub(1))
+        .min(n_batch.saturating_sub(taken))
+}

@@ -1,0 +1,254 @@
+//! The batcher on the toy model: batching, trees and their verification, cancellation and a
+//! full cache, each in milliseconds.
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use super::*;
+use crate::config::DEFAULT_DRAFT_CONFIDENCE;
+use crate::draft_model::Agreement;
+use crate::events::RunSummary;
+use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, Prompt, SamplingParams};
+use crate::request_draft::RequestDraft;
+use crate::speculative::drafter::Guesses;
+use crate::token::TokenId;
+use crate::toy_backend::{ToyModel, ToyVocabulary};
+
+const TOKENS: u32 = 24;
+
+/// A draft model that knows the toy model's rule but not its twist: a chain of the copies the
+/// rule makes, then at the place after it two branches, the copy and the letter after it, one
+/// of which is always the model's token.
+struct ToyDraftModel;
+
+/// What the toy model copies after `context` (its twist aside).
+fn copied(context: &[TokenId]) -> TokenId {
+    let Some((&last, before)) = context.split_last() else {
+        return 1;
+    };
+    before
+        .iter()
+        .rposition(|&t| t == last)
+        .map_or(last % 26 + 1, |i| context[i + 1])
+}
+
+impl ModelProposer for ToyDraftModel {
+    fn propose(&self, _seq: usize, history: &[TokenId], n: usize) -> Result<Guesses, EngineError> {
+        let mut context = history.to_vec();
+        for _ in 0..n.saturating_sub(2) {
+            context.push(copied(&context));
+        }
+        let next = copied(&context);
+        Ok(Guesses {
+            tokens: context[history.len()..].to_vec(),
+            branches: vec![next, next % 26 + 1],
+            ..Guesses::default()
+        })
+    }
+}
+
+impl BatchedProposer for ToyDraftModel {
+    fn prepare(&self, _asks: &[DraftAsk<'_>]) {}
+
+    fn take_counts(&self) -> (u64, u64) {
+        (0, 0)
+    }
+}
+
+fn batcher(model: ToyModel, slots: usize) -> Batcher<'static, ToyModel> {
+    let agreement = Agreement {
+        rate: 0.8,
+        guesses: 64,
+        ms_per_token: 0.1,
+    };
+    Batcher::new(
+        model,
+        &ToyVocabulary,
+        DrafterPool::new(None, Some(agreement), DEFAULT_DRAFT_CONFIDENCE),
+        Some(Box::new(ToyDraftModel)),
+        SequenceIds {
+            slots,
+            cache: 0,
+            n_seq_max: slots + 16,
+        },
+        Arc::new(Shared::default()),
+    )
+}
+
+fn request(prompt: &str, mode: GenerationMode, draft: DraftPolicy) -> GenerateRequest {
+    GenerateRequest::new(Prompt::Text(prompt.into()), TOKENS)
+        .with_sampling(SamplingParams::greedy())
+        .with_mode(mode)
+        .with_draft(draft)
+}
+
+/// Queues `request` as the engine's handle does; its events and its cancel flag.
+fn submit(
+    batcher: &mut Batcher<'_, ToyModel>,
+    request: GenerateRequest,
+) -> (UnboundedReceiver<GenerationEvent>, Arc<AtomicBool>) {
+    let draft = RequestDraft::resolve(&request, None, None, true).expect("a valid request");
+    let (events, receiver) = unbounded_channel();
+    let cancel = Arc::new(AtomicBool::new(false));
+    batcher.shared.queued.fetch_add(1, Ordering::Relaxed);
+    batcher.queue(QueuedRequest {
+        request: Box::new(ValidRequest::accepted(request, draft)),
+        grammar: None,
+        events,
+        cancel: cancel.clone(),
+        queued_at: Instant::now(),
+    });
+    (receiver, cancel)
+}
+
+/// Admits and steps until nothing runs or waits.
+fn run(batcher: &mut Batcher<'_, ToyModel>) {
+    for _ in 0..1000 {
+        batcher.admit();
+        if batcher.idle() {
+            return;
+        }
+        batcher.guarded_step();
+    }
+    panic!("the batcher never went idle");
+}
+
+/// How a request ended: its summary, or its error.
+fn outcome(events: &mut UnboundedReceiver<GenerationEvent>) -> Result<RunSummary, EngineError> {
+    while let Ok(event) = events.try_recv() {
+        match event {
+            GenerationEvent::Finished(summary) => return Ok(summary),
+            GenerationEvent::Failed(err) => return Err(err),
+            _ => {}
+        }
+    }
+    panic!("the request never ended");
+}
+
+const PROMPTS: &[&str] = &["abcab", "xyzxyq", "hello", "ababab", "qwerty", "mnomn"];
+
+#[test]
+fn a_batch_of_drafting_requests_writes_what_each_writes_alone() {
+    let mut batcher = batcher(ToyModel::new(4096, 256, 128), 4);
+    let kinds = [
+        (GenerationMode::Draft, DraftPolicy::Length(4)),
+        (GenerationMode::Lookup, DraftPolicy::Length(4)),
+        (GenerationMode::Normal, DraftPolicy::Auto),
+    ];
+    let mut running = Vec::new();
+    for (i, prompt) in PROMPTS.iter().enumerate() {
+        let (mode, draft) = kinds[i % kinds.len()].clone();
+        running.push((
+            prompt,
+            mode,
+            submit(&mut batcher, request(prompt, mode, draft)).0,
+        ));
+    }
+    run(&mut batcher);
+    let (mut drafted, mut accepted) = (0, 0);
+    for (prompt, mode, mut events) in running {
+        let summary = outcome(&mut events).expect("finished");
+        assert_eq!(
+            summary.text,
+            ToyModel::continuation(prompt, TOKENS as usize),
+            "{prompt} in {mode} mode"
+        );
+        drafted += summary.draft_tokens.unwrap_or(0);
+        accepted += summary.accepted_draft_tokens.unwrap_or(0);
+    }
+    assert!(accepted > 0, "no drafted token was accepted");
+    assert!(drafted > accepted, "no drafted token was rejected");
+    let metrics = batcher.shared.metrics();
+    assert!(
+        metrics.batch_tokens > metrics.steps,
+        "no decode held more than one token"
+    );
+    assert_eq!(batcher.backend().cells_held(), 0, "cells left behind");
+}
+
+#[test]
+fn a_branch_of_a_tree_is_accepted_where_the_chain_is_wrong() {
+    // With two guesses a step, both branches at the next place, one of them is the model's
+    // token at every step, the twisted ones included.
+    let mut batcher = batcher(ToyModel::new(4096, 256, 128), 1);
+    let (mut events, _) = submit(
+        &mut batcher,
+        request("abcab", GenerationMode::Draft, DraftPolicy::Length(2)),
+    );
+    run(&mut batcher);
+    let summary = outcome(&mut events).expect("finished");
+    assert_eq!(
+        summary.text,
+        ToyModel::continuation("abcab", TOKENS as usize)
+    );
+    assert_eq!(summary.tokens_generated, TOKENS as usize);
+    // Every step yields two tokens (the guess, from the chain or the branch, and the model's
+    // own) but the first token and the last.
+    assert!(
+        summary.steps <= TOKENS as usize / 2 + 1,
+        "{} steps for {TOKENS} tokens",
+        summary.steps
+    );
+}
+
+#[test]
+fn a_cancelled_request_frees_its_slot_and_cells_and_the_others_finish() {
+    let mut batcher = batcher(ToyModel::new(4096, 256, 128), 2);
+    let draft = || DraftPolicy::Length(4);
+    let (mut first, _) = submit(
+        &mut batcher,
+        request("abcab", GenerationMode::Lookup, draft()),
+    );
+    let (mut cancelled, cancel) = submit(
+        &mut batcher,
+        request("hello", GenerationMode::Draft, draft()),
+    );
+    let (mut waiting, _) = submit(
+        &mut batcher,
+        request("qwerty", GenerationMode::Normal, DraftPolicy::Auto),
+    );
+    for _ in 0..3 {
+        batcher.admit();
+        batcher.guarded_step();
+    }
+    assert_eq!(batcher.active(), 2, "the third request waits for a slot");
+    cancel.store(true, Ordering::Relaxed);
+    run(&mut batcher);
+    let ended = outcome(&mut cancelled).expect("a cancelled run still reports");
+    assert_eq!(ended.stop_reason, StopReason::Cancelled);
+    assert!(ended.tokens_generated < TOKENS as usize);
+    for (prompt, events) in [("abcab", &mut first), ("qwerty", &mut waiting)] {
+        let summary = outcome(events).expect("finished");
+        assert_eq!(
+            summary.text,
+            ToyModel::continuation(prompt, TOKENS as usize)
+        );
+    }
+    assert_eq!(batcher.backend().cells_held(), 0, "cells left behind");
+}
+
+#[test]
+fn a_full_cache_fails_the_requests_of_that_decode_and_the_next_ones_run() {
+    // 40 cells: two prompts of 6 and their trees fill it long before 24 tokens each.
+    let mut batcher = batcher(ToyModel::new(40, 64, 64), 2);
+    let draft = || DraftPolicy::Length(4);
+    let mut full: Vec<_> = ["abcabc", "xyzxyz"]
+        .iter()
+        .map(|p| submit(&mut batcher, request(p, GenerationMode::Lookup, draft())).0)
+        .collect();
+    run(&mut batcher);
+    for events in &mut full {
+        let err = outcome(events).expect_err("the cache ran out");
+        assert!(err.to_string().contains("no room in the cache"), "{err}");
+    }
+    assert_eq!(
+        batcher.backend().cells_held(),
+        0,
+        "the failed requests' cells stay"
+    );
+    let mut small = request("abc", GenerationMode::Lookup, draft());
+    small.max_tokens = 8;
+    let (mut events, _) = submit(&mut batcher, small);
+    run(&mut batcher);
+    let summary = outcome(&mut events).expect("finished");
+    assert_eq!(summary.text, ToyModel::continuation("abc", 8));
+}
