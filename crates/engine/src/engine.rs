@@ -10,30 +10,30 @@ use llama_cpp_2::model::LlamaModel;
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio::sync::oneshot;
 
-use crate::batcher::QueuedRequest;
 use crate::config::EngineConfig;
 use crate::diagnostics::{BaselineRun, Diagnostic};
-use crate::embeddings::{self, Embedding, EmbeddingCall, EmbeddingInput, EmbeddingJob};
 use crate::engine_loading::{engine_thread, Loaded};
 use crate::engine_metrics::{EngineMetrics, Shared};
 use crate::error::EngineError;
 use crate::events::GenerationEvent;
 use crate::generation_stream::GenerationStream;
-use crate::grammar_cache::PreparedGrammars;
-use crate::grammar_prep::prepare_grammar;
+use crate::grammar::cache::PreparedGrammars;
+use crate::grammar::prep::prepare_grammar;
 use crate::info::ModelInfo;
+use crate::llama::embeddings::{self, Embedding, EmbeddingCall, EmbeddingInput, EmbeddingJob};
+use crate::llama::prompt::RenderedPrompt;
 use crate::medusa::accuracy::HeadAccuracy;
-use crate::model_file;
-use crate::prompt::RenderedPrompt;
+use crate::request::draft::{LoadedHeads, RequestDraft};
+use crate::request::valid::ValidRequest;
 use crate::request::{DraftPolicy, GenerateRequest, Prompt};
-use crate::request_draft::{LoadedHeads, RequestDraft};
+use crate::sampling::token_choice::{PromptLogprobs, TokenChoice};
 use crate::scheduler::Command;
 use crate::speculative::costs::{CostPoint, DecodeCosts};
 use crate::speculative::outlook::{drafting_outlook, DraftingOutlook, WidenedCosts};
-use crate::step_profile::StepProfile;
+use crate::step::batcher::QueuedRequest;
+use crate::step::profile::StepProfile;
 use crate::token::TokenId;
-use crate::token_choice::{PromptLogprobs, TokenChoice};
-use crate::valid_request::ValidRequest;
+use crate::weights::model_file;
 
 /// A loaded model, ready to generate. Dropping it stops its thread.
 pub struct Engine {

@@ -11,28 +11,28 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::backend::{backend, clear_recent_errors, take_recent_errors};
-use crate::batcher::{Batcher, SequenceIds};
-use crate::compute::ComputeInfo;
 use crate::config::{EngineConfig, DEFAULT_CTX_SIZE};
 use crate::cost_cache::{CostCache, CostKey};
-use crate::draft_model::{Agreement, DraftModel, VocabSummary};
-use crate::drafter_pool::{DrafterPool, MedusaSetup};
 use crate::engine_metrics::Shared;
 use crate::error::EngineError;
 use crate::info::{DraftModelInfo, ModelInfo};
-use crate::llama_runtime::{LlamaRuntime, RuntimeSettings};
+use crate::llama::backend::{backend, clear_recent_errors, take_recent_errors};
+use crate::llama::compute::ComputeInfo;
+use crate::llama::draft_model::{Agreement, DraftModel, VocabSummary};
+use crate::llama::runtime::{LlamaRuntime, RuntimeSettings};
 use crate::medusa::heads::MedusaHeads;
 use crate::medusa::plan::plan_tree;
-use crate::model_file;
-use crate::quantize::file_type_name;
 use crate::request::MAX_DRAFT_TOKENS;
-use crate::sampling_defaults::SamplingDefaults;
+use crate::sampling::defaults::SamplingDefaults;
 use crate::scheduler::{Command, Scheduler};
 use crate::speculative::drafter::BatchedProposer;
 use crate::speculative::outlook::WidenedCosts;
 use crate::speculative::tree::TreeSpec;
-use crate::step_backend::StepBackend;
+use crate::step::backend::StepBackend;
+use crate::step::batcher::{Batcher, SequenceIds};
+use crate::step::drafter_pool::{DrafterPool, MedusaSetup};
+use crate::weights::model_file;
+use crate::weights::quantize::file_type_name;
 
 /// The batch a context is created with: `batch_size` (how much of a prompt one decode takes), or
 /// more when it must. A decode holds a whole draft tree and a root per request; and llama.cpp
@@ -123,8 +123,9 @@ pub(crate) fn engine_thread(
     } else {
         params
     };
-    let created =
-        crate::exact_kernels::creating_context(config.exact, || model.new_context(backend, params));
+    let created = crate::llama::exact_kernels::creating_context(config.exact, || {
+        model.new_context(backend, params)
+    });
     let ctx = match created {
         Ok(Ok(ctx)) => ctx,
         Err(err) => {

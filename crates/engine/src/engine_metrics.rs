@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use serde::Serialize;
 
 use crate::speculative::costs::CostPoint;
-use crate::step_profile::StepProfile;
+use crate::step::profile::StepProfile;
 
 /// Engine-wide counters, for the UI and the server's metrics.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, ts_rs::TS)]

@@ -5,9 +5,9 @@ use ts_rs::TS;
 
 use crate::error::EngineError;
 use crate::request::GenerationMode;
+use crate::sampling::token_choice::TokenLogprobs;
 use crate::speculative::tree::TokenSource;
 use crate::token::TokenId;
-use crate::token_choice::TokenLogprobs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "snake_case")]

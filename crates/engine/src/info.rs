@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use serde::Serialize;
 use ts_rs::TS;
 
-use crate::compute::ComputeInfo;
+use crate::llama::compute::ComputeInfo;
 use crate::medusa::heads::HeadsInfo;
 use crate::medusa::plan::MedusaPlan;
-use crate::sampling_defaults::SamplingDefaults;
+use crate::sampling::defaults::SamplingDefaults;
 use crate::speculative::outlook::DraftingOutlook;
 use crate::speculative::tree::TreeSpec;
 

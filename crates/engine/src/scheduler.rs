@@ -10,15 +10,15 @@ use std::sync::{mpsc as std_mpsc, Arc};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::batcher::{panic_message, Batcher, QueuedRequest};
 use crate::clock::ms_since;
 use crate::diagnostics::Diagnostic;
-use crate::embeddings::{EmbeddingJob, RunningEmbedding};
 use crate::engine_metrics::Shared;
 use crate::error::EngineError;
-use crate::llama_runtime::LlamaRuntime;
-use crate::prompt::RenderedPrompt;
+use crate::llama::embeddings::{EmbeddingJob, RunningEmbedding};
+use crate::llama::prompt::RenderedPrompt;
+use crate::llama::runtime::LlamaRuntime;
 use crate::request::Prompt;
+use crate::step::batcher::{panic_message, Batcher, QueuedRequest};
 
 pub(crate) enum Command {
     Generate(QueuedRequest),

@@ -11,14 +11,14 @@ use std::sync::mpsc as std_mpsc;
 pub use baseline::BaselineRun;
 
 use crate::error::EngineError;
-use crate::llama_runtime::LlamaRuntime;
+use crate::llama::runtime::LlamaRuntime;
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::request::Prompt;
+use crate::sampling::token_choice::{PromptLogprobs, TokenChoice};
 use crate::speculative::costs::{CostModel, DecodeCosts};
-use crate::step_backend::StepBackend;
+use crate::step::backend::StepBackend;
 use crate::token::TokenId;
-use crate::token_choice::{PromptLogprobs, TokenChoice};
 
 type Reply<T> = std_mpsc::Sender<Result<T, EngineError>>;
 

@@ -6,14 +6,14 @@ use std::time::Instant;
 
 use crate::clock::ms_since;
 use crate::error::EngineError;
-use crate::llama_runtime::LlamaRuntime;
+use crate::llama::runtime::LlamaRuntime;
 use crate::medusa::accuracy::HeadAccuracy;
 use crate::medusa::heads::MedusaHeads;
 use crate::output::token_bytes;
 use crate::request::Prompt;
-use crate::step_backend::StepBackend;
+use crate::sampling::token_choice::{self, PromptLogprobs, TokenChoice};
+use crate::step::backend::StepBackend;
 use crate::token::TokenId;
-use crate::token_choice::{self, PromptLogprobs, TokenChoice};
 
 /// How likely each of `tokens` is as the next token after `prompt` + `continuation`.
 pub(super) fn next_token_choices(

@@ -176,8 +176,8 @@ pub fn frequent_tokens(
 /// Opens a model for its vocabulary and shape. The weights are memory-mapped, not read; a
 /// vocabulary-only load would not know the embedding size.
 fn open_base(model_path: &Path) -> Result<llama_cpp_2::model::LlamaModel, EngineError> {
-    crate::model_file::inspect(model_path)?;
-    let backend = crate::backend::backend()?;
+    crate::weights::model_file::inspect(model_path)?;
+    let backend = crate::llama::backend::backend()?;
     let params = llama_cpp_2::model::params::LlamaModelParams::default().with_n_gpu_layers(0);
     llama_cpp_2::model::LlamaModel::load_from_file(backend, model_path, &params)
         .map_err(|e| EngineError::Heads(format!("cannot read {}: {e}", model_path.display())))

@@ -10,7 +10,7 @@
 
 use super::tree::{DraftTree, TreeLayout};
 use crate::request::AcceptanceRule;
-use crate::sampler::{Sampler, TokenProb};
+use crate::sampling::sampler::{Sampler, TokenProb};
 use crate::token::TokenId;
 
 #[derive(Debug, Clone, PartialEq, Eq)]

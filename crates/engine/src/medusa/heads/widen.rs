@@ -7,9 +7,9 @@ use std::path::Path;
 
 use super::format::keys;
 use crate::error::EngineError;
-use crate::gguf_widen::{widen_gguf, NewValue, TensorRule};
 use crate::medusa::gguf_file::GgufFile;
-use crate::wide_model::{check_factor, norm_scale};
+use crate::weights::gguf_copy::{widen_gguf, NewValue, TensorRule};
+use crate::weights::widen::{check_factor, norm_scale};
 
 /// Writes `output` as the heads file `input` widened `factor` times, for the model
 /// `widen_model` made with the same factor. The file appears only when complete.

@@ -6,9 +6,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::backend::{backend, clear_recent_errors, take_recent_errors, watch_tensor_progress};
 use crate::error::EngineError;
-use crate::model_file::{self, partial_path};
+use crate::llama::backend::{
+    backend, clear_recent_errors, take_recent_errors, watch_tensor_progress,
+};
+use crate::weights::model_file::{self, partial_path};
 
 /// Weight formats llama.cpp can write, by their usual names and llama.cpp `llama_ftype` values.
 const FILE_TYPES: &[(&str, u32)] = &[

@@ -5,6 +5,10 @@
 //! own: verification walks the accepted path one token at a time, and a drafted token the grammar
 //! forbids can never equal the constrained choice, so it is rejected like any other miss.
 
+pub(crate) mod cache;
+pub(crate) mod limits;
+pub(crate) mod prep;
+
 use std::time::{Duration, Instant};
 
 use llama_cpp_2::model::LlamaModel;
@@ -14,7 +18,7 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::error::EngineError;
-use crate::grammar_limits::{check_gbnf, pattern_nesting, MAX_GRAMMAR_BYTES, MAX_GRAMMAR_NESTING};
+use crate::grammar::limits::{check_gbnf, pattern_nesting, MAX_GRAMMAR_BYTES, MAX_GRAMMAR_NESTING};
 use crate::token::TokenId;
 
 /// Tokens checked before the whole vocabulary is: the likeliest, in order.

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use crate::grammar::Grammar;
 use crate::request::SamplingParams;
-use crate::rng::SplitMix64;
+use crate::sampling::rng::SplitMix64;
 use crate::token::TokenId;
 
 /// One candidate of a filtered distribution.

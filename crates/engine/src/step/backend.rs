@@ -1,6 +1,6 @@
 //! The seam between the scheduler and the model: what a step needs of it. A batch to fill and
 //! decode, what the decode computed, and the KV cache's cells by sequence id. The scheduler,
-//! the requests and verification see only this; [`LlamaRuntime`](crate::llama_runtime) is the
+//! the requests and verification see only this; [`LlamaRuntime`](crate::llama::runtime) is the
 //! real one, and the scheduler's tests run on a small deterministic model.
 
 use crate::error::EngineError;

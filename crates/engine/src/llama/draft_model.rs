@@ -21,11 +21,11 @@ use llama_cpp_2::token::LlamaToken;
 
 use crate::clock::ms_since;
 use crate::error::EngineError;
-use crate::llama_runtime::LlamaRuntime;
+use crate::llama::runtime::LlamaRuntime;
 use crate::request::{ChatMessage, Prompt};
-use crate::sampler::argmax;
+use crate::sampling::sampler::argmax;
 use crate::speculative::drafter::{BatchedProposer, DraftAsk, Guesses, ModelProposer};
-use crate::step_backend::StepBackend;
+use crate::step::backend::StepBackend;
 use crate::token::{common_prefix, TokenId};
 
 /// A guess the draft model gives less probability than this ends its chain: an unsure guess

@@ -1,15 +1,18 @@
 //! Where generated tokens go: end-of-generation and length checks, UTF-8-safe text, stop
 //! strings, and the `Text` events. Every decoding mode emits through this one path.
 
+pub(crate) mod stop;
+pub(crate) mod utf8;
+
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::events::{GenerationEvent, StopReason};
+use crate::output::stop::{StopMatcher, StopScan};
+use crate::output::utf8::Utf8Stream;
+use crate::sampling::token_choice::TokenLogprobs;
 use crate::speculative::tree::TokenSource;
-use crate::step_backend::Vocabulary;
-use crate::stop::{StopMatcher, StopScan};
+use crate::step::backend::Vocabulary;
 use crate::token::TokenId;
-use crate::token_choice::TokenLogprobs;
-use crate::utf8::Utf8Stream;
 
 pub(crate) struct OutputSink<'a> {
     vocabulary: &'a dyn Vocabulary,

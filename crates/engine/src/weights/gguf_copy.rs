@@ -13,7 +13,7 @@ use llama_cpp_sys_2::{ggml_context, ggml_type, gguf_context};
 
 use crate::error::EngineError;
 use crate::medusa::gguf_file::GgufFile;
-use crate::model_file::partial_path;
+use crate::weights::model_file::partial_path;
 
 /// How one tensor changes when its file is widened by a factor `k`.
 #[derive(Debug, Clone, Copy, PartialEq)]

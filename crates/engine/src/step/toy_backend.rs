@@ -13,7 +13,7 @@
 use crate::error::EngineError;
 use crate::request::Prompt;
 use crate::speculative::costs::{CostModel, CostPoint, CostSource};
-use crate::step_backend::{DecodeTimes, StepBackend, Vocabulary};
+use crate::step::backend::{DecodeTimes, StepBackend, Vocabulary};
 use crate::token::TokenId;
 
 /// Tokens 1..=26 are the letters a..z; 0 ends a generation (the model never writes it).

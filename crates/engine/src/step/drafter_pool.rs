@@ -1,16 +1,16 @@
 //! The drafters this engine hands out. A request gets its drafters when it is admitted, as its
-//! draft was decided when it was accepted (`request_draft`); the scheduler sees only the
+//! draft was decided when it was accepted (`request::draft`); the batcher sees only the
 //! [`Drafter`] trait and what verification made of its tree. Adding a drafter means a mode in
-//! `request.rs`, a decision in `request_draft.rs` and a line here.
+//! `request/mod.rs`, a decision in `request/draft.rs` and a line here.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::draft_model::Agreement;
+use crate::llama::draft_model::Agreement;
 use crate::medusa::heads::MedusaHeads;
 use crate::medusa::heads_drafter::MedusaDrafter;
 use crate::medusa::plan::MedusaPlan;
-use crate::request_draft::RequestDraft;
+use crate::request::draft::RequestDraft;
 use crate::speculative::budget::AcceptanceStats;
 use crate::speculative::drafter::Drafter;
 use crate::speculative::lookup::LookupDrafter;
@@ -148,7 +148,7 @@ impl DrafterPool {
             )));
         }
         if draft.draft_model {
-            drafters.push(Box::new(DraftModelDrafter::default()));
+            drafters.push(Box::new(DraftModelDrafter));
         }
         DraftSetup {
             drafters: drafters
@@ -238,7 +238,7 @@ mod tests {
             ms_per_token: 1.0,
         };
         let mut drafters = DrafterPool::new(None, Some(agreement), CONFIDENCE_Z);
-        let model = DraftModelDrafter::default();
+        let model = DraftModelDrafter;
         let measured = drafters.prior(&model);
         assert_eq!(measured[0].evidence(), (64, PRIOR_WEIGHT));
         // Its drafter was declined at every step (e.g. auto drafted with lookup only).

@@ -11,28 +11,28 @@ use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::active_request::{ActiveRequest, NewActiveRequest, StepPlan};
 use crate::clock::ms_since;
-use crate::drafter_pool::DrafterPool;
 use crate::engine_metrics::{Shared, StepCount};
 use crate::error::EngineError;
 use crate::events::{GenerationEvent, StopReason};
+use crate::grammar::prep::GRAMMAR_STEP_LIMIT;
 use crate::grammar::Grammar;
-use crate::grammar_prep::GRAMMAR_STEP_LIMIT;
-use crate::llama_runtime::random_seed;
+use crate::llama::runtime::random_seed;
 use crate::medusa::heads::MedusaHeads;
 use crate::medusa::heads_drafter::{draft_trees, HeadsAsk};
 use crate::output::OutputSink;
-use crate::prompt_cache::PromptCache;
-use crate::request_drafting::no_room;
+use crate::request::valid::ValidRequest;
 use crate::speculative::budget::BatchLoad;
 use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{
     BatchedProposer, DraftAsk, ModelProposer, PreparedTree, PreparedTrees,
 };
-use crate::step_backend::{StepBackend, Vocabulary};
-use crate::step_batch::{add_tree, fit_leaves, StepBatch};
-use crate::valid_request::ValidRequest;
+use crate::step::active_request::{ActiveRequest, NewActiveRequest, StepPlan};
+use crate::step::backend::{StepBackend, Vocabulary};
+use crate::step::batch::{add_tree, fit_leaves, StepBatch};
+use crate::step::drafter_pool::DrafterPool;
+use crate::step::drafting::no_room;
+use crate::step::prompt_cache::PromptCache;
 
 /// A request waiting for a slot.
 pub(crate) struct QueuedRequest {

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::clock::ms_since;
-use crate::drafter_pool::DraftSetup;
 use crate::error::EngineError;
 use crate::events::{
     tokens_per_second, DraftDecision, DraftNode, DraftSkip, GenerationEvent, RunSummary, StepEvent,
@@ -17,17 +16,18 @@ use crate::medusa::heads_drafter::HeadsAsk;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
 use crate::request::MAX_DRAFT_TOKENS;
-use crate::request_drafting::{Draft, Drafting};
-use crate::sampler::Sampler;
+use crate::sampling::sampler::Sampler;
+use crate::sampling::token_choice::{self, TokenLogprobs};
 use crate::speculative::budget::{AcceptanceStats, BatchLoad};
 use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftAsk, DraftInput, Drafter, ModelProposer, PreparedTrees};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout, DRAFT_MODEL};
 use crate::speculative::verify::{verify, Verdict};
-use crate::step_backend::StepBackend;
-use crate::step_profile::StepProfile;
+use crate::step::backend::StepBackend;
+use crate::step::drafter_pool::DraftSetup;
+use crate::step::drafting::{Draft, Drafting};
+use crate::step::profile::StepProfile;
 use crate::token::TokenId;
-use crate::token_choice::{self, TokenLogprobs};
 
 pub(crate) struct ActiveRequest<'m> {
     /// Main sequence id in the KV cache (the slot).

@@ -9,15 +9,15 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
-use crate::cell_order::CellOrder;
 use crate::clock::{ms_since, process_cpu_ms};
 use crate::cost_cache::{CostCache, CostKey};
 use crate::error::EngineError;
-use crate::prompt;
-use crate::prompt::RenderedPrompt;
+use crate::llama::cell_order::CellOrder;
+use crate::llama::prompt;
+use crate::llama::prompt::RenderedPrompt;
 use crate::request::Prompt;
 use crate::speculative::costs::{Calibration, CostModel, CostPoint, CostSource};
-use crate::step_backend::{DecodeTimes, StepBackend, Vocabulary};
+use crate::step::backend::{DecodeTimes, StepBackend, Vocabulary};
 use crate::token::TokenId;
 
 pub(crate) struct LlamaRuntime<'m> {

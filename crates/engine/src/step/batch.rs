@@ -1,11 +1,11 @@
 //! What one decoding step puts into llama.cpp's batch: each running request's root and draft
 //! tree, with leaf sequences borrowed for the step, then prompt chunks of starting requests.
 
-use crate::active_request::{ActiveRequest, StepPlan};
 use crate::error::EngineError;
 use crate::speculative::tree::DraftTree;
-use crate::step_backend::StepBackend;
-use crate::step_profile::StepProfile;
+use crate::step::active_request::{ActiveRequest, StepPlan};
+use crate::step::backend::StepBackend;
+use crate::step::profile::StepProfile;
 
 /// One step's batch, as it is filled and then decoded.
 #[derive(Default)]

@@ -22,9 +22,9 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use tokio::sync::oneshot;
 
-use crate::backend::backend;
 use crate::error::EngineError;
-use crate::prompt;
+use crate::llama::backend::backend;
+use crate::llama::prompt;
 use crate::request::Prompt;
 use crate::token::TokenId;
 
@@ -203,7 +203,7 @@ impl<'m> RunningEmbedding<'m> {
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32);
         let backend = backend()?;
-        let ctx = crate::exact_kernels::creating_context(exact, || {
+        let ctx = crate::llama::exact_kernels::creating_context(exact, || {
             model.new_context(backend, params)
         })?
         .map_err(|e| EngineError::Context(format!("cannot make an embedding context: {e}")))?;

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::EngineError;
-use crate::gguf_widen::{widen_gguf, NewValue, TensorRule};
 use crate::medusa::gguf_file::GgufFile;
-use crate::model_file;
+use crate::weights::gguf_copy::{widen_gguf, NewValue, TensorRule};
+use crate::weights::model_file;
 
 /// The factors a model can be widened by.
 pub const WIDTH_FACTORS: [u32; 4] = [2, 4, 8, 16];

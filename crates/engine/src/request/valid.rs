@@ -1,7 +1,7 @@
 //! A request the engine accepted, with its draft decided: the only kind it queues.
 
+use crate::request::draft::RequestDraft;
 use crate::request::GenerateRequest;
-use crate::request_draft::RequestDraft;
 
 /// A request [`crate::Engine::validate`] accepted: the only kind the engine queues, so nothing
 /// downstream checks it again.

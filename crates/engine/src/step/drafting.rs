@@ -4,7 +4,6 @@
 use std::time::Instant;
 
 use crate::clock::ms_since;
-use crate::drafter_pool::DraftSetup;
 use crate::events::{DraftDecision, DraftSkip, DraftSkipReason, DrafterEvidence};
 use crate::speculative::budget::{
     choose_draft_lens, shortest_draft, AcceptanceStats, BatchLoad, DraftChoice, DraftOption,
@@ -13,6 +12,7 @@ use crate::speculative::budget::{
 use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftInput, Drafter};
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout, TreeSpec, MEDUSA};
+use crate::step::drafter_pool::DraftSetup;
 use crate::token::TokenId;
 
 /// One drafter and what this run learnt about its guesses.

@@ -5,13 +5,13 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::*;
 use crate::config::DEFAULT_DRAFT_CONFIDENCE;
-use crate::draft_model::Agreement;
 use crate::events::RunSummary;
+use crate::llama::draft_model::Agreement;
+use crate::request::draft::RequestDraft;
 use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, Prompt, SamplingParams};
-use crate::request_draft::RequestDraft;
 use crate::speculative::drafter::Guesses;
+use crate::step::toy_backend::{ToyModel, ToyVocabulary};
 use crate::token::TokenId;
-use crate::toy_backend::{ToyModel, ToyVocabulary};
 
 const TOKENS: u32 = 24;
 

@@ -1,5 +1,8 @@
 //! What a caller asks for: the prompt, how many tokens, how to pick them, when to stop.
 
+pub(crate) mod draft;
+pub(crate) mod valid;
+
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
@@ -466,7 +469,7 @@ impl GenerateRequest {
                     "the grammar is empty or contains a NUL character".into(),
                 ));
             }
-            crate::grammar_limits::check_gbnf(grammar)?;
+            crate::grammar::limits::check_gbnf(grammar)?;
         }
         if self.max_tokens == 0 || self.max_tokens > MAX_TOKENS_LIMIT {
             return Err(invalid(

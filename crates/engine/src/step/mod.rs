@@ -1,0 +1,14 @@
+//! The decoding step: the batcher that runs every active request in one decode per step, the
+//! backend seam it decodes through, each request's state and drafting, the batch, the prompt
+//! cache and the step profile.
+
+pub(crate) mod active_request;
+pub(crate) mod backend;
+pub(crate) mod batch;
+pub(crate) mod batcher;
+pub(crate) mod drafter_pool;
+pub(crate) mod drafting;
+pub(crate) mod profile;
+pub(crate) mod prompt_cache;
+#[cfg(test)]
+pub(crate) mod toy_backend;
