@@ -199,7 +199,7 @@ mod tests {
             model_bytes: bytes,
             ..key(threads)
         };
-        let one = [CostPoint::exact(1, 6.5)];
+        let one = [CostPoint::without_spread(1, 6.5)];
         assert!(cache.widest_widened(&key(2)).is_none());
         cache
             .store(&model("/models/m.wide4.Q4_0.gguf", 1_000, 2), &one)
@@ -231,14 +231,14 @@ mod tests {
         let cache = CostCache::new(dir.path().join("costs"));
         assert_eq!(cache.load(&key(2)), None);
         let points = vec![
-            CostPoint::exact(1, 6.5),
+            CostPoint::without_spread(1, 6.5),
             CostPoint {
                 tokens: 2,
                 ms: 12.25,
                 low_ms: 11.0,
                 high_ms: 13.5,
             },
-            CostPoint::exact(32, 101.0),
+            CostPoint::without_spread(32, 101.0),
         ];
         cache.store(&key(2), &points).unwrap();
         assert_eq!(cache.load(&key(2)), Some(points.clone()));
@@ -249,8 +249,13 @@ mod tests {
         };
         assert_eq!(cache.load(&inexact), None, "other kernels, other costs");
         // Measuring again replaces the entry.
-        cache.store(&key(2), &[CostPoint::exact(1, 7.0)]).unwrap();
-        assert_eq!(cache.load(&key(2)), Some(vec![CostPoint::exact(1, 7.0)]));
+        cache
+            .store(&key(2), &[CostPoint::without_spread(1, 7.0)])
+            .unwrap();
+        assert_eq!(
+            cache.load(&key(2)),
+            Some(vec![CostPoint::without_spread(1, 7.0)])
+        );
     }
 
     #[test]
@@ -297,7 +302,9 @@ mod tests {
         std::fs::write(&path, b"{ not json").unwrap();
         assert_eq!(cache.load(&key(2)), None);
         // Sound JSON with a nonsensical reading is no better.
-        cache.store(&key(2), &[CostPoint::exact(1, -3.0)]).unwrap();
+        cache
+            .store(&key(2), &[CostPoint::without_spread(1, -3.0)])
+            .unwrap();
         assert_eq!(cache.load(&key(2)), None);
         // Nor is a band that does not hold its figure.
         let outside = CostPoint {

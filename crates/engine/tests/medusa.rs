@@ -682,7 +682,7 @@ fn given(points: &[(usize, f64)]) -> Option<Vec<CostPoint>> {
     Some(
         points
             .iter()
-            .map(|&(tokens, ms)| CostPoint::exact(tokens, ms))
+            .map(|&(tokens, ms)| CostPoint::without_spread(tokens, ms))
             .collect(),
     )
 }
@@ -793,7 +793,7 @@ fn trained_heads_size_their_tree_from_the_given_decode_costs() {
     // Figures whose band leaves the sign open: centrally a second token costs little, but
     // it has been seen costing as much as a whole decode. No tree is surely faster.
     config.decode_costs = Some(vec![
-        CostPoint::exact(1, 1000.0),
+        CostPoint::without_spread(1, 1000.0),
         CostPoint {
             tokens: 2,
             ms: 1005.0,

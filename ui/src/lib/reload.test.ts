@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { engineReload, treeName } from './reload';
+import { engineReload, loadEnded, noteLoading, treeName, type PendingLoad } from './reload';
 import type { Info } from './api/types';
 
 const MC_SIM_PATHS = [
@@ -56,5 +56,25 @@ describe('engineReload', () => {
 
   it('has nothing to reload without a model', () => {
     expect(engineReload({ model: null } as unknown as Info, 2048, true)).toBeNull();
+  });
+});
+
+describe('a load the page asked for', () => {
+  it('ends once it was seen going and nothing loads any more', () => {
+    const pending: PendingLoad<string> = { from: 'a.gguf', seenLoading: false };
+    expect(loadEnded(pending, false, 'a.gguf')).toBe(false);
+    noteLoading(pending, true);
+    expect(pending.seenLoading).toBe(true);
+    expect(loadEnded(pending, true, 'a.gguf')).toBe(false);
+    expect(loadEnded(pending, false, 'a.gguf')).toBe(true);
+  });
+
+  it('ends when what is loaded changed, though it was too quick to be seen', () => {
+    const pending: PendingLoad<{ n: number }> = { from: { n: 512 }, seenLoading: false };
+    const same = (a: { n: number }, b: { n: number }) => a.n === b.n;
+    expect(loadEnded(pending, false, { n: 512 }, same)).toBe(false);
+    expect(loadEnded(pending, false, { n: 1024 }, same)).toBe(true);
+    expect(loadEnded(pending, false, null, same)).toBe(false);
+    expect(loadEnded(null, false, { n: 1024 }, same)).toBe(false);
   });
 });

@@ -51,3 +51,29 @@ export function engineReload(
     exact,
   };
 }
+
+/**
+ * A load this page asked for, followed until it ends: `from` is what was loaded before it, and
+ * `seenLoading` whether the engine was seen loading since. A load too quick to be seen ends when
+ * what is loaded differs from `from`.
+ */
+export interface PendingLoad<T> {
+  from: T;
+  seenLoading: boolean;
+}
+
+/** Marks `pending` seen going once the engine reports loading. */
+export function noteLoading<T>(pending: PendingLoad<T> | null, loading: boolean): void {
+  if (pending && loading && !pending.seenLoading) pending.seenLoading = true;
+}
+
+/** Whether `pending` has ended: nothing loads now and it was seen going, or `now` differs. */
+export function loadEnded<T>(
+  pending: PendingLoad<T> | null,
+  loading: boolean,
+  now: T | null,
+  same: (a: T, b: T) => boolean = (a, b) => a === b,
+): boolean {
+  if (!pending || loading) return false;
+  return pending.seenLoading || (now !== null && !same(now, pending.from));
+}

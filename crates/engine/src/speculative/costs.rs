@@ -25,7 +25,7 @@ pub struct CostPoint {
 
 impl CostPoint {
     /// A figure known without a spread.
-    pub fn exact(tokens: usize, ms: f64) -> Self {
+    pub fn without_spread(tokens: usize, ms: f64) -> Self {
         Self {
             tokens,
             ms,
@@ -175,7 +175,7 @@ impl CostModel {
     pub fn new(points: Vec<(usize, f64)>) -> Self {
         let points = points
             .into_iter()
-            .map(|(tokens, ms)| CostPoint::exact(tokens, ms))
+            .map(|(tokens, ms)| CostPoint::without_spread(tokens, ms))
             .collect();
         Self::with_bands(points, CostSource::Given, None)
     }
@@ -548,7 +548,7 @@ mod tests {
     fn measured(points: &[(usize, f64)]) -> CostModel {
         let points = points
             .iter()
-            .map(|&(tokens, ms)| CostPoint::exact(tokens, ms))
+            .map(|&(tokens, ms)| CostPoint::without_spread(tokens, ms))
             .collect();
         CostModel::with_bands(points, CostSource::Measured, None)
     }

@@ -163,7 +163,7 @@ mod tests {
     fn costs(figures: &[(usize, f64)]) -> Vec<CostPoint> {
         figures
             .iter()
-            .map(|&(tokens, ms)| CostPoint::exact(tokens, ms))
+            .map(|&(tokens, ms)| CostPoint::without_spread(tokens, ms))
             .collect()
     }
 

@@ -1,7 +1,7 @@
 //! Deciding which drafted tokens the base model accepts, from the logits of one tree decode.
 //!
 //! - Greedy (temperature 0): a child is accepted when it is the base model's argmax. Lossless.
-//! - Exact speculative sampling (temperature > 0): each child, in order, is accepted with the
+//! - Lossless speculative sampling (temperature > 0): each child, in order, is accepted with the
 //!   probability the base distribution gives it; a rejected child's mass is removed and the rest
 //!   renormalised before the next sibling is tried; when all are rejected the token is drawn from
 //!   what is left. The emitted tokens follow the base model's distribution exactly.
@@ -46,7 +46,7 @@ pub fn verify<'l>(
         } else {
             let dist = sampler.distribution(logits, history);
             match rule {
-                AcceptanceRule::Lossless => accept_exact(tree, children, dist, sampler),
+                AcceptanceRule::Lossless => accept_lossless(tree, children, dist, sampler),
                 AcceptanceRule::Typical { threshold, alpha } => {
                     accept_typical(tree, children, dist, sampler, threshold, alpha)
                 }
@@ -73,7 +73,7 @@ pub fn verify<'l>(
 }
 
 /// Returns the accepted child, or none and the token drawn from the residual distribution.
-fn accept_exact(
+fn accept_lossless(
     tree: &DraftTree,
     children: &[usize],
     mut dist: Vec<TokenProb>,
@@ -284,7 +284,7 @@ mod tests {
     }
 
     #[test]
-    fn exact_sampling_keeps_the_base_distribution() {
+    fn lossless_sampling_keeps_the_base_distribution() {
         let t = tree();
         let layout = t.layout();
         let root = vec![0.3f32, 1.2, -0.4, 0.8, 0.0];

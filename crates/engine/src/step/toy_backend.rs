@@ -77,7 +77,7 @@ impl ToyModel {
             (32, 18.0),
         ]
         .into_iter()
-        .map(|(tokens, ms)| CostPoint::exact(tokens, ms))
+        .map(|(tokens, ms)| CostPoint::without_spread(tokens, ms))
         .collect();
         Self {
             cells: Vec::new(),

@@ -38,7 +38,7 @@ pub fn cpu_decode_costs() -> Vec<CostPoint> {
         (64, 225.0),
     ]
     .into_iter()
-    .map(|(tokens, ms)| CostPoint::exact(tokens, ms))
+    .map(|(tokens, ms)| CostPoint::without_spread(tokens, ms))
     .collect()
 }
 
