@@ -248,7 +248,7 @@ impl Playground {
         for &id in run_ids {
             let run = self.store().get_run(id).await?.run;
             match &prompt {
-                None => prompt = Some(run.prompt),
+                None => prompt = Some(run.listed.prompt),
                 Some(first) if *first != run.prompt => {
                     return Err(AppError::invalid_parameter(format!(
                         "run {id} has another prompt than run {}; only runs of one prompt compare",

@@ -338,11 +338,114 @@ impl FromStr for RunStatus {
     }
 }
 
-/// A stored run. Outcome fields are `None` until the run finishes (and stay `None` for runs that
-/// failed or were interrupted).
+/// A stored run: every field the history lists ([`ListedRun`], flattened into the same JSON
+/// object) with its per-token arrays. It reads as a `ListedRun` through `Deref`, so that the
+/// fields have one definition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[ts(rename = "RunRecord")]
 pub struct Run {
+    #[serde(flatten)]
+    #[ts(flatten)]
+    pub listed: ListedRun,
+    /// The generated token ids, in order: the playground's own runs recorded since they were
+    /// kept.
+    #[serde(default)]
+    pub token_ids: Option<Vec<i32>>,
+    /// Each generated token's log-probability and the likeliest tokens at its place, kept only
+    /// for runs that asked for them (rows stay small otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub logprobs: Option<Vec<TokenLogprobRecord>>,
+}
+
+impl std::ops::Deref for Run {
+    type Target = ListedRun;
+
+    fn deref(&self) -> &ListedRun {
+        &self.listed
+    }
+}
+
+impl std::ops::DerefMut for Run {
+    fn deref_mut(&mut self) -> &mut ListedRun {
+        &mut self.listed
+    }
+}
+
+impl Run {
+    /// A run that has just begun: the fields of `new`, no outcome yet.
+    pub(crate) fn running(id: i64, new: &NewRun) -> Self {
+        Self {
+            listed: ListedRun {
+                id,
+                uid: new.uid,
+                status: RunStatus::Running,
+                created_at: new.created_at,
+                mode: new.mode.clone(),
+                model: new.model.clone(),
+                heads: new.heads.clone(),
+                draft_model: new.draft_model.clone(),
+                tree: new.tree.clone(),
+                prompt: new.prompt.clone(),
+                sampling: new.sampling.clone(),
+                max_tokens: new.max_tokens,
+                stop: new.stop.clone(),
+                comparison_id: new.comparison_id,
+                queue_ms: new.queue_ms,
+                engine: new.engine.clone(),
+                output: None,
+                stop_reason: None,
+                prompt_tokens: None,
+                tokens_generated: None,
+                ttft_ms: None,
+                total_ms: None,
+                tokens_per_second: None,
+                decode_tokens_per_second: None,
+                steps: None,
+                mean_accepted: None,
+                acceptance_by_depth: None,
+                draft_tokens: None,
+                accepted_draft_tokens: None,
+                seed: None,
+                error: None,
+                finished_at: None,
+            },
+            token_ids: None,
+            logprobs: None,
+        }
+    }
+
+    /// The outcome, when every outcome field is present.
+    pub fn outcome(&self) -> Option<RunOutcome> {
+        Some(RunOutcome {
+            output: self.output.clone()?,
+            stop_reason: self.stop_reason.clone()?,
+            prompt_tokens: self.prompt_tokens?,
+            tokens_generated: self.tokens_generated?,
+            ttft_ms: self.ttft_ms?,
+            total_ms: self.total_ms?,
+            tokens_per_second: self.tokens_per_second?,
+            decode_tokens_per_second: self.decode_tokens_per_second?,
+            steps: self.steps?,
+            mean_accepted: self.mean_accepted?,
+            acceptance_by_depth: self.acceptance_by_depth.clone()?,
+            draft_tokens: self.draft_tokens,
+            accepted_draft_tokens: self.accepted_draft_tokens,
+            token_ids: self.token_ids.clone(),
+            logprobs: self.logprobs.clone(),
+            seed: self.seed?,
+            finished_at: self.finished_at?,
+        })
+    }
+}
+
+/// A run as the history lists it: every field of a [`Run`] but its per-token arrays
+/// (`token_ids`, `logprobs`), which only the run's own record and the export carry. A run may
+/// hold millions of tokens, so a page of a listing would otherwise weigh hundreds of megabytes.
+/// Outcome fields are `None` until the run finishes (and stay `None` for runs that failed or
+/// were interrupted).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct ListedRun {
     /// Local id: differs between databases, unlike `uid`.
     pub id: i64,
     pub uid: Uuid,
@@ -387,61 +490,12 @@ pub struct Run {
     pub draft_tokens: Option<i64>,
     #[serde(default)]
     pub accepted_draft_tokens: Option<i64>,
-    /// The generated token ids, in order: the playground's own runs recorded since they were
-    /// kept.
-    #[serde(default)]
-    pub token_ids: Option<Vec<i32>>,
-    /// Each generated token's log-probability and the likeliest tokens at its place, kept only
-    /// for runs that asked for them (rows stay small otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[ts(optional)]
-    pub logprobs: Option<Vec<TokenLogprobRecord>>,
     pub seed: Option<u64>,
     pub error: Option<String>,
     pub finished_at: Option<DateTime<Utc>>,
 }
 
-impl Run {
-    /// A run that has just begun: the fields of `new`, no outcome yet.
-    pub(crate) fn running(id: i64, new: &NewRun) -> Self {
-        Self {
-            id,
-            uid: new.uid,
-            status: RunStatus::Running,
-            created_at: new.created_at,
-            mode: new.mode.clone(),
-            model: new.model.clone(),
-            heads: new.heads.clone(),
-            draft_model: new.draft_model.clone(),
-            tree: new.tree.clone(),
-            prompt: new.prompt.clone(),
-            sampling: new.sampling.clone(),
-            max_tokens: new.max_tokens,
-            stop: new.stop.clone(),
-            comparison_id: new.comparison_id,
-            queue_ms: new.queue_ms,
-            engine: new.engine.clone(),
-            output: None,
-            stop_reason: None,
-            prompt_tokens: None,
-            tokens_generated: None,
-            ttft_ms: None,
-            total_ms: None,
-            tokens_per_second: None,
-            decode_tokens_per_second: None,
-            steps: None,
-            mean_accepted: None,
-            acceptance_by_depth: None,
-            draft_tokens: None,
-            accepted_draft_tokens: None,
-            token_ids: None,
-            logprobs: None,
-            seed: None,
-            error: None,
-            finished_at: None,
-        }
-    }
-
+impl ListedRun {
     /// Tokens after the first over the time after the first, from the stored counts and times
     /// (the rule migration 0004 applied to older rows).
     pub fn derived_decode_rate(&self) -> Option<f64> {
@@ -449,223 +503,23 @@ impl Run {
         (tokens > 1 && total > ttft).then(|| (tokens - 1) as f64 * 1000.0 / (total - ttft))
     }
 
-    /// The outcome, when every outcome field is present.
-    pub fn outcome(&self) -> Option<RunOutcome> {
-        Some(RunOutcome {
-            output: self.output.clone()?,
-            stop_reason: self.stop_reason.clone()?,
-            prompt_tokens: self.prompt_tokens?,
-            tokens_generated: self.tokens_generated?,
-            ttft_ms: self.ttft_ms?,
-            total_ms: self.total_ms?,
-            tokens_per_second: self.tokens_per_second?,
-            decode_tokens_per_second: self.decode_tokens_per_second?,
-            steps: self.steps?,
-            mean_accepted: self.mean_accepted?,
-            acceptance_by_depth: self.acceptance_by_depth.clone()?,
-            draft_tokens: self.draft_tokens,
-            accepted_draft_tokens: self.accepted_draft_tokens,
-            token_ids: self.token_ids.clone(),
-            logprobs: self.logprobs.clone(),
-            seed: self.seed?,
-            finished_at: self.finished_at?,
-        })
-    }
-}
-
-/// A run as the history lists it: every field of [`Run`] but its per-token arrays
-/// (`token_ids`, `logprobs`), which only the run's own record and the export carry. A run may
-/// hold millions of tokens, so a page of a listing would otherwise weigh hundreds of megabytes.
-#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-pub struct ListedRun {
-    pub id: i64,
-    pub uid: Uuid,
-    pub status: RunStatus,
-    pub created_at: DateTime<Utc>,
-    pub mode: String,
-    pub model: ModelRef,
-    pub heads: Option<HeadsRef>,
-    pub draft_model: Option<ModelRef>,
-    pub tree: Option<serde_json::Value>,
-    pub prompt: PromptRecord,
-    pub sampling: serde_json::Value,
-    pub max_tokens: u32,
-    pub stop: Vec<String>,
-    pub comparison_id: Option<i64>,
-    pub queue_ms: Option<f64>,
-    /// The remote engine that ran it, by name; `None`: the playground's own model.
-    pub engine: Option<String>,
-    pub output: Option<String>,
-    pub stop_reason: Option<String>,
-    pub prompt_tokens: Option<i64>,
-    pub tokens_generated: Option<i64>,
-    pub ttft_ms: Option<f64>,
-    pub total_ms: Option<f64>,
-    pub tokens_per_second: Option<f64>,
-    pub decode_tokens_per_second: Option<f64>,
-    pub steps: Option<i64>,
-    pub mean_accepted: Option<f64>,
-    pub acceptance_by_depth: Option<Vec<f64>>,
-    pub draft_tokens: Option<i64>,
-    pub accepted_draft_tokens: Option<i64>,
-    pub seed: Option<u64>,
-    pub error: Option<String>,
-    pub finished_at: Option<DateTime<Utc>>,
-}
-
-impl ListedRun {
     /// The whole run: these fields with its per-token arrays.
     pub fn with_tokens(
         self,
         token_ids: Option<Vec<i32>>,
         logprobs: Option<Vec<TokenLogprobRecord>>,
     ) -> Run {
-        // Destructured in full, so that a field added to one type and not the other fails here.
-        let Self {
-            id,
-            uid,
-            status,
-            created_at,
-            mode,
-            model,
-            heads,
-            draft_model,
-            tree,
-            prompt,
-            sampling,
-            max_tokens,
-            stop,
-            comparison_id,
-            queue_ms,
-            engine,
-            output,
-            stop_reason,
-            prompt_tokens,
-            tokens_generated,
-            ttft_ms,
-            total_ms,
-            tokens_per_second,
-            decode_tokens_per_second,
-            steps,
-            mean_accepted,
-            acceptance_by_depth,
-            draft_tokens,
-            accepted_draft_tokens,
-            seed,
-            error,
-            finished_at,
-        } = self;
         Run {
-            id,
-            uid,
-            status,
-            created_at,
-            mode,
-            model,
-            heads,
-            draft_model,
-            tree,
-            prompt,
-            sampling,
-            max_tokens,
-            stop,
-            comparison_id,
-            queue_ms,
-            engine,
-            output,
-            stop_reason,
-            prompt_tokens,
-            tokens_generated,
-            ttft_ms,
-            total_ms,
-            tokens_per_second,
-            decode_tokens_per_second,
-            steps,
-            mean_accepted,
-            acceptance_by_depth,
-            draft_tokens,
-            accepted_draft_tokens,
+            listed: self,
             token_ids,
             logprobs,
-            seed,
-            error,
-            finished_at,
         }
     }
 }
 
 impl From<Run> for ListedRun {
     fn from(run: Run) -> Self {
-        let Run {
-            id,
-            uid,
-            status,
-            created_at,
-            mode,
-            model,
-            heads,
-            draft_model,
-            tree,
-            prompt,
-            sampling,
-            max_tokens,
-            stop,
-            comparison_id,
-            queue_ms,
-            engine,
-            output,
-            stop_reason,
-            prompt_tokens,
-            tokens_generated,
-            ttft_ms,
-            total_ms,
-            tokens_per_second,
-            decode_tokens_per_second,
-            steps,
-            mean_accepted,
-            acceptance_by_depth,
-            draft_tokens,
-            accepted_draft_tokens,
-            token_ids: _,
-            logprobs: _,
-            seed,
-            error,
-            finished_at,
-        } = run;
-        Self {
-            id,
-            uid,
-            status,
-            created_at,
-            mode,
-            model,
-            heads,
-            draft_model,
-            tree,
-            prompt,
-            sampling,
-            max_tokens,
-            stop,
-            comparison_id,
-            queue_ms,
-            engine,
-            output,
-            stop_reason,
-            prompt_tokens,
-            tokens_generated,
-            ttft_ms,
-            total_ms,
-            tokens_per_second,
-            decode_tokens_per_second,
-            steps,
-            mean_accepted,
-            acceptance_by_depth,
-            draft_tokens,
-            accepted_draft_tokens,
-            seed,
-            error,
-            finished_at,
-        }
+        run.listed
     }
 }
 

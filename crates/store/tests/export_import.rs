@@ -103,11 +103,10 @@ async fn all_with_steps(store: &Store) -> HashMap<Uuid, RunWithSteps> {
 
 /// A run with its local ids blanked, for comparing across databases.
 fn portable(run: &Run) -> Run {
-    Run {
-        id: 0,
-        comparison_id: None,
-        ..run.clone()
-    }
+    let mut portable = run.clone();
+    portable.id = 0;
+    portable.comparison_id = None;
+    portable
 }
 
 #[tokio::test]

@@ -6,8 +6,8 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
 use store::{
     DraftDecisionRecord, DraftNodeRecord, DraftSkipRecord, DrafterEvidenceRecord, HeadsRef,
-    MessageRecord, ModelRef, NewRun, PromptRecord, Run, RunOutcome, RunStatus, StepRecord,
-    StepTokenRecord, StepTreeRecord, Store, TokenLogprobRecord, TopLogprobRecord,
+    ListedRun, MessageRecord, ModelRef, NewRun, PromptRecord, Run, RunOutcome, RunStatus,
+    StepRecord, StepTokenRecord, StepTreeRecord, Store, TokenLogprobRecord, TopLogprobRecord,
 };
 use tempfile::TempDir;
 use uuid::Uuid;
@@ -183,7 +183,7 @@ pub fn steps(range: std::ops::Range<i64>) -> Vec<StepRecord> {
 
 /// The stored form of `new` after `outcome` finished it.
 pub fn expected_finished(id: i64, new: &NewRun, outcome: &RunOutcome) -> Run {
-    Run {
+    ListedRun {
         id,
         uid: new.uid,
         status: RunStatus::Finished,
@@ -213,12 +213,11 @@ pub fn expected_finished(id: i64, new: &NewRun, outcome: &RunOutcome) -> Run {
         acceptance_by_depth: Some(outcome.acceptance_by_depth.clone()),
         draft_tokens: outcome.draft_tokens,
         accepted_draft_tokens: outcome.accepted_draft_tokens,
-        token_ids: outcome.token_ids.clone(),
-        logprobs: outcome.logprobs.clone(),
         seed: Some(outcome.seed),
         error: None,
         finished_at: Some(outcome.finished_at),
     }
+    .with_tokens(outcome.token_ids.clone(), outcome.logprobs.clone())
 }
 
 /// Begins, fills with `step_count` steps and finishes a run; returns its id.

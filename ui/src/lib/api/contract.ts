@@ -1445,21 +1445,13 @@ export type RunList = { runs: Array<ListedRun>,
 next_offset?: number, };
 
 /**
- * A run as the history lists it: every field of [`Run`] but its per-token arrays
+ * A run as the history lists it: every field of a [`Run`] but its per-token arrays
  * (`token_ids`, `logprobs`), which only the run's own record and the export carry. A run may
  * hold millions of tokens, so a page of a listing would otherwise weigh hundreds of megabytes.
+ * Outcome fields are `None` until the run finishes (and stay `None` for runs that failed or
+ * were interrupted).
  */
-export type ListedRun = { id: number, uid: string, status: RunStatus, created_at: string, mode: string, model: ModelRef, heads: HeadsRef | null, draft_model: ModelRef | null, tree: JsonValue | null, prompt: PromptRecord, sampling: JsonValue, max_tokens: number, stop: Array<string>, comparison_id: number | null, queue_ms: number | null, 
-/**
- * The remote engine that ran it, by name; `None`: the playground's own model.
- */
-engine: string | null, output: string | null, stop_reason: string | null, prompt_tokens: number | null, tokens_generated: number | null, ttft_ms: number | null, total_ms: number | null, tokens_per_second: number | null, decode_tokens_per_second: number | null, steps: number | null, mean_accepted: number | null, acceptance_by_depth: Array<number> | null, draft_tokens: number | null, accepted_draft_tokens: number | null, seed: number | null, error: string | null, finished_at: string | null, };
-
-/**
- * A stored run. Outcome fields are `None` until the run finishes (and stay `None` for runs that
- * failed or were interrupted).
- */
-export type RunRecord = { 
+export type ListedRun = { 
 /**
  * Local id: differs between databases, unlike `uid`.
  */
@@ -1482,7 +1474,14 @@ decode_tokens_per_second: number | null, steps: number | null, mean_accepted: nu
  * Drafted tokens on the verified paths and those accepted (llama-server's `draft_n` and
  * `draft_n_accepted`); a remote engine's own report for its runs.
  */
-draft_tokens: number | null, accepted_draft_tokens: number | null, 
+draft_tokens: number | null, accepted_draft_tokens: number | null, seed: number | null, error: string | null, finished_at: string | null, };
+
+/**
+ * A stored run: every field the history lists ([`ListedRun`], flattened into the same JSON
+ * object) with its per-token arrays. It reads as a `ListedRun` through `Deref`, so that the
+ * fields have one definition.
+ */
+export type RunRecord = { 
 /**
  * The generated token ids, in order: the playground's own runs recorded since they were
  * kept.
@@ -1492,7 +1491,30 @@ token_ids: Array<number> | null,
  * Each generated token's log-probability and the likeliest tokens at its place, kept only
  * for runs that asked for them (rows stay small otherwise).
  */
-logprobs?: Array<TokenLogprobRecord>, seed: number | null, error: string | null, finished_at: string | null, };
+logprobs?: Array<TokenLogprobRecord>, 
+/**
+ * Local id: differs between databases, unlike `uid`.
+ */
+id: number, uid: string, status: RunStatus, created_at: string, mode: string, model: ModelRef, heads: HeadsRef | null, 
+/**
+ * The draft model that drafted beside the model, in draft and auto modes. Exports made
+ * before draft models lack it.
+ */
+draft_model: ModelRef | null, tree: JsonValue | null, prompt: PromptRecord, sampling: JsonValue, max_tokens: number, stop: Array<string>, comparison_id: number | null, queue_ms: number | null, 
+/**
+ * The remote engine that ran it, by name; `None`: the playground's own model. Exports made
+ * before remote engines lack it.
+ */
+engine: string | null, output: string | null, stop_reason: string | null, prompt_tokens: number | null, tokens_generated: number | null, ttft_ms: number | null, total_ms: number | null, tokens_per_second: number | null, 
+/**
+ * Exports made before it was kept lack it; their import derives it.
+ */
+decode_tokens_per_second: number | null, steps: number | null, mean_accepted: number | null, acceptance_by_depth: Array<number> | null, 
+/**
+ * Drafted tokens on the verified paths and those accepted (llama-server's `draft_n` and
+ * `draft_n_accepted`); a remote engine's own report for its runs.
+ */
+draft_tokens: number | null, accepted_draft_tokens: number | null, seed: number | null, error: string | null, finished_at: string | null, };
 
 /**
  * Where a run is in its life.
