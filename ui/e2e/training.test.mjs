@@ -101,6 +101,15 @@ test('trains heads live, reports them, and loads the model with them', async () 
   const loaded = await page.evaluate(async () => (await (await fetch('/api/info')).json()).model.path);
   assert.equal(await page.getByTestId('training-model').inputValue(), loaded);
 
+  // Too few prompts to hold one in 10 out: the form itself refuses, and nothing starts.
+  await fillForm({ samples: 6, maxTokens: 16, epochs: 2, tunePrompts: 2 });
+  await page.getByTestId('training-start').click();
+  assert.equal(
+    await page.getByTestId('training-samples').evaluate((input) => input.validity.rangeUnderflow),
+    true,
+  );
+  assert.equal((await page.getByTestId('training-jobs').innerText()).trim(), 'No training jobs yet.');
+
   // A refusal shows the backend's message: a prompt file outside the models folders.
   await fillForm({ samples: 12, maxTokens: 16, epochs: 2, tunePrompts: 2 });
   await page.getByTestId('training-prompts').fill('/etc/hostname');

@@ -181,8 +181,9 @@ impl TrainHeadsOptions {
             return Err(invalid(
                 "samples",
                 format!(
-                    "{answered} prompts answered leave none to hold out one in {}",
-                    self.heldout_every
+                    "training needs at least {every} answered prompts, as one in {every} is held \
+                     out to measure the heads; {answered} would be answered",
+                    every = self.heldout_every
                 ),
             ));
         }

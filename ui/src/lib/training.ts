@@ -17,6 +17,12 @@ import type {
   TuneSummary,
 } from './api/types';
 
+/**
+ * Fewest answered prompts a job may ask for: training holds one in 10 out to measure the heads
+ * (the server's default, which refuses fewer with the same reason).
+ */
+export const MIN_TRAINING_PROMPTS = 10;
+
 const PHASES: Record<string, string> = {
   starting: 'Starting',
   loading_model: 'Loading the model',
