@@ -39,6 +39,18 @@ pub struct Response {
     pub run_id: Option<i64>,
 }
 
+impl Response {
+    /// `tool_choice` of a response whose request gave none.
+    pub fn default_tool_choice() -> serde_json::Value {
+        "auto".into()
+    }
+
+    /// `text` of a response whose request gave none: plain text.
+    pub fn default_text() -> serde_json::Value {
+        serde_json::json!({"format": {"type": "text"}})
+    }
+}
+
 /// One item of a response's output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -193,6 +205,35 @@ pub enum ResponseEvent {
     Incomplete { response: Response },
     #[serde(rename = "response.failed")]
     Failed { response: Response },
+    /// The stream could not go on (OpenAI's `error` event).
+    #[serde(rename = "error")]
+    Error {
+        code: String,
+        message: String,
+        param: Option<String>,
+    },
+}
+
+impl ResponseEvent {
+    /// The event's `type`, which a stream also names the event by.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Created { .. } => "response.created",
+            Self::InProgress { .. } => "response.in_progress",
+            Self::OutputItemAdded { .. } => "response.output_item.added",
+            Self::ContentPartAdded { .. } => "response.content_part.added",
+            Self::OutputTextDelta { .. } => "response.output_text.delta",
+            Self::OutputTextDone { .. } => "response.output_text.done",
+            Self::ContentPartDone { .. } => "response.content_part.done",
+            Self::FunctionCallArgumentsDelta { .. } => "response.function_call_arguments.delta",
+            Self::FunctionCallArgumentsDone { .. } => "response.function_call_arguments.done",
+            Self::OutputItemDone { .. } => "response.output_item.done",
+            Self::Completed { .. } => "response.completed",
+            Self::Incomplete { .. } => "response.incomplete",
+            Self::Failed { .. } => "response.failed",
+            Self::Error { .. } => "error",
+        }
+    }
 }
 
 #[cfg(test)]
@@ -229,5 +270,105 @@ mod tests {
             serde_json::to_value(&call).unwrap()["type"],
             "function_call"
         );
+    }
+
+    #[test]
+    fn every_event_is_named_by_its_type() {
+        let response = Response {
+            id: "resp_1".into(),
+            object: RESPONSE.into(),
+            created_at: 0,
+            status: "completed".into(),
+            model: "m".into(),
+            output: Vec::new(),
+            usage: None,
+            error: None,
+            incomplete_details: None,
+            instructions: None,
+            max_output_tokens: None,
+            temperature: None,
+            top_p: None,
+            parallel_tool_calls: false,
+            tool_choice: Response::default_tool_choice(),
+            tools: Vec::new(),
+            text: Response::default_text(),
+            metadata: serde_json::Map::new(),
+            timings: None,
+            run_id: None,
+        };
+        let item = OutputItem::Message {
+            id: "msg_1".into(),
+            status: "completed".into(),
+            role: "assistant".into(),
+            content: vec![OutputText::new("Hi".into())],
+        };
+        let part = OutputText::new("Hi".into());
+        let events = [
+            ResponseEvent::Created {
+                response: response.clone(),
+            },
+            ResponseEvent::InProgress {
+                response: response.clone(),
+            },
+            ResponseEvent::OutputItemAdded {
+                output_index: 0,
+                item: item.clone(),
+            },
+            ResponseEvent::ContentPartAdded {
+                item_id: "msg_1".into(),
+                output_index: 0,
+                content_index: 0,
+                part: part.clone(),
+            },
+            ResponseEvent::OutputTextDelta {
+                item_id: "msg_1".into(),
+                output_index: 0,
+                content_index: 0,
+                delta: "Hi".into(),
+                logprobs: Vec::new(),
+            },
+            ResponseEvent::OutputTextDone {
+                item_id: "msg_1".into(),
+                output_index: 0,
+                content_index: 0,
+                text: "Hi".into(),
+                logprobs: Vec::new(),
+            },
+            ResponseEvent::ContentPartDone {
+                item_id: "msg_1".into(),
+                output_index: 0,
+                content_index: 0,
+                part,
+            },
+            ResponseEvent::FunctionCallArgumentsDelta {
+                item_id: "fc_1".into(),
+                output_index: 0,
+                delta: "{}".into(),
+            },
+            ResponseEvent::FunctionCallArgumentsDone {
+                item_id: "fc_1".into(),
+                output_index: 0,
+                arguments: "{}".into(),
+            },
+            ResponseEvent::OutputItemDone {
+                output_index: 0,
+                item,
+            },
+            ResponseEvent::Completed {
+                response: response.clone(),
+            },
+            ResponseEvent::Incomplete {
+                response: response.clone(),
+            },
+            ResponseEvent::Failed { response },
+            ResponseEvent::Error {
+                code: "serialization".into(),
+                message: "no".into(),
+                param: None,
+            },
+        ];
+        for event in events {
+            assert_eq!(serde_json::to_value(&event).unwrap()["type"], event.kind());
+        }
     }
 }

@@ -33,6 +33,14 @@ pub struct SamplingFields {
 }
 
 impl SamplingFields {
+    pub fn temperature(&self) -> Option<f32> {
+        self.temperature
+    }
+
+    pub fn top_p(&self) -> Option<f32> {
+        self.top_p
+    }
+
     /// `defaults` with the fields the request gave; a logit bias key that is not a token id is
     /// refused (the engine checks the ranges).
     pub fn over(&self, defaults: SamplingParams) -> Result<SamplingParams, AppError> {

@@ -11,9 +11,8 @@ use crate::error::ApiError;
 /// log-probabilities.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct OutputFields {
-    /// OpenAI's: `{"type": "text" | "json_object" | "json_schema", ...}`.
     #[serde(default)]
-    pub(super) response_format: Option<serde_json::Value>,
+    pub(super) response_format: Option<ResponseFormat>,
     /// llama-server's: GBNF text.
     #[serde(default)]
     pub(super) grammar: Option<String>,
@@ -32,6 +31,17 @@ pub(super) struct OutputFields {
     pub(super) echo: Option<bool>,
 }
 
+/// `response_format`: OpenAI's `{"type": "text" | "json_object" | "json_schema", ...}` as a
+/// request gives it, any JSON, so that a format not known here is refused by name; or the schema
+/// the Responses API's `text.format` gives.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum ResponseFormat {
+    Given(serde_json::Value),
+    #[serde(skip_deserializing)]
+    JsonSchema(serde_json::Value),
+}
+
 /// What the answer must follow.
 pub(super) enum Constraint {
     /// A JSON schema, and the field that gave it.
@@ -46,43 +56,11 @@ impl OutputFields {
     /// What the answer must follow, if anything: from `response_format`, `json_schema` or
     /// `grammar` (one of them).
     pub(super) fn constraint(&self) -> Result<Option<Constraint>, ApiError> {
-        use serde_json::Value;
         let from_format = match &self.response_format {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(format)) => match format.get("type").and_then(Value::as_str) {
-                Some("text") => None,
-                // llama-server takes a schema beside json_object too.
-                Some("json_object") => Some(match format.get("schema") {
-                    Some(schema) => Constraint::Schema(schema.clone(), "response_format"),
-                    None => Constraint::AnyObject,
-                }),
-                Some("json_schema") => {
-                    let schema = format
-                        .get("json_schema")
-                        .and_then(|j| j.get("schema"))
-                        .ok_or_else(|| {
-                            invalid(
-                                "response_format",
-                                "response_format json_schema needs json_schema.schema",
-                            )
-                        })?;
-                    Some(Constraint::Schema(schema.clone(), "response_format"))
-                }
-                other => {
-                    return Err(invalid(
-                        "response_format",
-                        format!(
-                            "response_format.type must be text, json_object or json_schema, got {}",
-                            other.map_or("nothing".to_owned(), |t| format!("'{t}'"))
-                        ),
-                    ))
-                }
-            },
-            Some(_) => {
-                return Err(invalid(
-                    "response_format",
-                    "response_format must be an object such as {\"type\": \"json_object\"}",
-                ))
+            None => None,
+            Some(ResponseFormat::Given(format)) => given_format(format)?,
+            Some(ResponseFormat::JsonSchema(schema)) => {
+                Some(Constraint::Schema(schema.clone(), "response_format"))
             }
         };
         let from_schema = match &self.json_schema {
@@ -166,6 +144,49 @@ impl OutputFields {
             (Flavor::Completion, _) => Err(invalid("logprobs", "logprobs must be a count")),
         }
     }
+}
+
+/// What `response_format`, as a request gives it, asks the answer to follow.
+fn given_format(format: &serde_json::Value) -> Result<Option<Constraint>, ApiError> {
+    use serde_json::Value;
+    Ok(match format {
+        Value::Null => None,
+        Value::Object(format) => match format.get("type").and_then(Value::as_str) {
+            Some("text") => None,
+            // llama-server takes a schema beside json_object too.
+            Some("json_object") => Some(match format.get("schema") {
+                Some(schema) => Constraint::Schema(schema.clone(), "response_format"),
+                None => Constraint::AnyObject,
+            }),
+            Some("json_schema") => {
+                let schema = format
+                    .get("json_schema")
+                    .and_then(|j| j.get("schema"))
+                    .ok_or_else(|| {
+                        invalid(
+                            "response_format",
+                            "response_format json_schema needs json_schema.schema",
+                        )
+                    })?;
+                Some(Constraint::Schema(schema.clone(), "response_format"))
+            }
+            other => {
+                return Err(invalid(
+                    "response_format",
+                    format!(
+                        "response_format.type must be text, json_object or json_schema, got {}",
+                        other.map_or("nothing".to_owned(), |t| format!("'{t}'"))
+                    ),
+                ))
+            }
+        },
+        _ => {
+            return Err(invalid(
+                "response_format",
+                "response_format must be an object such as {\"type\": \"json_object\"}",
+            ))
+        }
+    })
 }
 
 /// A JSON schema's grammar; a schema the converter cannot take names `param`.

@@ -4,6 +4,7 @@
 //! response's output items and, streamed, as the typed events OpenAI's clients read.
 
 use std::convert::Infallible;
+use std::fmt;
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -16,16 +17,20 @@ use openai_wire::{
     ResponseEvent, ResponseStreamEvent, ResponseUsage, RESPONSE,
 };
 use playground::{AppError, Playground, RunHandle};
+use serde::de::value::SeqAccessDeserializer;
+use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::answer::{timings, Envelope, Flavor};
+use super::output_fields::ResponseFormat;
 use super::refusals::{invalid, unsupported};
-use super::{chat_messages, openai_error, ChatRequest};
+use super::tools::{FunctionSpec, InFunctionCall, InToolCall, ToolChoice, ToolSpec};
+use super::{chat_messages, openai_error, ChatRequest, Common, Content, InMessage};
 use crate::error::ApiError;
 use crate::extract::JsonBody;
 
-/// The fields read here; the rest (sampling, `stream`, `mode`, ...) are chat's.
+/// This API's fields; the rest (sampling, `stream`, `mode`, ...) are chat's.
 #[derive(Debug, Deserialize)]
 pub struct ResponsesRequest {
     #[serde(default)]
@@ -34,146 +39,306 @@ pub struct ResponsesRequest {
     instructions: Option<String>,
     #[serde(default)]
     max_output_tokens: Option<u32>,
-    /// `{"format": {"type": "text" | "json_object" | "json_schema", ...}}`.
     #[serde(default)]
-    text: Option<Value>,
+    text: Option<Repeated<TextSettings>>,
     #[serde(default)]
-    tools: Option<Vec<Value>>,
+    tools: Option<Vec<Repeated<ToolType>>>,
     #[serde(default)]
-    tool_choice: Option<Value>,
+    tool_choice: Option<Repeated<ResponsesToolChoice>>,
+    /// The client's own labels, repeated in the response whatever they hold.
     #[serde(default)]
     metadata: Option<Map<String, Value>>,
     #[serde(flatten)]
-    rest: Map<String, Value>,
+    not_kept: NotKept,
+    #[serde(flatten)]
+    common: Common,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+/// A field the response repeats as the request gave it (as OpenAI's does), and what it says.
+#[derive(Debug)]
+struct Repeated<T> {
+    given: Value,
+    read: T,
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Repeated<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let given = Value::deserialize(deserializer)?;
+        let read = T::deserialize(&given).map_err(de::Error::custom)?;
+        Ok(Self { given, read })
+    }
+}
+
+/// `input`: the user's text, or the conversation as items.
+#[derive(Debug)]
 enum Input {
     Text(String),
-    Items(Vec<Value>),
+    Items(Vec<InputItem>),
+}
+
+/// Read by its JSON type rather than untagged, so that a bad item is refused with its reason.
+impl<'de> Deserialize<'de> for Input {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextOrItems;
+
+        impl<'de> Visitor<'de> for TextOrItems {
+            type Value = Input;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("text or a list of items")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Input, E> {
+                Ok(Input::Text(text.to_owned()))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, items: A) -> Result<Input, A::Error> {
+                Vec::deserialize(SeqAccessDeserializer::new(items)).map(Input::Items)
+            }
+        }
+
+        deserializer.deserialize_any(TextOrItems)
+    }
+}
+
+/// One item of the input, by its `type`.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "ItemFields")]
+enum InputItem {
+    /// `message`, or no type (OpenAI's short form). Its role and content are checked when it
+    /// is translated, so that a bad one is refused by name.
+    Message {
+        role: Option<String>,
+        content: Option<MessageContent>,
+    },
+    /// A call the model made, sent back with the conversation: chat's assistant tool call.
+    FunctionCall(InToolCall),
+    /// A call's result: chat's tool message.
+    FunctionCallOutput {
+        call_id: Option<String>,
+        output: Option<Content>,
+    },
+    /// Any other type (images, files, reasoning, ...), refused by its name.
+    Other(String),
+}
+
+/// An input item's fields, whichever its type; [`InputItem`] keeps those of its type.
+#[derive(Debug, Deserialize)]
+struct ItemFields {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    content: Option<MessageContent>,
+    #[serde(default)]
+    call_id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    /// JSON text, as the model wrote it.
+    #[serde(default)]
+    arguments: Option<String>,
+    #[serde(default)]
+    output: Option<Content>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("a function_call item needs {0}")]
+struct MissingCallField(&'static str);
+
+impl TryFrom<ItemFields> for InputItem {
+    type Error = MissingCallField;
+
+    fn try_from(fields: ItemFields) -> Result<Self, Self::Error> {
+        Ok(match fields.kind.as_deref() {
+            None | Some("message") => Self::Message {
+                role: fields.role,
+                content: fields.content,
+            },
+            Some("function_call") => Self::FunctionCall(InToolCall {
+                id: fields.call_id,
+                function: InFunctionCall {
+                    name: fields.name.ok_or(MissingCallField("name"))?,
+                    arguments: fields.arguments.ok_or(MissingCallField("arguments"))?,
+                },
+            }),
+            Some("function_call_output") => Self::FunctionCallOutput {
+                call_id: fields.call_id,
+                output: fields.output,
+            },
+            Some(other) => Self::Other(other.to_owned()),
+        })
+    }
+}
+
+/// A message item's content: text, or a list of parts.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum MessageContent {
+    Text(String),
+    Parts(Vec<MessagePart>),
+    /// Anything else, refused by name when the message is read.
+    Other(IgnoredAny),
+}
+
+/// A content part; only text is taken, and any other part is refused by its type.
+#[derive(Debug, Deserialize)]
+struct MessagePart {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+/// `text`: the answer's format.
+#[derive(Debug, Deserialize)]
+struct TextSettings {
+    #[serde(default, deserialize_with = "even_null")]
+    format: Option<TextFormat>,
+}
+
+/// `text.format`: a JSON schema, its fields beside `type` as this API writes them, or any other
+/// format, which chat's `response_format` reads as it reads its own.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type")]
+enum TextFormat {
+    #[serde(rename = "json_schema")]
+    JsonSchema {
+        /// The answer's JSON schema, which is JSON whatever it says.
+        #[serde(default, deserialize_with = "even_null")]
+        schema: Option<Value>,
+    },
+    #[serde(untagged)]
+    Chat(Value),
+}
+
+/// A field given as null is still given: chat judges a null format or schema as it judges its
+/// own.
+fn even_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
+}
+
+/// A tool's `type`; a function's own fields are chat's, read once the type says it is one.
+#[derive(Debug, Deserialize)]
+struct ToolType {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+}
+
+/// `tool_choice`: a function as this API names it, `{"type": "function", "name": ...}`, or as
+/// chat takes it (`none`, `auto`, `required`, ...).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum ResponsesToolChoice {
+    Function { name: String },
+    Chat(ToolChoice),
+}
+
+impl From<ResponsesToolChoice> for ToolChoice {
+    fn from(choice: ResponsesToolChoice) -> Self {
+        match choice {
+            ResponsesToolChoice::Function { name } => ToolChoice::function(name),
+            ResponsesToolChoice::Chat(choice) => choice,
+        }
+    }
 }
 
 /// Fields that ask for what is not kept or done here; refused by name.
-const REFUSED: [(&str, &str); 4] = [
-    (
-        "previous_response_id",
-        "responses are not stored for later turns; send the whole conversation in input",
-    ),
-    (
-        "conversation",
-        "conversations are not stored here; send the whole conversation in input",
-    ),
-    ("background", "background responses are not supported"),
-    ("include", "no extra output can be included yet"),
-];
+#[derive(Debug, Default, Deserialize)]
+struct NotKept {
+    #[serde(default)]
+    previous_response_id: Option<Setting>,
+    #[serde(default)]
+    conversation: Option<Setting>,
+    #[serde(default)]
+    background: Option<Setting>,
+    #[serde(default)]
+    include: Option<Setting>,
+}
+
+/// A refused field's value, whatever it is: `false` and `[]` ask for nothing (as null does).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Setting {
+    Flag(bool),
+    List(Vec<IgnoredAny>),
+    Other(IgnoredAny),
+}
+
+impl Setting {
+    fn asks(&self) -> bool {
+        match self {
+            Self::Flag(on) => *on,
+            Self::List(items) => !items.is_empty(),
+            Self::Other(_) => true,
+        }
+    }
+}
+
+impl NotKept {
+    fn check(&self) -> Result<(), ApiError> {
+        let refused = [
+            (
+                "previous_response_id",
+                &self.previous_response_id,
+                "responses are not stored for later turns; send the whole conversation in input",
+            ),
+            (
+                "conversation",
+                &self.conversation,
+                "conversations are not stored here; send the whole conversation in input",
+            ),
+            (
+                "background",
+                &self.background,
+                "background responses are not supported",
+            ),
+            (
+                "include",
+                &self.include,
+                "no extra output can be included yet",
+            ),
+        ];
+        match refused
+            .into_iter()
+            .find(|(_, value, _)| value.as_ref().is_some_and(Setting::asks))
+        {
+            Some((field, _, why)) => Err(unsupported(field, format!("{field}: {why}"))),
+            None => Ok(()),
+        }
+    }
+}
 
 impl ResponsesRequest {
-    /// The equivalent chat completion request.
-    fn chat(&self) -> Result<ChatRequest, ApiError> {
-        for (field, why) in REFUSED {
-            let asks = match self.rest.get(field) {
-                None | Some(Value::Null) | Some(Value::Bool(false)) => false,
-                Some(Value::Array(items)) => !items.is_empty(),
-                Some(_) => true,
-            };
-            if asks {
-                return Err(unsupported(field, format!("{field}: {why}")));
-            }
-        }
-        let mut body = self.rest.clone();
-        body.insert("messages".into(), Value::Array(self.messages()?));
+    /// Takes out the equivalent chat completion request; what the response repeats stays.
+    fn take_chat(&mut self) -> Result<ChatRequest, ApiError> {
+        self.not_kept.check()?;
+        let messages = input_messages(self.instructions.as_deref(), self.input.take())?;
+        let mut common = std::mem::take(&mut self.common);
         if let Some(max) = self.max_output_tokens {
-            body.insert("max_tokens".into(), json!(max));
+            common.max_tokens = Some(max);
         }
-        if let Some(format) = self.text.as_ref().and_then(|t| t.get("format")) {
-            body.insert("response_format".into(), response_format(format)?);
+        if let Some(format) = self
+            .text
+            .as_ref()
+            .and_then(|text| text.read.format.as_ref())
+        {
+            common.output.response_format = Some(chat_response_format(format)?);
         }
         if let Some(tools) = &self.tools {
-            let tools = tools.iter().map(chat_tool).collect::<Result<_, _>>()?;
-            body.insert("tools".into(), Value::Array(tools));
+            common.tools.tools = Some(tools.iter().map(chat_tool).collect::<Result<_, _>>()?);
         }
         if let Some(choice) = &self.tool_choice {
-            body.insert("tool_choice".into(), chat_tool_choice(choice));
+            common.tools.tool_choice = Some(choice.read.clone().into());
         }
-        serde_json::from_value(Value::Object(body))
-            .map_err(|err| ApiError::invalid_parameter(err.to_string()))
+        Ok(ChatRequest { messages, common })
     }
 
-    /// The input as chat messages: instructions first, then its items (messages, function
-    /// calls and their outputs).
-    fn messages(&self) -> Result<Vec<Value>, ApiError> {
-        let mut messages = Vec::new();
-        if let Some(instructions) = &self.instructions {
-            messages.push(json!({"role": "system", "content": instructions}));
-        }
-        let items = match &self.input {
-            None => {
-                return Err(invalid(
-                    "input",
-                    "input is required: text or a list of items",
-                ))
-            }
-            Some(Input::Text(text)) => {
-                messages.push(json!({"role": "user", "content": text}));
-                return Ok(messages);
-            }
-            Some(Input::Items(items)) => items,
-        };
-        for item in items {
-            let kind = item.get("type").and_then(Value::as_str);
-            match kind {
-                None | Some("message") => {
-                    let role = match item.get("role").and_then(Value::as_str) {
-                        Some("developer") => "system",
-                        Some(role @ ("system" | "user" | "assistant")) => role,
-                        other => {
-                            return Err(invalid(
-                                "input",
-                                format!("a message's role must be user, assistant, system or developer, got {other:?}"),
-                            ))
-                        }
-                    };
-                    messages.push(json!({"role": role, "content": message_text(item)?}));
-                }
-                Some("function_call") => {
-                    let call = json!({
-                        "id": item.get("call_id"),
-                        "type": "function",
-                        "function": {"name": item.get("name"), "arguments": item.get("arguments")},
-                    });
-                    // Calls made together are one assistant message.
-                    match messages.last_mut() {
-                        Some(last) if last.get("tool_calls").is_some() => {
-                            last["tool_calls"].as_array_mut().into_iter().for_each(|calls| calls.push(call.clone()));
-                        }
-                        _ => messages.push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
-                    }
-                }
-                Some("function_call_output") => messages.push(json!({
-                    "role": "tool",
-                    "tool_call_id": item.get("call_id"),
-                    "content": item.get("output"),
-                })),
-                Some(other) => {
-                    return Err(unsupported(
-                        "input",
-                        format!("input items of type '{other}' are not supported; send messages, function calls and their outputs"),
-                    ))
-                }
-            }
-        }
-        Ok(messages)
-    }
-
-    /// The response as it starts: no output yet, and the request's settings.
-    fn skeleton(&self, envelope: &Envelope, id: &str) -> ResponseObject {
-        let get_f32 = |field: &str| {
-            self.rest
-                .get(field)
-                .and_then(Value::as_f64)
-                .map(|v| v as f32)
-        };
+    /// The response as it starts: no output yet, and the request's settings (`common`: chat's
+    /// fields, taken out with [`Self::take_chat`]).
+    fn skeleton(&self, common: &Common, envelope: &Envelope, id: &str) -> ResponseObject {
         ResponseObject {
             id: id.to_owned(),
             object: RESPONSE.into(),
@@ -186,19 +351,23 @@ impl ResponsesRequest {
             incomplete_details: None,
             instructions: self.instructions.clone(),
             max_output_tokens: self.max_output_tokens,
-            temperature: get_f32("temperature"),
-            top_p: get_f32("top_p"),
-            parallel_tool_calls: self
-                .rest
-                .get("parallel_tool_calls")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            tool_choice: self.tool_choice.clone().unwrap_or(json!("auto")),
-            tools: self.tools.clone().unwrap_or_default(),
+            temperature: common.sampling.temperature(),
+            top_p: common.sampling.top_p(),
+            parallel_tool_calls: common.tools.parallel_tool_calls.unwrap_or(false),
+            tool_choice: self
+                .tool_choice
+                .as_ref()
+                .map_or_else(ResponseObject::default_tool_choice, |c| c.given.clone()),
+            tools: self
+                .tools
+                .iter()
+                .flatten()
+                .map(|t| t.given.clone())
+                .collect(),
             text: self
                 .text
-                .clone()
-                .unwrap_or(json!({"format": {"type": "text"}})),
+                .as_ref()
+                .map_or_else(ResponseObject::default_text, |t| t.given.clone()),
             metadata: self.metadata.clone().unwrap_or_default(),
             timings: None,
             run_id: None,
@@ -206,57 +375,131 @@ impl ResponsesRequest {
     }
 }
 
+/// The input as chat messages: instructions first, then its items (messages, function
+/// calls and their outputs).
+fn input_messages(
+    instructions: Option<&str>,
+    input: Option<Input>,
+) -> Result<Vec<InMessage>, ApiError> {
+    let mut messages = Vec::new();
+    if let Some(instructions) = instructions {
+        messages.push(text_message("system", instructions.to_owned()));
+    }
+    let items = match input {
+        None => {
+            return Err(invalid(
+                "input",
+                "input is required: text or a list of items",
+            ))
+        }
+        Some(Input::Text(text)) => {
+            messages.push(text_message("user", text));
+            return Ok(messages);
+        }
+        Some(Input::Items(items)) => items,
+    };
+    for item in items {
+        match item {
+            InputItem::Message { role, content } => {
+                let role = chat_role(role.as_deref())?;
+                messages.push(text_message(role, message_text(content)?));
+            }
+            // Calls made together are one assistant message.
+            InputItem::FunctionCall(call) => match messages.last_mut() {
+                Some(InMessage {
+                    tool_calls: Some(calls),
+                    ..
+                }) => calls.push(call),
+                _ => messages.push(InMessage {
+                    role: "assistant".into(),
+                    content: None,
+                    tool_calls: Some(vec![call]),
+                    tool_call_id: None,
+                }),
+            },
+            InputItem::FunctionCallOutput { call_id, output } => messages.push(InMessage {
+                role: "tool".into(),
+                content: output,
+                tool_calls: None,
+                tool_call_id: call_id,
+            }),
+            InputItem::Other(kind) => {
+                return Err(unsupported(
+                    "input",
+                    format!("input items of type '{kind}' are not supported; send messages, function calls and their outputs"),
+                ))
+            }
+        }
+    }
+    Ok(messages)
+}
+
+fn text_message(role: &str, text: String) -> InMessage {
+    InMessage {
+        role: role.to_owned(),
+        content: Some(Content::Text(text)),
+        tool_calls: None,
+        tool_call_id: None,
+    }
+}
+
+/// A message item's role as chat's: a developer message is a system one.
+fn chat_role(role: Option<&str>) -> Result<&str, ApiError> {
+    match role {
+        Some("developer") => Ok("system"),
+        Some(role @ ("system" | "user" | "assistant")) => Ok(role),
+        other => Err(invalid(
+            "input",
+            format!("a message's role must be user, assistant, system or developer, got {other:?}"),
+        )),
+    }
+}
+
 /// A message item's text: a string, or its text parts joined.
-fn message_text(item: &Value) -> Result<String, ApiError> {
-    match item.get("content") {
-        Some(Value::String(text)) => Ok(text.clone()),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .map(|part| {
-                match (
-                    part.get("type").and_then(Value::as_str),
-                    part.get("text").and_then(Value::as_str),
-                ) {
-                    (Some("input_text" | "output_text" | "text"), Some(text)) => {
-                        Ok(text.to_owned())
-                    }
-                    (kind, _) => Err(unsupported(
-                        "input",
-                        format!(
-                            "content parts of type {} are not supported; send text",
-                            kind.unwrap_or("(none)")
-                        ),
-                    )),
-                }
-            })
-            .collect(),
-        _ => Err(invalid(
+fn message_text(content: Option<MessageContent>) -> Result<String, ApiError> {
+    match content {
+        Some(MessageContent::Text(text)) => Ok(text),
+        Some(MessageContent::Parts(parts)) => parts.into_iter().map(part_text).collect(),
+        None | Some(MessageContent::Other(_)) => Err(invalid(
             "input",
             "a message needs content: text or a list of text parts",
         )),
     }
 }
 
+fn part_text(part: MessagePart) -> Result<String, ApiError> {
+    match (part.kind.as_deref(), part.text) {
+        (Some("input_text" | "output_text" | "text"), Some(text)) => Ok(text),
+        (kind, _) => Err(unsupported(
+            "input",
+            format!(
+                "content parts of type {} are not supported; send text",
+                kind.unwrap_or("(none)")
+            ),
+        )),
+    }
+}
+
 /// `text.format` as chat's `response_format`.
-fn response_format(format: &Value) -> Result<Value, ApiError> {
-    Ok(match format.get("type").and_then(Value::as_str) {
-        Some("json_schema") => json!({"type": "json_schema", "json_schema": {
-            "name": format.get("name"),
-            "schema": format.get("schema").ok_or_else(|| invalid("text.format", "text.format json_schema needs schema"))?,
-            "strict": format.get("strict"),
-        }}),
-        _ => format.clone(),
-    })
+fn chat_response_format(format: &TextFormat) -> Result<ResponseFormat, ApiError> {
+    match format {
+        TextFormat::JsonSchema {
+            schema: Some(schema),
+        } => Ok(ResponseFormat::JsonSchema(schema.clone())),
+        TextFormat::JsonSchema { schema: None } => Err(invalid(
+            "text.format",
+            "text.format json_schema needs schema",
+        )),
+        TextFormat::Chat(format) => Ok(ResponseFormat::Given(format.clone())),
+    }
 }
 
 /// A flat function tool (`{"type": "function", "name": ...}`) as chat's.
-fn chat_tool(tool: &Value) -> Result<Value, ApiError> {
-    match tool.get("type").and_then(Value::as_str) {
-        Some("function") => Ok(json!({"type": "function", "function": {
-            "name": tool.get("name"),
-            "description": tool.get("description"),
-            "parameters": tool.get("parameters"),
-        }})),
+fn chat_tool(tool: &Repeated<ToolType>) -> Result<ToolSpec, ApiError> {
+    match tool.read.kind.as_deref() {
+        Some("function") => FunctionSpec::deserialize(&tool.given)
+            .map(ToolSpec::function)
+            .map_err(|err| ApiError::invalid_parameter(err.to_string())),
         other => Err(unsupported(
             "tools",
             format!(
@@ -264,14 +507,6 @@ fn chat_tool(tool: &Value) -> Result<Value, ApiError> {
                 other.unwrap_or("(none)")
             ),
         )),
-    }
-}
-
-/// `{"type": "function", "name": ...}` as chat's named choice; the rest as they are.
-fn chat_tool_choice(choice: &Value) -> Value {
-    match choice.get("name") {
-        Some(name) => json!({"type": "function", "function": {"name": name}}),
-        None => choice.clone(),
     }
 }
 
@@ -297,9 +532,9 @@ fn short_id(prefix: &str) -> String {
 #[tracing::instrument(skip_all)]
 pub async fn responses(
     State(playground): State<Playground>,
-    JsonBody(body): JsonBody<ResponsesRequest>,
+    JsonBody(mut body): JsonBody<ResponsesRequest>,
 ) -> Result<Response, ApiError> {
-    let chat = body.chat().map_err(responses_error)?;
+    let chat = body.take_chat().map_err(responses_error)?;
     let messages = chat_messages(&chat.messages).map_err(responses_error)?;
     if chat.common.n.is_some_and(|n| n != 1) {
         return Err(invalid("n", "a response has one answer"));
@@ -313,7 +548,7 @@ pub async fn responses(
         .pop()
         .ok_or_else(|| ApiError(AppError::internal("no_run", "no run was started")))?;
     let builder = Builder {
-        response: body.skeleton(&envelope, &short_id("resp")),
+        response: body.skeleton(&chat.common, &envelope, &short_id("resp")),
         envelope,
     };
     if !chat.common.streamed() {
@@ -407,21 +642,21 @@ struct StreamState {
 
 impl StreamState {
     fn event(&mut self, event: ResponseEvent) -> Event {
+        let name = event.kind();
         let numbered = ResponseStreamEvent {
             event,
             sequence_number: self.sequence,
         };
         self.sequence += 1;
-        match serde_json::to_value(&numbered) {
-            Ok(value) => {
-                let name = value["type"].as_str().unwrap_or_default().to_owned();
-                Event::default().event(name).data(value.to_string())
-            }
-            // Plain structs of strings and numbers always serialize.
-            Err(err) => Event::default().event("error").data(
-                json!({"type": "error", "code": "serialization", "message": err.to_string()})
-                    .to_string(),
-            ),
+        match Event::default().event(name).json_data(&numbered) {
+            Ok(event) => event,
+            // Plain structs of strings and numbers always serialize; should one not, the client
+            // still gets an error event rather than a silent gap.
+            Err(err) => self.event(ResponseEvent::Error {
+                code: "serialization".into(),
+                message: err.to_string(),
+                param: None,
+            }),
         }
     }
 
@@ -610,4 +845,172 @@ fn events(
     });
     stream::iter(opening.into_iter().map(Ok))
         .chain(rest.flat_map(|events| stream::iter(events.into_iter().map(Ok))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extract::parse_json;
+
+    fn request(body: &str) -> ResponsesRequest {
+        parse_json(body.as_bytes()).unwrap()
+    }
+
+    fn translate(body: &str) -> Result<ChatRequest, ApiError> {
+        request(body).take_chat().map_err(responses_error)
+    }
+
+    /// The refusal's code, field and message.
+    fn refusal(body: &str) -> (&'static str, Option<String>, String) {
+        let err = parse_json::<ResponsesRequest>(body.as_bytes())
+            .and_then(|mut request| request.take_chat())
+            .map_err(responses_error)
+            .unwrap_err()
+            .0;
+        (err.code, err.param, err.message)
+    }
+
+    #[test]
+    fn input_items_become_the_conversation_and_calls_made_together_one_message() {
+        let chat = translate(
+            r#"{"instructions": "Be brief.", "input": [
+                {"role": "developer", "content": "Use metric units."},
+                {"type": "message", "role": "user",
+                 "content": [{"type": "input_text", "text": "Weather in "}, {"type": "input_text", "text": "Oslo?"}]},
+                {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
+                {"type": "function_call", "call_id": "call_2", "name": "get_time", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "call_1", "output": "4 C"}
+            ]}"#,
+        )
+        .unwrap();
+        let messages = chat_messages(&chat.messages).unwrap();
+        let roles: Vec<&str> = messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "system", "user", "assistant", "user"]);
+        assert_eq!(messages[2].content, "Weather in Oslo?");
+        assert_eq!(
+            messages[3].content,
+            r#"{"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}},{"name":"get_time","arguments":{}}]}"#
+        );
+        assert_eq!(
+            messages[4].content,
+            r#"{"tool_response":{"name":"get_weather","content":"4 C"}}"#
+        );
+    }
+
+    #[test]
+    fn flat_tools_a_named_choice_and_text_format_become_chats() {
+        let chat = translate(
+            r#"{"input": "Weather in Oslo?", "max_output_tokens": 9, "max_tokens": 5,
+                "tools": [{"type": "function", "name": "get_weather",
+                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+                "tool_choice": {"type": "function", "name": "get_weather"},
+                "text": {"format": {"type": "json_schema", "name": "w", "schema": {"type": "string"}}}}"#,
+        )
+        .unwrap();
+        assert_eq!(chat.common.asked_max_tokens(), Some(9));
+        assert!(chat.common.tools.plan().unwrap().is_some());
+        assert!(matches!(
+            chat.common.output.constraint().unwrap(),
+            Some(super::super::output_fields::Constraint::Schema(
+                _,
+                "response_format"
+            ))
+        ));
+        // A chat-style choice passes as it is.
+        let chat = translate(
+            r#"{"input": "Hi", "tools": [{"type": "function", "name": "f"}],
+                "tool_choice": {"type": "function", "function": {"name": "f"}}}"#,
+        )
+        .unwrap();
+        assert!(chat.common.tools.plan().unwrap().is_some());
+    }
+
+    #[test]
+    fn the_response_repeats_the_settings_as_given() {
+        let mut request = request(
+            r#"{"input": "Hi", "temperature": 0.5, "metadata": {"k": "v"},
+                "tools": [{"type": "function", "name": "f", "strict": true}]}"#,
+        );
+        let chat = request.take_chat().unwrap();
+        let envelope = Envelope::new(Flavor::Chat, "m".into(), false, false, true);
+        let response = request.skeleton(&chat.common, &envelope, "resp_1");
+        assert_eq!(response.temperature, Some(0.5));
+        assert_eq!(response.tools[0].get("strict"), Some(&Value::Bool(true)));
+        assert_eq!(response.tool_choice, ResponseObject::default_tool_choice());
+        assert_eq!(response.text, ResponseObject::default_text());
+        assert_eq!(response.metadata.get("k"), Some(&Value::from("v")));
+    }
+
+    #[test]
+    fn what_cannot_be_honoured_is_refused_by_name() {
+        let unsupported = "unsupported_parameter";
+        let invalid = "invalid_parameter";
+        let cases = [
+            (r#"{}"#, invalid, "input"),
+            (
+                r#"{"input": "Hi", "previous_response_id": "resp_1"}"#,
+                unsupported,
+                "previous_response_id",
+            ),
+            (
+                r#"{"input": "Hi", "include": ["x"]}"#,
+                unsupported,
+                "include",
+            ),
+            (
+                r#"{"input": [{"role": "robot", "content": "Hi"}]}"#,
+                invalid,
+                "input",
+            ),
+            (r#"{"input": [{"role": "user"}]}"#, invalid, "input"),
+            (
+                r#"{"input": [{"role": "user", "content": {"text": "Hi"}}]}"#,
+                invalid,
+                "input",
+            ),
+            (
+                r#"{"input": [{"role": "user", "content": [{"type": "input_image"}]}]}"#,
+                unsupported,
+                "input",
+            ),
+            (
+                r#"{"input": [{"type": "input_image", "image_url": "x"}]}"#,
+                unsupported,
+                "input",
+            ),
+            (
+                r#"{"input": "Hi", "tools": [{"type": "web_search"}]}"#,
+                unsupported,
+                "tools",
+            ),
+            (
+                r#"{"input": "Hi", "text": {"format": {"type": "json_schema", "name": "x"}}}"#,
+                invalid,
+                "text.format",
+            ),
+        ];
+        for (body, code, param) in cases {
+            let (got_code, got_param, message) = refusal(body);
+            assert_eq!(
+                (got_code, got_param.as_deref()),
+                (code, Some(param)),
+                "{body}: {message}"
+            );
+        }
+        let (_, _, message) = refusal(r#"{"input": [{"role": "robot", "content": "Hi"}]}"#);
+        assert!(message.ends_with(r#"got Some("robot")"#), "{message}");
+        // What asks for nothing passes.
+        assert!(translate(
+            r#"{"input": "Hi", "background": false, "include": [], "conversation": null}"#
+        )
+        .is_ok());
+        // A call without its name is malformed.
+        let (code, param, message) =
+            refusal(r#"{"input": [{"type": "function_call", "call_id": "c", "arguments": "{}"}]}"#);
+        assert_eq!((code, param), (invalid, None));
+        assert!(
+            message.contains("a function_call item needs name"),
+            "{message}"
+        );
+    }
 }

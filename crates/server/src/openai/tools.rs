@@ -18,14 +18,45 @@ use crate::error::ApiError;
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct ToolFields {
     #[serde(default)]
-    tools: Option<Vec<ToolSpec>>,
-    /// `none`, `auto`, `required` or `{"type": "function", "function": {"name": ...}}`.
+    pub(super) tools: Option<Vec<ToolSpec>>,
     #[serde(default)]
-    tool_choice: Option<Value>,
+    pub(super) tool_choice: Option<ToolChoice>,
     /// Whether one answer may call several tools. No unless asked for, as with llama-server:
     /// small models otherwise repeat one call until the token limit.
     #[serde(default)]
-    parallel_tool_calls: Option<bool>,
+    pub(super) parallel_tool_calls: Option<bool>,
+}
+
+/// `tool_choice`: `none`, `auto`, `required` or `{"type": "function", "function": {"name":
+/// ...}}`. Any value is read, so that [`ToolFields::plan`] can refuse one it cannot take by name.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum ToolChoice {
+    Mode(String),
+    Function(NamedFunction),
+    Other(serde::de::IgnoredAny),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub(super) struct NamedFunction {
+    #[serde(rename = "type")]
+    kind: String,
+    function: FunctionName,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct FunctionName {
+    name: String,
+}
+
+impl ToolChoice {
+    /// The function named `name`.
+    pub(super) fn function(name: String) -> Self {
+        Self::Function(NamedFunction {
+            kind: "function".into(),
+            function: FunctionName { name },
+        })
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -35,8 +66,18 @@ pub(super) struct ToolSpec {
     function: FunctionSpec,
 }
 
+impl ToolSpec {
+    /// A function tool.
+    pub(super) fn function(function: FunctionSpec) -> Self {
+        Self {
+            kind: "function".into(),
+            function,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
-struct FunctionSpec {
+pub(super) struct FunctionSpec {
     name: String,
     #[serde(default)]
     description: Option<String>,
@@ -56,8 +97,7 @@ pub(super) struct ToolPlan {
 impl ToolFields {
     /// Whether the request asks for anything tool-related.
     pub(super) fn given(&self) -> bool {
-        self.tools.as_ref().is_some_and(|t| !t.is_empty())
-            || !matches!(self.tool_choice, None | Some(Value::Null))
+        self.tools.as_ref().is_some_and(|t| !t.is_empty()) || self.tool_choice.is_some()
     }
 
     /// The plan, or none when no tool may be called (no tools, or `tool_choice: "none"`).
@@ -94,8 +134,8 @@ impl ToolFields {
         }
         let functions: Vec<FunctionSpec> = tools.iter().map(|t| t.function.clone()).collect();
         let (functions, required) = match &self.tool_choice {
-            None | Some(Value::Null) => (functions, false),
-            Some(Value::String(choice)) => match choice.as_str() {
+            None => (functions, false),
+            Some(ToolChoice::Mode(choice)) => match choice.as_str() {
                 "none" => return Ok(None),
                 "auto" => (functions, false),
                 "required" => (functions, true),
@@ -108,20 +148,10 @@ impl ToolFields {
                     ))
                 }
             },
-            Some(named) => {
-                let name = named
-                    .pointer("/function/name")
-                    .and_then(Value::as_str)
-                    .filter(|_| named.get("type").and_then(Value::as_str) == Some("function"))
-                    .ok_or_else(|| {
-                        invalid(
-                            "tool_choice",
-                            "tool_choice must be none, auto, required or \
-                             {\"type\": \"function\", \"function\": {\"name\": ...}}",
-                        )
-                    })?;
+            Some(ToolChoice::Function(named)) if named.kind == "function" => {
+                let name = &named.function.name;
                 let chosen: Vec<FunctionSpec> =
-                    functions.into_iter().filter(|f| f.name == name).collect();
+                    functions.into_iter().filter(|f| &f.name == name).collect();
                 if chosen.is_empty() {
                     return Err(invalid(
                         "tool_choice",
@@ -129,6 +159,13 @@ impl ToolFields {
                     ));
                 }
                 (chosen, true)
+            }
+            Some(_) => {
+                return Err(invalid(
+                    "tool_choice",
+                    "tool_choice must be none, auto, required or \
+                     {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                ))
             }
         };
         if functions.is_empty() {
