@@ -1,0 +1,295 @@
+//! Heads training jobs over real HTTP on the real default model: a job on a small prompt set
+//! is refused while another runs, cancelled during collection (keeping its answers), resumed
+//! from them to the end, its progress followed as server-sent events in order; the heads it
+//! writes beside the model load and draft, and the job stays in the history and its export
+//! until it is deleted with its answers.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use engine::{Engine, EngineConfig};
+use playground::Playground;
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+const PHASES: [&str; 7] = [
+    "starting",
+    "loading_model",
+    "collecting",
+    "training",
+    "writing",
+    "tuning",
+    "done",
+];
+
+/// A server on the default model without heads, whose only models folder is `dir`.
+fn start_in(dir: &Path) -> String {
+    let model = models::default_model_path().expect("default model available");
+    let mut config = EngineConfig::new(model);
+    config.ctx_size = Some(1024);
+    let access = server::AccessPolicy {
+        loadable_dirs: vec![dir.to_path_buf()],
+        ..server::AccessPolicy::default()
+    };
+    serve(
+        move |store| {
+            let engine = Arc::new(Engine::load(config.clone()).expect("model loads"));
+            Playground::new(engine, store, config)
+        },
+        None,
+        access,
+    )
+}
+
+/// The job's snapshots from its event stream, until it stops running; `each` sees every one
+/// as it arrives.
+fn follow(base: &str, id: i64, mut each: impl FnMut(&Value)) -> Vec<Value> {
+    let (status, response) = send(
+        agent().get(&format!("{base}/api/training/{id}/events")),
+        None,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(response.content_type(), "text/event-stream");
+    let mut jobs = Vec::new();
+    for line in BufReader::new(response.into_reader()).lines() {
+        let line = line.expect("line");
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        let job: Value = serde_json::from_str(data).expect("a job");
+        each(&job);
+        jobs.push(job);
+    }
+    jobs
+}
+
+fn phase_index(job: &Value) -> usize {
+    let phase = job["phase"].as_str().unwrap();
+    PHASES
+        .iter()
+        .position(|p| *p == phase)
+        .unwrap_or_else(|| panic!("unknown phase {phase}"))
+}
+
+#[test]
+fn a_training_job_collects_cancels_resumes_and_writes_heads_that_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let model: PathBuf = dir.path().join("tiny.gguf");
+    std::fs::copy(models::default_model_path().unwrap(), &model).unwrap();
+    let prompts = dir.path().join("prompts.txt");
+    let lines: Vec<String> = training::DEFAULT_PROMPTS
+        .lines()
+        .take(40)
+        .map(str::to_owned)
+        .collect();
+    std::fs::write(&prompts, lines.join("\n")).unwrap();
+    let base = start_in(dir.path());
+    let model_text = model.display().to_string();
+
+    // Refusals name what is wrong, before any job exists.
+    let outside = tempfile::tempdir().unwrap();
+    let stray = outside.path().join("stray.gguf");
+    std::fs::write(&stray, b"GGUF").unwrap();
+    let request = |extra: Value| {
+        let mut body = json!({"model": model_text, "prompts": prompts.display().to_string(),
+                              "max_tokens": 32, "epochs": 2, "vocab_subset": 512,
+                              "tune_prompts": 2, "tune_max_tokens": 16});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body.to_string()
+    };
+    assert_error(
+        post_to(&base, "/api/training", &request(json!({"model": stray}))),
+        403,
+        "path_not_allowed",
+    );
+    for (extra, param) in [
+        (json!({"epochs": 0}), "epochs"),
+        (json!({"samples": 5}), "samples"),
+        (json!({"samples": 41}), "samples"),
+        (json!({"tune_prompts": 0}), "tune_prompts"),
+        (
+            json!({"prompts": dir.path().join("missing.txt")}),
+            "prompts",
+        ),
+    ] {
+        let answer = post_to(&base, "/api/training", &request(extra.clone()));
+        assert_eq!(answer.1["error"]["param"], param, "{extra}: {}", answer.1);
+        assert_error(answer, 400, "invalid_parameter");
+    }
+    let (_, jobs) = get_from(&base, "/api/training");
+    assert_eq!(jobs, json!([]));
+
+    // Start; a second job waits for the first.
+    let (status, job) = post_to(&base, "/api/training", &request(json!({})));
+    assert_eq!(status, 201, "{job}");
+    assert_eq!(job["status"], "running");
+    assert_eq!(job["model_name"], "tiny");
+    assert_eq!(job["settings"]["samples"], 40);
+    let id = job["id"].as_i64().unwrap();
+    assert_error(
+        post_to(&base, "/api/training", &request(json!({}))),
+        409,
+        "training_in_progress",
+    );
+    assert_error(delete_job(&base, id), 409, "training_running");
+
+    // Cancel once answers arrive: the job stops, keeping them.
+    let mut cancelled = false;
+    let first = follow(&base, id, |job| {
+        if !cancelled && job["figures"]["answered"].as_u64().unwrap() > 0 {
+            let (status, _) = send(
+                agent().post(&format!("{base}/api/training/{id}/cancel")),
+                Some(""),
+            );
+            assert_eq!(status, 204);
+            cancelled = true;
+        }
+    });
+    let stopped = first.last().unwrap();
+    assert_eq!(stopped["status"], "cancelled", "{stopped}");
+    let kept = stopped["figures"]["answered"].as_u64().unwrap();
+    assert!(kept > 0, "{stopped}");
+    assert_error(
+        post_to(&base, &format!("/api/training/{id}/cancel"), ""),
+        409,
+        "not_running",
+    );
+    let (_, listed) = get_from(&base, "/api/training");
+    assert_eq!(listed[0]["id"], id);
+    assert_eq!(listed[0]["status"], "cancelled");
+
+    // Resume: collection goes on from the answers kept, then training, the heads, the tune.
+    let (status, resumed) = post_to(&base, &format!("/api/training/{id}/resume"), "");
+    assert_eq!(status, 200, "{resumed}");
+    assert_eq!(resumed["status"], "running");
+    let jobs = follow(&base, id, |_| {});
+    let last = jobs.last().unwrap();
+    assert_eq!(last["status"], "finished", "{last}");
+    let mut answered = kept;
+    let mut phase = 0;
+    let mut step = 0;
+    for job in &jobs {
+        let figures = &job["figures"];
+        let now = figures["answered"].as_u64().unwrap();
+        assert!(
+            now >= answered,
+            "answers counted back from {answered} to {now}"
+        );
+        answered = now;
+        let index = phase_index(job);
+        assert!(index >= phase, "phase went back to {}", job["phase"]);
+        phase = index;
+        let now = figures["step"].as_u64().unwrap();
+        if job["phase"] == "training" {
+            assert!(now >= step, "step went back from {step} to {now}");
+        }
+        step = now;
+    }
+    assert_eq!(last["phase"], "done");
+    let figures = &last["figures"];
+    assert_eq!(figures["answered"], 40);
+    assert_eq!(figures["step"], figures["steps"]);
+    assert_eq!(figures["tuned"], 2);
+    assert!(figures["seconds_left"].is_null());
+    let losses = figures["losses"].as_array().unwrap();
+    assert!(!losses.is_empty());
+    assert_eq!(losses.last().unwrap()["step"], figures["steps"]);
+    assert_eq!(losses[0]["head_losses"].as_array().unwrap().len(), 4);
+    // The untrained heads, then 4 evaluations in each of 2 epochs (fewer when an epoch has
+    // fewer steps), the last at the end.
+    let evaluations = figures["evaluations"].as_array().unwrap();
+    assert_eq!(evaluations[0]["step"], 0);
+    assert_eq!(evaluations.last().unwrap()["step"], figures["steps"]);
+    let per_epoch = figures["steps"].as_u64().unwrap() / 2;
+    assert_eq!(evaluations.len() as u64, 1 + 2 * per_epoch.min(4));
+    for evaluation in evaluations {
+        assert_eq!(evaluation["top1"].as_array().unwrap().len(), 4);
+        assert!(evaluation["tree_tokens_per_step"].as_f64().unwrap() >= 1.0);
+    }
+    let phases: Vec<&str> = figures["phase_seconds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    for needed in ["collecting", "training", "writing", "tuning"] {
+        assert!(phases.contains(&needed), "{phases:?}");
+    }
+
+    let report = &last["report"];
+    let heads = dir.path().join("tiny.medusa.gguf");
+    assert_eq!(report["heads_path"], heads.display().to_string());
+    assert_eq!(last["heads_path"], report["heads_path"]);
+    assert!(heads.is_file());
+    assert_eq!(report["prompts"], 40);
+    assert_eq!(report["heldout_top1"], evaluations.last().unwrap()["top1"]);
+    assert!(report["tune"]["decision"]
+        .as_str()
+        .is_some_and(|d| !d.is_empty()));
+    let data = PathBuf::from(last["data_path"].as_str().unwrap());
+    assert!(data.is_absolute(), "{}", data.display());
+    assert!(data.is_file(), "the collected answers stay for another run");
+
+    // The heads load beside the model, and Medusa mode drafts with them.
+    let (status, _) = post_to(
+        &base,
+        "/api/model",
+        &json!({"model": model_text, "heads": heads}).to_string(),
+    );
+    assert_eq!(status, 202);
+    let info = wait_for_info(&base, |info| {
+        info["modes"]
+            .as_array()
+            .is_some_and(|m| m.contains(&json!("medusa")))
+    });
+    assert_eq!(info["heads_path"], heads.display().to_string());
+    let events = generate(
+        &base,
+        &json!({"prompt": "Name three colours.", "mode": "medusa", "max_tokens": 8,
+                "sampling": {"temperature": 0.0}}),
+    )
+    .expect("a Medusa run");
+    assert_eq!(events.last().unwrap()["type"], "finished");
+
+    // The job is in the history and its export; importing it again adds nothing.
+    let (status, stored) = get_from(&base, &format!("/api/training/{id}"));
+    assert_eq!(status, 200);
+    assert_eq!(stored["status"], "finished");
+    assert_eq!(stored["report"], *report);
+    let (status, export) = get_from(&base, "/api/runs/export?format=json");
+    assert_eq!(status, 200);
+    assert_eq!(export["training_jobs"][0]["uid"], stored["uid"]);
+    let (status, imported) = post_to(&base, "/api/runs/import", &export.to_string());
+    assert_eq!(status, 200, "{imported}");
+    assert_eq!(imported["training_jobs_imported"], 0);
+    assert_error(
+        post_to(&base, &format!("/api/training/{id}/resume"), ""),
+        409,
+        "not_resumable",
+    );
+    assert_error(get_from(&base, "/api/training/999"), 404, "not_found");
+
+    // Deleting the job removes it with its collected answers; the heads it wrote stay.
+    let data_bytes = std::fs::metadata(&data).unwrap().len();
+    let (status, deleted) = delete_job(&base, id);
+    assert_eq!(status, 200, "{deleted}");
+    assert_eq!(deleted, json!({"id": id, "freed_bytes": data_bytes}));
+    assert!(!data.exists());
+    assert!(heads.is_file());
+    assert_error(
+        get_from(&base, &format!("/api/training/{id}")),
+        404,
+        "not_found",
+    );
+    assert_eq!(get_from(&base, "/api/training").1, json!([]));
+    assert_error(delete_job(&base, id), 404, "not_found");
+}
+
+fn delete_job(base: &str, id: i64) -> (u16, Value) {
+    let (status, response) = send(agent().delete(&format!("{base}/api/training/{id}")), None);
+    (status, response.into_json().expect("JSON answer"))
+}
