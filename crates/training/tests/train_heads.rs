@@ -106,7 +106,7 @@ fn bad_options_are_refused_before_any_work() {
     assert!(err.to_string().contains("heads"), "{err}");
     options.heads = 2;
     let err = train_heads(&options, &mut |_| {}).unwrap_err();
-    assert!(err.to_string().contains("hold out"), "{err}");
+    assert!(err.to_string().contains("held out"), "{err}");
     options.prompts = (0..20).map(|i| format!("prompt {i}")).collect();
     let err = train_heads(&options, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("missing.gguf"), "{err}");

@@ -16,6 +16,16 @@ pub fn in_own_process(test: &str) -> bool {
     in_child(test, true, test)
 }
 
+/// As [`in_own_process`], for a test whose process it shares with the other tests whose names
+/// start with `group` (e.g. `hostile::`), as when they were a test binary of their own: the
+/// first of them to start runs them all in one child process, and each reports its own result
+/// from there.
+#[allow(dead_code, reason = "the server's tests use it, reading this file")]
+pub fn in_group_process(group: &str, test: &str) -> bool {
+    assert!(test.starts_with(group), "{test} is not in {group}");
+    in_child(group, false, test)
+}
+
 fn in_child(filter: &str, exact: bool, test: &str) -> bool {
     if std::env::var(ALONE).is_ok_and(|started_for| started_for == filter) {
         return false;

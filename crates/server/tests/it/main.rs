@@ -1,6 +1,8 @@
 //! The server's integration tests, over real HTTP, as one test binary: each module was a test
 //! binary of its own, and each linked llama.cpp.
 
+// The engine's tests run their process-wide tests alone the same way.
+#[path = "../../../engine/tests/it/alone.rs"]
 mod alone;
 mod common;
 
