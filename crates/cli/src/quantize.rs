@@ -1,11 +1,12 @@
 //! `medusa quantize`: requantizes a GGUF model with llama.cpp's quantizer, showing progress per
 //! tensor.
 
-use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use clap::Args;
 use engine::QuantType;
+
+use crate::progress::tensor_bar;
 
 #[derive(Args, Debug)]
 pub struct QuantizeArgs {
@@ -48,25 +49,4 @@ pub fn run(args: QuantizeArgs) -> anyhow::Result<()> {
         report.seconds
     );
     Ok(())
-}
-
-/// A bar of tensors written on stderr, redrawn in place on a terminal and every 50 tensors in a
-/// log; the caller ends its line.
-pub fn tensor_bar() -> impl FnMut(usize, usize) + Send + 'static {
-    let terminal = std::io::stderr().is_terminal();
-    move |done: usize, total: usize| {
-        let width = 30;
-        let filled = done * width / total.max(1);
-        let bar = format!(
-            "[{}{}] {done}/{total} tensors",
-            "#".repeat(filled),
-            " ".repeat(width - filled)
-        );
-        if terminal {
-            eprint!("\r{bar}");
-        } else if done == total || done.is_multiple_of(50) {
-            eprintln!("{bar}");
-        }
-        let _ = std::io::stderr().flush();
-    }
 }

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use engine::QuantType;
 
-use crate::quantize::tensor_bar;
+use crate::progress::tensor_bar;
 
 #[derive(Args, Debug)]
 pub struct ScaleModelArgs {
