@@ -114,6 +114,11 @@ impl<'m> LlamaRuntime<'m> {
         })
     }
 
+    /// Tokens in the batch being built.
+    pub(crate) fn batch_len(&self) -> usize {
+        self.batch.n_tokens() as usize
+    }
+
     pub(crate) fn model(&self) -> &'m LlamaModel {
         self.model
     }
@@ -253,11 +258,6 @@ impl StepBackend for LlamaRuntime<'_> {
     fn clear_batch(&mut self) {
         self.batch.clear();
         self.batch_outputs.clear();
-    }
-
-    /// Tokens in the batch being built.
-    fn batch_len(&self) -> usize {
-        self.batch.n_tokens() as usize
     }
 
     fn add_to_batch(

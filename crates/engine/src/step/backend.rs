@@ -47,9 +47,6 @@ pub(crate) trait StepBackend {
 
     fn clear_batch(&mut self);
 
-    /// Tokens in the batch being built.
-    fn batch_len(&self) -> usize;
-
     /// Adds `token` at position `pos` of the sequences `seqs`, with its logits kept when
     /// `logits`.
     fn add_to_batch(

@@ -150,19 +150,25 @@ fn detokenize(tokens: &[TokenId]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-fn next_letter(token: TokenId) -> TokenId {
+pub(crate) fn next_letter(token: TokenId) -> TokenId {
     token % LETTERS + 1
+}
+
+/// What the model copies after `context`, its twist aside: what followed the latest earlier
+/// occurrence of the last token, else the next letter.
+pub(crate) fn copied(context: &[TokenId]) -> TokenId {
+    let Some((&last, before)) = context.split_last() else {
+        return 1;
+    };
+    before
+        .iter()
+        .rposition(|&t| t == last)
+        .map_or_else(|| next_letter(last), |i| context[i + 1])
 }
 
 /// What the model writes after `context` (see the module's comment).
 fn next_token(context: &[TokenId]) -> TokenId {
-    let Some((&last, before)) = context.split_last() else {
-        return 1;
-    };
-    let copied = before
-        .iter()
-        .rposition(|&t| t == last)
-        .map_or_else(|| next_letter(last), |i| context[i + 1]);
+    let copied = copied(context);
     if context.len() % 11 == 10 {
         next_letter(copied)
     } else {
@@ -209,10 +215,6 @@ impl StepBackend for ToyModel {
         self.batch.clear();
     }
 
-    fn batch_len(&self) -> usize {
-        self.batch.len()
-    }
-
     fn add_to_batch(
         &mut self,
         token: TokenId,
@@ -240,15 +242,12 @@ impl StepBackend for ToyModel {
             )));
         }
         for (i, entry) in self.batch.iter().enumerate() {
-            let taken = |cell: &Cell| {
-                cell.pos == entry.pos && cell.seqs.iter().any(|s| entry.seqs.contains(s))
+            let holds = |pos: usize, seqs: &[i32]| {
+                pos == entry.pos && seqs.iter().any(|s| entry.seqs.contains(s))
             };
-            let earlier = self.batch[..i].iter().map(|e| Cell {
-                pos: e.pos,
-                token: e.token,
-                seqs: e.seqs.clone(),
-            });
-            if self.cells.iter().cloned().chain(earlier).any(|c| taken(&c)) {
+            let taken = self.cells.iter().any(|c| holds(c.pos, &c.seqs))
+                || self.batch[..i].iter().any(|e| holds(e.pos, &e.seqs));
+            if taken {
                 return Err(toy_error(format!(
                     "a sequence of {:?} already holds position {}",
                     entry.seqs, entry.pos

@@ -10,7 +10,7 @@ use crate::llama::draft_model::Agreement;
 use crate::request::draft::RequestDraft;
 use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, Prompt, SamplingParams};
 use crate::speculative::drafter::Guesses;
-use crate::step::toy_backend::{ToyModel, ToyVocabulary};
+use crate::step::toy_backend::{copied, next_letter, ToyModel, ToyVocabulary};
 use crate::token::TokenId;
 
 const TOKENS: u32 = 24;
@@ -19,17 +19,6 @@ const TOKENS: u32 = 24;
 /// rule makes, then at the place after it two branches, the copy and the letter after it, one
 /// of which is always the model's token.
 struct ToyDraftModel;
-
-/// What the toy model copies after `context` (its twist aside).
-fn copied(context: &[TokenId]) -> TokenId {
-    let Some((&last, before)) = context.split_last() else {
-        return 1;
-    };
-    before
-        .iter()
-        .rposition(|&t| t == last)
-        .map_or(last % 26 + 1, |i| context[i + 1])
-}
 
 impl ModelProposer for ToyDraftModel {
     fn propose(&self, _seq: usize, history: &[TokenId], n: usize) -> Result<Guesses, EngineError> {
@@ -40,7 +29,7 @@ impl ModelProposer for ToyDraftModel {
         let next = copied(&context);
         Ok(Guesses {
             tokens: context[history.len()..].to_vec(),
-            branches: vec![next, next % 26 + 1],
+            branches: vec![next, next_letter(next)],
             ..Guesses::default()
         })
     }
