@@ -356,7 +356,8 @@ test('a chat is reopened after a reload, its answer as markdown and linked to it
   assert.match(await stats.innerText(), /tokens\/step/);
   assert.equal(await answers().last().getByTestId('chat-run-link').count(), 0, 'no link left to load it');
   assert.equal(await page.getByTestId('chat-mode').inputValue(), 'medusa');
-  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'auto', 'a named tree is not taken up');
+  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'mc_sim_7b_63', 'and the tree it was asked with');
+  assert.equal(await page.getByTestId('chat-restore-note').count(), 0, 'both still offered: nothing to say');
   await page.getByTestId('chat-mode').selectOption('normal');
 
   // Tinted by who drafted each token, as live; a tinted token opens its step.
@@ -388,6 +389,52 @@ test('a chat is reopened after a reload, its answer as markdown and linked to it
   await shoot('chat-conversations');
   await closeList();
   await greedy();
+});
+
+test('a chat picked from the list goes back to its own mode and tree, whatever was picked last', async () => {
+  await newChat();
+  await maxTokens(12);
+  await page.getByTestId('chat-mode').selectOption('medusa');
+  await page.getByTestId('chat-tree').selectOption('chain-2');
+  await ask('Say hi.', 1);
+  const medusaChat = await openConversationId();
+  await newChat();
+  await page.getByTestId('chat-mode').selectOption('lookup');
+  await ask('Say bye.', 1);
+  const lookupChat = await openConversationId();
+  await newChat();
+  // Picked last: auto with a named tree, which neither chat used.
+  await page.getByTestId('chat-mode').selectOption('auto');
+  await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
+
+  const pick = async (id) => {
+    const list = await conversationList();
+    await list.locator(`[data-testid="conversation-item"][data-id="${id}"] .pick`).click();
+    await finished(1);
+    await closeList();
+  };
+  await pick(medusaChat);
+  await page.waitForFunction(() => document.querySelector('[data-testid="chat-mode"]').value === 'medusa');
+  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'chain-2');
+  await pick(lookupChat);
+  await page.waitForFunction(() => document.querySelector('[data-testid="chat-mode"]').value === 'lookup');
+  assert.equal(await page.getByTestId('chat-tree').count(), 0, 'lookup drafts no tree');
+  await pick(medusaChat);
+  await page.waitForFunction(() => document.querySelector('[data-testid="chat-mode"]').value === 'medusa');
+  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'chain-2');
+  assert.equal(await page.getByTestId('chat-restore-note').count(), 0);
+  await shoot('chat-reopened-mode');
+
+  // Asked in another browser, the tree is known only by its paths: a chain is still named.
+  await page.evaluate(() => localStorage.removeItem('medusa.chat.runTrees'));
+  await pick(lookupChat);
+  await page.waitForFunction(() => document.querySelector('[data-testid="chat-mode"]').value === 'lookup');
+  await pick(medusaChat);
+  await page.waitForFunction(() => document.querySelector('[data-testid="chat-mode"]').value === 'medusa');
+  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'chain-2');
+  await page.getByTestId('chat-mode').selectOption('normal');
+  await newChat();
+  await maxTokens(256);
 });
 
 test('a chat is found by a word of its answer, renamed, and deleted while its runs stay', async () => {

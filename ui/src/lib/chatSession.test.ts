@@ -220,13 +220,41 @@ describe('ChatSession', () => {
     expect(restored).toHaveBeenCalledWith(runs[6]);
   });
 
-  it('hands on nothing when the last answer’s run is not that answer', async () => {
-    const getRun = vi.fn(async () => ({ run: { id: 5, mode: 'normal', output: 'other' } as RunRecord, steps: [] }));
+  it('hands on the last answer’s run even when its output is not that answer’s text', async () => {
+    const run = { id: 5, mode: 'lookup', output: 'other' } as RunRecord;
+    const getRun = vi.fn(async () => ({ run, steps: [] }));
     const conversation = stored(4, [message(1, 'user', 'Hi'), message(2, 'assistant', 'Hello!', 5)]);
     const { state, restored, session } = setup({ getRun, getConversation: vi.fn(async () => conversation) });
     await session.open(4);
     await settle();
     expect(state.turns[1].loadError).toBe("its output is not this answer's text");
+    expect(restored).toHaveBeenCalledExactlyOnceWith(run);
+  });
+
+  it('says why when the last answer’s run cannot be read', async () => {
+    const getRun = vi.fn(async () => {
+      throw new Error('the server is gone');
+    });
+    const conversation = stored(4, [message(1, 'user', 'Hi'), message(2, 'assistant', 'Hello!', 9)]);
+    const { restored, session } = setup({ getRun, getConversation: vi.fn(async () => conversation) });
+    await session.open(4);
+    await settle();
+    expect(restored).toHaveBeenCalledExactlyOnceWith(null, 'run #9 could not be read: the server is gone');
+  });
+
+  it('hands on nothing for a conversation without answers, or once another is shown', async () => {
+    const getRun = vi.fn(async () => ({ run: { id: 5, mode: 'normal', output: 'Hello!' } as RunRecord, steps: [] }));
+    const questions = stored(3, [message(1, 'user', 'Hi')]);
+    const answered = stored(4, [message(1, 'user', 'Hi'), message(2, 'assistant', 'Hello!', 5)]);
+    const { restored, session } = setup({ getRun, getConversation: vi.fn(async (id: number) => (id === 3 ? questions : answered)) });
+    await session.open(3);
+    await settle();
+    expect(restored).not.toHaveBeenCalled();
+    const opening = session.open(4);
+    await Promise.resolve();
+    session.leave();
+    await opening;
+    await settle();
     expect(restored).not.toHaveBeenCalled();
   });
 

@@ -50,17 +50,20 @@ export class ChatSession {
   epoch = 0;
   private nextId = 0;
   private pollTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The run read for each restored answer, whether or not it could be shown with it. */
+  private readonly read = new WeakMap<Turn, RunRecord>();
 
   /**
    * `onShown`: the turns were replaced or grew (the view scrolls down). `onRestored`: a shown
-   * conversation's last answer was written by `run` (the view takes its mode, sampling and engine).
+   * conversation's last answer was written by `run` (the view takes its mode, tree, sampling and
+   * engine), or, with `run` null, its run could not be read, for the reason given.
    */
   constructor(
     private readonly state: ChatState,
     private readonly api: () => ChatApi,
     private readonly storage: Storage,
     private readonly onShown: () => void = () => {},
-    private readonly onRestored: (run: RunRecord) => void = () => {},
+    private readonly onRestored: (run: RunRecord | null, problem?: string) => void = () => {},
   ) {}
 
   /** Adds `turn` and returns it as `state` holds it (the view's proxy, which updates the view). */
@@ -119,13 +122,18 @@ export class ChatSession {
 
   /**
    * Loads the runs of every answer shown, so that a reopened conversation shows its figures,
-   * tints and steps as it did when it was left; then hands the last answer's run on.
+   * tints and steps as it did when it was left; then hands the last answer's run on (read even
+   * where its output is not the answer's text: its mode and tree are still the chat's), or why it
+   * could not be read.
    */
   private async loadRuns(mine: number) {
     const answers = this.state.turns.filter((t) => t.restored && t.runId != null && !t.answering);
-    const runs = await Promise.all(answers.map((t) => this.loadRun(t)));
-    const last = runs.at(-1);
-    if (last && mine === this.epoch) this.onRestored(last);
+    await Promise.all(answers.map((t) => this.loadRun(t)));
+    const last = answers.at(-1);
+    if (!last || mine !== this.epoch) return;
+    const run = this.read.get(last);
+    if (run) this.onRestored(run);
+    else this.onRestored(null, `run #${last.runId} could not be read: ${last.loadError ?? 'no answer'}`);
   }
 
   /** Reads conversation `id` and shows it, unless another was shown meanwhile. */
@@ -190,6 +198,7 @@ export class ChatSession {
     turn.loading = true;
     try {
       const detail = await this.api().getRun(turn.runId);
+      this.read.set(turn, detail.run);
       const split = withStoredRun(turn.content, detail);
       if (split) {
         Object.assign(turn, split, { mode: detail.run.mode as Mode, remote: runTarget(detail.run) });

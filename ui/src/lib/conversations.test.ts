@@ -1,6 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { memoryStorage } from './memoryStorage';
-import { displayTitle, OPEN_CONVERSATION_KEY, openConversation, relativeTime, rememberConversation } from './conversations';
+import {
+  displayTitle,
+  OPEN_CONVERSATION_KEY,
+  openConversation,
+  relativeTime,
+  rememberConversation,
+  rememberedRunTree,
+  rememberRunTree,
+  RUN_TREES_KEPT,
+  RUN_TREES_KEY,
+} from './conversations';
 
 describe('displayTitle', () => {
   it('names an untitled conversation "New chat"', () => {
@@ -73,5 +83,45 @@ describe('the open conversation', () => {
     expect(openConversation(refusing)).toBeNull();
     expect(() => rememberConversation(refusing, 3)).not.toThrow();
     expect(openConversation(undefined)).toBeNull();
+  });
+});
+
+describe('the tree each run was asked with', () => {
+  it('is remembered by run id and read back', () => {
+    const storage = memoryStorage();
+    expect(rememberedRunTree(storage, 3)).toBeNull();
+    rememberRunTree(storage, 3, 'mc_sim_7b_63');
+    rememberRunTree(storage, 4, 'auto');
+    expect(rememberedRunTree(storage, 3)).toBe('mc_sim_7b_63');
+    expect(rememberedRunTree(storage, 4)).toBe('auto');
+    expect(JSON.parse(storage.items.get(RUN_TREES_KEY)!)).toEqual({ 3: 'mc_sim_7b_63', 4: 'auto' });
+  });
+
+  it('forgets the oldest runs beyond the most kept', () => {
+    const storage = memoryStorage();
+    for (let id = 1; id <= RUN_TREES_KEPT + 2; id++) rememberRunTree(storage, id, `chain-${id}`);
+    expect(rememberedRunTree(storage, 1)).toBeNull();
+    expect(rememberedRunTree(storage, 2)).toBeNull();
+    expect(rememberedRunTree(storage, 3)).toBe('chain-3');
+    expect(rememberedRunTree(storage, RUN_TREES_KEPT + 2)).toBe(`chain-${RUN_TREES_KEPT + 2}`);
+    expect(Object.keys(JSON.parse(storage.items.get(RUN_TREES_KEY)!))).toHaveLength(RUN_TREES_KEPT);
+  });
+
+  it('reads nothing from a damaged or refused store', () => {
+    expect(rememberedRunTree(memoryStorage({ [RUN_TREES_KEY]: 'not json' }), 3)).toBeNull();
+    expect(rememberedRunTree(memoryStorage({ [RUN_TREES_KEY]: '[1,2]' }), 0)).toBeNull();
+    expect(rememberedRunTree(memoryStorage({ [RUN_TREES_KEY]: '{"3":5,"4":"auto"}' }), 3)).toBeNull();
+    const refusing = {
+      getItem: () => {
+        throw new Error('refused');
+      },
+      setItem: () => {
+        throw new Error('refused');
+      },
+      removeItem: () => {},
+    };
+    expect(rememberedRunTree(refusing, 3)).toBeNull();
+    expect(() => rememberRunTree(refusing, 3, 'auto')).not.toThrow();
+    expect(rememberedRunTree(undefined, 3)).toBeNull();
   });
 });

@@ -56,3 +56,44 @@ export function rememberConversation(storage: Storage | undefined, id: number | 
     // Not remembered: the next page starts a new chat, nothing is lost.
   }
 }
+
+/**
+ * Where the tree each chat answer was asked with is kept, by run id. A run records the tree it
+ * drafted as rank paths, which `auto` and a named tree of the same shape share: only the page that
+ * asked knows which of them was picked, so a reopened chat can pick it again.
+ */
+export const RUN_TREES_KEY = 'medusa.chat.runTrees';
+
+/** The most runs whose tree is kept; the oldest are forgotten first. */
+export const RUN_TREES_KEPT = 500;
+
+function runTrees(storage: Storage | undefined): Record<string, string> {
+  try {
+    const parsed: unknown = JSON.parse(storage?.getItem(RUN_TREES_KEY) ?? '{}');
+    if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return {};
+    return Object.fromEntries(Object.entries(parsed).filter(([, tree]) => typeof tree === 'string')) as Record<string, string>;
+  } catch {
+    // Unreadable or refused: no tree is known, the reopened chat matches the run's paths instead.
+    return {};
+  }
+}
+
+/** Remembers that run `runId` was asked with tree `tree` (a name the tree picker offers). */
+export function rememberRunTree(storage: Storage | undefined, runId: number, tree: string) {
+  const trees = runTrees(storage);
+  delete trees[runId];
+  trees[runId] = tree;
+  // Integer keys iterate in ascending order: the lowest run ids, the oldest, go first.
+  const ids = Object.keys(trees);
+  for (const id of ids.slice(0, Math.max(0, ids.length - RUN_TREES_KEPT))) delete trees[id];
+  try {
+    storage?.setItem(RUN_TREES_KEY, JSON.stringify(trees));
+  } catch {
+    // Not kept: a reopened chat then matches the run's recorded paths.
+  }
+}
+
+/** The tree run `runId` was asked with in this browser, if known. */
+export function rememberedRunTree(storage: Storage | undefined, runId: number): string | null {
+  return runTrees(storage)[runId] ?? null;
+}
