@@ -235,3 +235,24 @@ test('selected greedy runs say "identical to normal" token for token, and where 
   assert.equal(await divergence.count(), 1, 'only the run that parts is explained');
   await shoot('history-selected-divergence');
 });
+
+test('a side by side of runs of different prompts says so above the comparison', async () => {
+  // Still selected from the test before: runs of one prompt, with nothing to say of it.
+  await page.getByTestId('history-selected').waitFor();
+  assert.equal(await page.getByTestId('history-selected-prompts-differ').count(), 0);
+  const other = await greedyRun('Name a vegetable.', 'lookup');
+  await page.getByTestId('history-refresh').click();
+  await selectRuns([other.id]);
+  const note = page.getByTestId('history-selected-prompts-differ');
+  await note.waitFor();
+  assert.match(await note.innerText(), /^Different prompts\. These runs were asked 2 different prompts \(marked A, B in the Prompt row\)\./);
+  assert.match(await note.innerText(), /not because of how it was decoded/);
+  assert.deepEqual(await page.getByTestId('history-selected-prompt-letter').allInnerTexts(), ['A', 'A', 'A', 'B']);
+  // Its output is not called a difference of decoding.
+  const outputs = page.getByTestId('history-selected-output');
+  assert.match(await outputs.nth(3).innerText(), /^another prompt than #\d+/);
+  await shoot('history-selected-prompts-differ');
+  // Back to one prompt, the note goes.
+  await page.getByRole('button', { name: `Remove run ${other.id}` }).click();
+  await note.waitFor({ state: 'detached' });
+});

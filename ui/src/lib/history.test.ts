@@ -8,9 +8,12 @@ import {
   isWholeRun,
   nextSort,
   pickedRuns,
+  promptLetters,
+  promptMismatchText,
   promptText,
   replayDelayMs,
   replayTotals,
+  samePrompt,
   togglePick,
 } from './history';
 
@@ -168,6 +171,44 @@ describe('draftingText', () => {
     expect(draftingText('auto', steps)).toBe(
       'nothing: neither an earlier match nor the heads had a draft that the budget expected to pay ' +
         'on this machine; choose a named tree to see every guess',
+    );
+  });
+});
+
+describe('runs of different prompts side by side', () => {
+  const chat = (...contents: string[]) =>
+    ({ prompt: { kind: 'chat', content: contents.map((content, i) => ({ role: i === 0 && contents.length > 1 ? 'system' : 'user', content })) } }) as unknown as RunRecord;
+  const text = (content: string) => ({ prompt: { kind: 'text', content } }) as unknown as RunRecord;
+
+  it('finds nothing to say when every run was asked the same thing', () => {
+    expect(promptLetters([chat('Hi'), chat('Hi'), chat('Hi')])).toBeNull();
+    expect(promptMismatchText([chat('Hi'), chat('Hi')])).toBeNull();
+    expect(promptMismatchText([text('Hi')])).toBeNull();
+    expect(promptMismatchText([])).toBeNull();
+    expect(samePrompt(chat('Hi').prompt, chat('Hi').prompt)).toBe(true);
+    expect(samePrompt(chat('Hi').prompt, text('Hi').prompt)).toBe(false);
+  });
+
+  it('letters each prompt in the order it first comes', () => {
+    expect(promptLetters([chat('Hi'), chat('Bye'), chat('Hi'), text('Hi')])).toEqual(['A', 'B', 'A', 'C']);
+    const many = Array.from({ length: 28 }, (_, i) => text(`prompt ${i}`));
+    expect(promptLetters(many)?.slice(24)).toEqual(['Y', 'Z', '27', '28']);
+  });
+
+  it('says the outputs answer different prompts, and what that means for the comparison', () => {
+    expect(promptMismatchText([chat('Name a colour.'), chat('Name a fruit.'), chat('Name a colour.')])).toBe(
+      'These runs were asked 2 different prompts (marked A, B in the Prompt row). Where a run’s prompt is not the ' +
+        'baseline’s, its output differs because it answers something else, not because of how it was decoded, and its ' +
+        'speed-up sets different work side by side. Select runs of one prompt to see what decoding changes.',
+    );
+  });
+
+  it('says so too when the prompts end with the same message', () => {
+    expect(promptMismatchText([chat('Be brief.', 'Hi'), chat('Hi'), text('Hi')])).toBe(
+      'These runs were asked 3 different prompts that end with the same message (their system prompts, earlier ' +
+        'turns or chat format differ; marked A, B, C in the Prompt row). Where a run’s prompt is not the baseline’s, ' +
+        'its output differs because it answers something else, not because of how it was decoded, and its speed-up ' +
+        'sets different work side by side. Select runs of one prompt to see what decoding changes.',
     );
   });
 });

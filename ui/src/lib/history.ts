@@ -12,6 +12,7 @@ import type {
   StepRecord,
 } from './api/types';
 import { firstDifference } from './run';
+import { counted } from './words';
 
 /** The text a person recognises a prompt by: the raw text, or the last user message. */
 export function promptText(prompt: PromptRecord): string {
@@ -95,6 +96,45 @@ export function compareSelected(runs: RunRecord[]): SelectedFigures[] {
       differsAt,
     };
   });
+}
+
+/** Whether two runs were asked the same thing: the same text, or the same messages in order. */
+export function samePrompt(a: PromptRecord, b: PromptRecord): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * The letter of each run's prompt (A for the first run's, then B, C… as new prompts come), or
+ * null when all the runs were asked the same thing.
+ */
+export function promptLetters(runs: Pick<RunRecord, 'prompt'>[]): string[] | null {
+  const seen: PromptRecord[] = [];
+  const letters = runs.map((run) => {
+    let index = seen.findIndex((p) => samePrompt(p, run.prompt));
+    if (index < 0) index = seen.push(run.prompt) - 1;
+    return index < 26 ? String.fromCharCode(65 + index) : String(index + 1);
+  });
+  return seen.length > 1 ? letters : null;
+}
+
+/**
+ * What a side by side of `runs` must say when they were not all asked the same thing: that their
+ * outputs differ because their prompts do, and that their speeds are of different work. Null
+ * when they share one prompt.
+ */
+export function promptMismatchText(runs: Pick<RunRecord, 'prompt'>[]): string | null {
+  const letters = promptLetters(runs);
+  if (!letters) return null;
+  const count = new Set(letters).size;
+  const sameLast = new Set(runs.map((r) => promptText(r.prompt))).size === 1;
+  const how = sameLast
+    ? `These runs were asked ${count} different prompts that end with the same message (their system prompts, earlier turns or chat format differ; marked ${[...new Set(letters)].join(', ')} in the Prompt row).`
+    : `These runs were asked ${count} different prompts (marked ${[...new Set(letters)].join(', ')} in the Prompt row).`;
+  return (
+    `${how} Where a run’s prompt is not the baseline’s, its output differs because it answers something else, ` +
+    'not because of how it was decoded, and its speed-up sets different work side by side. ' +
+    'Select runs of one prompt to see what decoding changes.'
+  );
 }
 
 function greedy(run: RunRecord): boolean {
@@ -210,5 +250,5 @@ export function draftingText(mode: Mode, steps: Pick<StepRecord, 'tree_size' | '
   }
   const accepted = steps.reduce((t, s) => t + Math.max(0, s.accepted_len - 1), 0);
   const perStep = (drafted / steps.length).toFixed(1);
-  return `${drafted} tokens (${perStep} per step), ${accepted} accepted`;
+  return `${counted(drafted, 'token')} (${perStep} per step), ${accepted} accepted`;
 }
