@@ -32,7 +32,9 @@ describe('deleting runs', () => {
         { id: 3, losing: 1, removed: false },
         { id: 4, losing: 2, removed: true },
       ]),
-    ).toBe('Delete 3 runs; comparison #3 will lose 1 of its runs; comparison #4 will be removed? This cannot be undone.');
+    ).toBe('Delete 3 runs? Comparison #3 loses 1 run. Comparison #4 goes with them. This cannot be undone.');
+    expect(deleteQuestion(1, [{ id: 5, losing: 1, removed: true }])).toBe('Delete 1 run? Comparison #5 goes with it. This cannot be undone.');
+    expect(deleteQuestion(2, [{ id: 6, losing: 2, removed: false }])).toBe('Delete 2 runs? Comparison #6 loses 2 runs. This cannot be undone.');
   });
 
   it('reports a deletion', () => {

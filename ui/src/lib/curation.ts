@@ -2,6 +2,7 @@
 // words: History's confirmation and notes.
 
 import type { Comparison, DeleteReport, ImportReport, RunRecord } from './api/types';
+import { counted } from './words';
 
 export interface ComparisonLoss {
   id: number;
@@ -27,22 +28,21 @@ export function comparisonLosses(runs: Pick<RunRecord, 'id' | 'comparison_id'>[]
   });
 }
 
-function plural(count: number, word: string): string {
-  return `${count} ${word}${count === 1 ? '' : 's'}`;
-}
-
-/** The confirmation's question, with what each comparison would lose. */
+/**
+ * The confirmation's question, then what each comparison would lose: `Delete 3 runs? Comparison #3
+ * loses 1 run. Comparison #4 goes with them. This cannot be undone.`
+ */
 export function deleteQuestion(count: number, losses: ComparisonLoss[]): string {
+  const them = count === 1 ? 'it' : 'them';
   const parts = losses.map((l) =>
-    l.removed ? `comparison #${l.id} will be removed` : `comparison #${l.id} will lose ${l.losing} of its runs`,
+    l.removed ? `Comparison #${l.id} goes with ${them}.` : `Comparison #${l.id} loses ${counted(l.losing, 'run')}.`,
   );
-  const then = parts.length ? `; ${parts.join('; ')}` : '';
-  return `Delete ${plural(count, 'run')}${then}? This cannot be undone.`;
+  return [`Delete ${counted(count, 'run')}?`, ...parts, 'This cannot be undone.'].join(' ');
 }
 
 /** `Deleted 2 runs; comparison #3 measured again from the runs left`. */
 export function deleteReportText(report: DeleteReport): string {
-  const parts = [`Deleted ${plural(report.deleted, 'run')}`];
+  const parts = [`Deleted ${counted(report.deleted, 'run')}`];
   for (const id of report.comparisons_changed) parts.push(`comparison #${id} measured again from the runs left`);
   for (const id of report.comparisons_removed) parts.push(`comparison #${id} removed (no run left)`);
   return parts.join('; ');
@@ -54,15 +54,15 @@ export const REASONS_SHOWN = 3;
 /** The import's counts in one line; the first rejection reasons go under it. */
 export function importReportText(report: ImportReport): string {
   const parts = [
-    `Imported ${plural(report.imported, 'run')}`,
-    `skipped ${plural(report.skipped_duplicates, 'duplicate')}`,
+    `Imported ${counted(report.imported, 'run')}`,
+    `skipped ${counted(report.skipped_duplicates, 'duplicate')}`,
     `rejected ${report.rejected}`,
   ];
   if (report.comparisons_imported || report.comparisons_skipped) {
-    parts.push(`${plural(report.comparisons_imported, 'comparison')} imported, ${report.comparisons_skipped} skipped`);
+    parts.push(`${counted(report.comparisons_imported, 'comparison')} imported, ${report.comparisons_skipped} skipped`);
   }
   if (report.training_jobs_imported) {
-    parts.push(`${plural(report.training_jobs_imported, 'training job')} imported`);
+    parts.push(`${counted(report.training_jobs_imported, 'training job')} imported`);
   }
   return parts.join('; ');
 }

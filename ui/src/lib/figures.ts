@@ -1,6 +1,7 @@
 // One definition of each figure a run shows, for the hover text wherever it appears.
 
 import type { DepthCount } from './run';
+import { counted } from './words';
 
 export const TOKENS_PER_STEP =
   "tokens per step: what one step of the model yields, its own token included (1.00 in normal decoding; the mean accepted length)";
@@ -32,5 +33,5 @@ export function draftModelDecodesText(metrics: { draft_model_decodes: number; dr
   const { draft_model_decodes: decodes, draft_model_tokens: tokens } = metrics;
   if (decodes === 0) return 'no decodes yet';
   const each = (tokens / decodes).toFixed(1);
-  return `${decodes} decode${decodes === 1 ? '' : 's'}, ${tokens} tokens (${each} per decode, every drafting request's in the same ones)`;
+  return `${counted(decodes, 'decode')}, ${counted(tokens, 'token')} (${each} per decode, every drafting request's in the same ones)`;
 }

@@ -6,6 +6,7 @@
 // `StepRecord` satisfy (inspector.test.ts checks it): a stored node's `source` is a plain string.
 
 import { headOf } from './run';
+import { counted } from './words';
 
 /** A token and its text. */
 export interface TreeToken {
@@ -494,7 +495,7 @@ export function skipGroups(steps: readonly Pick<InspectedStep, 'skip'>[]): SkipG
 
 /** A reason group in words: "Drafted nothing at 46 of 47 steps: <the first message>". */
 export function skipText(group: SkipGroup, steps: number): string {
-  return `Drafted nothing at ${group.count} of ${steps} step${steps === 1 ? '' : 's'}: ${group.message}`;
+  return `Drafted nothing at ${group.count} of ${counted(steps, 'step')}: ${group.message}`;
 }
 
 /**

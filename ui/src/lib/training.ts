@@ -2,6 +2,7 @@
 // request its form makes, the job's state and progress in words, and its figures as uPlot data.
 
 import { sizeText } from './catalog';
+import { counted } from './words';
 import type {
   DeletedTrainingJob,
   EvaluationPoint,
@@ -110,7 +111,7 @@ export function progressText(job: Pick<TrainingJob, 'status' | 'phase' | 'figure
   if (job.status === 'finished') {
     return (
       `Done: ${count(f.answered)} answers (${count(f.answer_tokens)} tokens), ` +
-      `${f.epochs} epoch${f.epochs === 1 ? '' : 's'}, ${count(f.steps)} steps, ${tuning} tuned on`
+      `${counted(f.epochs, 'epoch')}, ${counted(f.steps, 'step', undefined, count(f.steps))}, ${tuning} tuned on`
     );
   }
   const running = job.status === 'running';
@@ -139,8 +140,8 @@ export function settingsText(settings: TrainingSettings): string {
   const vocab = settings.vocab_subset ? `, ${count(settings.vocab_subset)} frequent tokens` : '';
   return (
     `${count(settings.samples)} prompts${prompts}, ${count(settings.max_tokens)} tokens each; ` +
-    `${settings.heads} heads${vocab}, ${settings.epochs} epoch${settings.epochs === 1 ? '' : 's'}; ` +
-    `tuned on ${settings.tune_prompts} prompt${settings.tune_prompts === 1 ? '' : 's'}`
+    `${counted(settings.heads, 'head')}${vocab}, ${counted(settings.epochs, 'epoch')}; ` +
+    `tuned on ${counted(settings.tune_prompts, 'prompt')}`
   );
 }
 
