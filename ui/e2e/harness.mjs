@@ -102,9 +102,14 @@ export async function startServer({ apiKey, plain = false, heads = true, extraAr
   return handle;
 }
 
-export async function startBrowser() {
+/**
+ * With `scrollbars`, scroll bars take their room as on most desktops (headless Chromium hides them
+ * otherwise): for tests of what fits.
+ */
+export async function startBrowser({ scrollbars = false } = {}) {
   mkdirSync(artifacts, { recursive: true });
   return chromium.launch({
+    ...(scrollbars ? { ignoreDefaultArgs: ['--hide-scrollbars'] } : {}),
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     args: [
       '--no-sandbox',

@@ -78,6 +78,18 @@ export function treeHint(tree: string, modes: readonly string[], ctx: TreeHintCo
   return parts.join(' ');
 }
 
+/**
+ * What picking `tree` for `modes` is forecast to do here, where the loaded heads' plan has a
+ * forecast of it: Medusa mode's alone (in auto mode lookup's guesses come on top of the heads'
+ * tree, which no forecast covers). `auto` stands for the tree set in Settings, if any.
+ */
+export function treeForecast(info: Info | null, tree: string, modes: readonly string[]): TreeForecast | null {
+  if (!modes.includes('medusa')) return null;
+  const settingsTree = info?.default_tree ? treeLabel(info.default_tree) : null;
+  const name = tree === 'auto' ? settingsTree : tree;
+  return info?.model?.medusa_plan?.forecasts.find((f) => f.name === name) ?? null;
+}
+
 /** A tree as the user named it: its name, or its rank paths as JSON. */
 export function treeLabel(tree: TreeChoice): string {
   return typeof tree === 'string' ? tree : JSON.stringify(tree);
