@@ -2,8 +2,9 @@
 // serve` on the default model (with a run in the history and a stopped training job, so their
 // tables, statuses and panels are drawn):
 // no serious or critical WCAG 2 A/AA violation, contrast included, in the light and dark themes,
-// at the smallest supported window (800x600) and a large one (1920x1080); a skip link leads past
-// the header to the view.
+// at the smallest supported window (800x600) and a large one (1920x1080); the chat picked in the
+// list, shown, under the pointer and focused, in both themes; a skip link leads past the header to
+// the view.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -52,14 +53,14 @@ after(async () => {
   await server?.stop();
 });
 
-/** The serious and critical WCAG 2 A/AA violations on the page as shown, one line each. */
-async function violations() {
-  const found = await page.evaluate(async () => {
-    const result = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa'] } });
+/** The serious and critical WCAG 2 A/AA violations on the page as shown (or in `within`, a selector), one line each. */
+async function violations(within = null) {
+  const found = await page.evaluate(async (within) => {
+    const result = await window.axe.run(within ? document.querySelector(within) : document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa'] } });
     return result.violations
       .filter((v) => v.impact === 'serious' || v.impact === 'critical')
       .flatMap((v) => v.nodes.map((n) => `${v.id}: ${n.target.join(' ')}: ${n.failureSummary.split('\n')[1]?.trim() ?? ''}`));
-  });
+  }, within);
   return found;
 }
 
@@ -84,6 +85,44 @@ for (const [width, height] of [
     assert.deepEqual(problems, []);
   });
 }
+
+test('the chat picked in the list reads clearly in both themes, under the pointer too', async () => {
+  const created = await fetch(`${server.url}/api/conversations`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ system_prompt: '' }),
+  });
+  assert.equal(created.status, 201);
+  const conversation = await created.json();
+  const answered = await fetch(`${server.url}/api/generate`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'Name a fruit.' }], mode: 'normal', max_tokens: 6, conversation_id: conversation.id }),
+  });
+  assert.match(await answered.text(), /"type":"finished"/);
+  // Wide enough that the list stays open beside the chat; read again, the list holds the new chat.
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.reload();
+  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  await page.addScriptTag({ content: axeSource });
+  await page.getByTestId('tab-chat').click();
+  await page.getByTestId('view-chat').waitFor({ state: 'visible' });
+  const item = page.locator(`[data-testid="conversation-item"][data-id="${conversation.id}"]`);
+  await item.locator('.pick').click();
+  await page.locator(`[data-testid="conversation-item"].open[data-id="${conversation.id}"]`).waitFor();
+  const problems = [];
+  for (const scheme of ['light', 'dark']) {
+    await followScheme(page, scheme);
+    for (const state of ['shown', 'under the pointer', 'focused']) {
+      if (state === 'under the pointer') await item.locator('.pick').hover();
+      if (state === 'focused') await item.locator('.pick').focus();
+      for (const line of await violations('[data-testid="conversation-list"]')) problems.push(`${scheme}, ${state}: ${line}`);
+    }
+    await page.mouse.move(0, 0);
+  }
+  await followScheme(page, 'light');
+  assert.deepEqual(problems, []);
+});
 
 test('a skip link, the first stop of the keyboard, leads to the view', async () => {
   await page.reload();
