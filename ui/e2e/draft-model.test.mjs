@@ -128,7 +128,7 @@ test("Settings counts the draft model's decodes once it has drafted", async () =
   const line = page.getByTestId('draft-model-decodes');
   await line.waitFor();
   // Compare drafted with it above: decodes and their tokens are counted.
-  assert.match(await line.innerText(), /^[1-9]\d* decodes?, \d+ tokens \([\d.]+ per decode, every drafting request's in the same ones\)$/);
+  assert.match(await line.innerText(), /^[1-9]\d* decodes?, \d+ tokens? \([\d.]+ per decode, every drafting request's in the same ones\)$/);
 });
 
 test('Settings says why drafting pays or not here, and converts the weights to Q4_0 in one click', async () => {
