@@ -251,6 +251,8 @@ test('a side by side of runs of different prompts says so above the comparison',
   // Its output is not called a difference of decoding.
   const outputs = page.getByTestId('history-selected-output');
   assert.match(await outputs.nth(3).innerText(), /^another prompt than #\d+/);
+  assert.match(await page.getByTestId('history-selected-speedup').nth(3).innerText(), /^\d+\.\d\d× \(another prompt\)$/);
+  await page.getByTestId('history-selected').scrollIntoViewIfNeeded();
   await shoot('history-selected-prompts-differ');
   // Back to one prompt, the note goes.
   await page.getByRole('button', { name: `Remove run ${other.id}` }).click();
