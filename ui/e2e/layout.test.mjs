@@ -128,7 +128,6 @@ test(`the chat's toolbars take at most ${CHAT_TOOLBARS_MAX} px of an 800x600 win
     const toolbar = document.querySelector('[data-testid="chat-conversations-toggle"]').parentElement.getBoundingClientRect();
     return { toolbars: Math.round(messages.top - toolbar.top), aboveMessages: Math.round(messages.top) };
   });
-  console.log(JSON.stringify(heights));
   assert.ok(heights.toolbars <= CHAT_TOOLBARS_MAX, `the toolbars take ${heights.toolbars} px`);
   assert.ok(heights.aboveMessages <= ABOVE_MESSAGES_MAX, `the messages start ${heights.aboveMessages} px down`);
   // Opened, the system prompt's box takes a whole line under the controls.
