@@ -718,11 +718,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_named_model_needs_no_question_and_an_unknown_engine_is_named() {
+    async fn a_named_model_needs_no_answer_and_an_unknown_engine_is_named() {
         let remotes = Remotes::load(None);
         remotes.add(spec("lab", None), true).await.unwrap();
-        let (engine, model) = remotes.target("lab", Some("big".into())).await.unwrap();
+        // The engine does not answer: with a model named the run goes on, as to a plain OpenAI
+        // server (sent OpenAI's fields only).
+        let (engine, model, kind) = remotes.target("lab", Some("big".into())).await.unwrap();
         assert_eq!((engine.name(), model.as_str()), ("lab", "big"));
+        assert_eq!(kind, RemoteKind::OpenAi);
         // Nothing answers on port 9, so the default model cannot be known.
         let err = remotes.target("lab", None).await.unwrap_err();
         assert_eq!(err.code, "remote_unreachable");

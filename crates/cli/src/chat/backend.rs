@@ -9,8 +9,9 @@ pub enum ChatBackend {
     Remote {
         engine: RemoteEngine,
         model: String,
-        /// What the engine takes (its fields, its modes), as its model list told.
-        kind: RemoteKind,
+        /// What the engine takes (its fields, its modes), as its model list told (boxed: the
+        /// variants stay alike in size).
+        kind: Box<RemoteKind>,
         /// Runs the remote's HTTP streams while the terminal reads events on this thread.
         runtime: tokio::runtime::Runtime,
     },
@@ -56,7 +57,7 @@ impl ChatBackend {
         Ok(Self::Remote {
             engine,
             model,
-            kind,
+            kind: Box::new(kind),
             runtime,
         })
     }
@@ -128,7 +129,7 @@ impl ChatBackend {
                 Ok(engine.generate(RemoteRequest {
                     model: model.clone(),
                     request,
-                    kind: kind.clone(),
+                    kind: RemoteKind::clone(kind),
                 }))
             }
         }
