@@ -1,12 +1,14 @@
 // Settings' models card end to end: a real `medusa serve` whose model hub is a local HTTP server
 // answering in Hugging Face's URL layout, and headless Chromium. Search, a repository's files,
 // a download with progress, a cancel that keeps what arrived, the download resumed, the file
-// listed on disk and deleted.
+// listed on disk and deleted. The chat toolbar's model picker: it lists the models on disk with the
+// one in use selected, fits an 800 px window, opens the catalog, and loads another model (a link
+// to the default model under another name, so the switch is a real load of a small model).
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, statSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -65,7 +67,19 @@ function hub() {
   });
 }
 
+/** Waits until `check()` resolves to a truthy value, and answers it. */
+async function until(check) {
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 const modelsDir = mkdtempSync(join(tmpdir(), 'medusa-catalog-'));
+/** The default model's file, and the same file under another name in the models folder. */
+let defaultModel;
+const SECOND = 'second-copy.gguf';
 let fakeHub;
 let server;
 let browser;
@@ -74,9 +88,10 @@ let page;
 before(async () => {
   fakeHub = hub();
   await new Promise((resolve) => fakeHub.listen(0, '127.0.0.1', resolve));
-  const model = execFileSync(medusa, ['fetch-model'], { encoding: 'utf8' }).trim();
+  defaultModel = execFileSync(medusa, ['fetch-model'], { encoding: 'utf8' }).trim();
+  symlinkSync(defaultModel, join(modelsDir, SECOND));
   server = await startServer({
-    extraArgs: ['--model', model],
+    extraArgs: ['--model', defaultModel],
     extraEnv: { MEDUSA_MODELS_DIR: modelsDir, HF_ENDPOINT: `http://127.0.0.1:${fakeHub.address().port}` },
   });
   browser = await startBrowser();
@@ -148,4 +163,47 @@ test('a downloaded file is deleted from the models folder', async () => {
   await listed.getByTestId('models-delete').click();
   await listed.waitFor({ state: 'detached' });
   assert.equal(existsSync(join(modelsDir, FILE)), false);
+});
+
+test('the chat toolbar picks the model: the models on disk, the one in use, the catalog, a switch', async () => {
+  await page.setViewportSize({ width: 800, height: 700 });
+  await page.getByTestId('tab-chat').click();
+  const picker = page.getByTestId('chat-model');
+  await picker.locator(`option[value="${join(modelsDir, SECOND)}"]`).waitFor({ state: 'attached' });
+  const info = await (await fetch(`${server.url}/api/info`)).json();
+  assert.equal(await picker.inputValue(), info.model.path, 'the model in use is selected');
+  const labels = await picker.locator('option').allInnerTexts();
+  assert.ok(labels.includes('second-copy'), labels.join(', '));
+  assert.equal(labels.at(-1), 'Models catalog…');
+  // It fits the toolbar at 800 px: nothing scrolls sideways, the picker is in the window.
+  assert.equal(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), true);
+  const box = await picker.boundingBox();
+  assert.ok(box && box.x >= 0 && box.x + box.width <= 800, JSON.stringify(box));
+  await screenshots(page, 'chat-model-picker');
+
+  // The catalog is one pick away: Settings opens at the models card, the picker keeps its model.
+  await picker.selectOption({ label: 'Models catalog…' });
+  await page.getByTestId('view-settings').waitFor();
+  assert.equal(await page.getByTestId('tab-settings').getAttribute('aria-selected'), 'true');
+  assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('data-testid')), 'models-search');
+  assert.equal(await picker.inputValue(), info.model.path);
+
+  // Another model: it loads as Settings' Use does, and the picker follows it.
+  await page.getByTestId('tab-chat').click();
+  const second = join(modelsDir, SECOND);
+  await picker.selectOption(second);
+  const loaded = await until(async () => {
+    const now = await (await fetch(`${server.url}/api/info`)).json();
+    return now.model?.path === second && !now.loading && now;
+  });
+  assert.equal(loaded.error, null);
+  await page.waitForFunction(
+    (path) => {
+      const select = document.querySelector('[data-testid="chat-model"]');
+      return select?.value === path && !select.disabled;
+    },
+    second,
+  );
+  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  assert.equal(await page.getByTestId('chat-model-error').count(), 0);
 });

@@ -4,9 +4,11 @@
 // names the engine of remote runs (and the second server's own history has the same requests), an
 // engine that cannot be reached is shown with the reason and a run on one that went away fails
 // with it, and Settings removes them. Real servers on the default model, greedy; screenshots go to
-// test-artifacts/ui/.
+// test-artifacts/ui/. A fake plain OpenAI server (which keeps every body it is sent) is offered
+// normal decoding only, in every view, and is sent no `mode`.
 
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
 import { after, before, test } from 'node:test';
 import { screenshots, startBrowser, startServer, openTab } from './harness.mjs';
 
@@ -18,12 +20,43 @@ const LANES = ['Write a haiku about the sea.', 'Name three animals.'];
 
 let server;
 let remote;
+/** The fake plain OpenAI server, and the bodies of the generations it was sent. */
+let openai;
+const PLAIN_MODEL = 'plain-model';
+const received = [];
 let browser;
 let page;
 /** The model the remote engine lists first. */
 let remoteModel;
 
+/** An OpenAI-compatible server that is not a medusa serve: it lists a model and streams "Blue sky". */
+function plainOpenAi() {
+  return createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/v1/models') {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: [{ id: PLAIN_MODEL, object: 'model', owned_by: 'someone' }] }));
+      return;
+    }
+    if (req.method === 'POST' && req.url === '/v1/chat/completions') {
+      let body = '';
+      req.on('data', (chunk) => (body += chunk));
+      req.on('end', () => {
+        received.push(JSON.parse(body));
+        res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+        for (const text of ['Blue', ' sky']) res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: text } }] })}\n\n`);
+        res.write(`data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 9, completion_tokens: 2, total_tokens: 11 } })}\n\n`);
+        res.end('data: [DONE]\n\n');
+      });
+      return;
+    }
+    res.writeHead(404).end();
+  });
+}
+
 before(async () => {
+  openai = plainOpenAi();
+  await new Promise((resolve) => openai.listen(0, '127.0.0.1', resolve));
+  openai.url = `http://127.0.0.1:${openai.address().port}`;
   remote = await startServer({ plain: true });
   server = await startServer();
   const models = await (await fetch(`${remote.url}/v1/models`)).json();
@@ -40,6 +73,7 @@ after(async () => {
   await browser?.close();
   await server?.stop();
   await remote?.stop();
+  openai?.close();
 });
 
 async function api(base, path) {
@@ -73,6 +107,11 @@ function question(run) {
 }
 
 const engine = (name) => page.locator(`[data-testid="remote-engine"][data-name="${name}"]`);
+
+/** The values a mode select offers. */
+async function modeOptions(testid) {
+  return page.getByTestId(testid).locator('option').evaluateAll((options) => options.map((o) => o.value));
+}
 
 async function addRemote(name, url) {
   await openTab(page, 'settings');
@@ -120,6 +159,8 @@ test('after a restart the saved engine is asked again, so its model shows by nam
 test('Chat answers on the remote engine, greedy, and its figures say where it ran', async () => {
   await openTab(page, 'chat');
   await page.getByTestId('chat-engine').selectOption(`lab/${remoteModel}`);
+  // Another medusa serve (without heads) is offered the modes it lists, by their names.
+  assert.deepEqual(await modeOptions('chat-mode'), ['normal', 'lookup', 'auto']);
   await page.getByTestId('chat-mode').selectOption('normal');
   // A remote engine drafts as it was started: no tree or draft length to pick.
   assert.equal(await page.getByTestId('chat-tree').count(), 0);
@@ -204,6 +245,57 @@ test('Concurrent runs its lanes on the remote engine', async () => {
   for (const prompt of LANES) assert.ok(theirs.some((r) => question(r) === prompt), `the remote ran ${prompt}`);
 });
 
+test('A plain OpenAI server is offered normal decoding only, everywhere, and is sent no mode', async () => {
+  await addRemote('plain', openai.url);
+  assert.equal(await engine('plain').getByTestId('remote-kind').innerText(), 'OpenAI-compatible: normal decoding only');
+  assert.match(await engine('lab').getByTestId('remote-kind').innerText(), /^medusa serve: normal, lookup, auto$/);
+
+  await openTab(page, 'chat');
+  // Auto here; on the plain server, normal alone, and no tree to pick.
+  await page.getByTestId('chat-engine').selectOption('local');
+  await page.getByTestId('chat-mode').selectOption('auto');
+  await page.getByTestId('chat-engine').selectOption(`plain/${PLAIN_MODEL}`);
+  assert.deepEqual(await modeOptions('chat-mode'), ['normal']);
+  assert.equal(await page.getByTestId('chat-mode').inputValue(), 'normal');
+  assert.equal(await page.getByTestId('chat-tree').count(), 0);
+  const input = page.getByTestId('chat-input');
+  await input.fill('What colour is the sky?');
+  await input.press('Enter');
+  const answer = page.locator('[data-testid="chat-message"][data-role="assistant"]').last();
+  await answer.getByTestId('chat-stats').waitFor();
+  assert.match(await answer.locator('.bubble').innerText(), /Blue sky\s*$/);
+  // The answer's badge says what ran.
+  assert.equal(await answer.locator('.mode').textContent(), 'normal');
+  assert.equal(received.length, 1);
+  const sent = received[0];
+  assert.equal(sent.model, PLAIN_MODEL);
+  for (const field of ['mode', 'tree', 'draft_length', 'cache_prompt', 'top_k', 'min_p', 'repeat_penalty', 'grammar']) {
+    assert.equal(field in sent, false, `${field} sent: ${JSON.stringify(sent)}`);
+  }
+  const [recorded] = await runs(server.url);
+  assert.equal(recorded.engine, 'plain');
+  assert.equal(recorded.mode, 'normal');
+  await screenshots(page, 'remote-plain-chat');
+
+  // Concurrent: normal alone there too.
+  await openTab(page, 'concurrent');
+  await page.getByTestId('concurrent-engine').selectOption(`plain/${PLAIN_MODEL}`);
+  assert.deepEqual(await modeOptions('concurrent-mode'), ['normal']);
+  await page.getByTestId('concurrent-engine').selectOption('local');
+
+  // Compare: the plain server may take the normal run, not a drafting mode's.
+  await openTab(page, 'compare');
+  const option = (mode) => page.getByTestId(`compare-engine-${mode}`).locator(`option[value="plain/${PLAIN_MODEL}"]`);
+  await option('medusa').waitFor({ state: 'attached' });
+  assert.equal(await option('medusa').isDisabled(), true);
+  assert.match(await option('medusa').getAttribute('title'), /Medusa runs here or on another medusa serve, not on plain/);
+  assert.equal(await option('normal').isDisabled(), false);
+
+  // Back to lab for the tests that follow.
+  await openTab(page, 'chat');
+  await page.getByTestId('chat-engine').selectOption(`lab/${remoteModel}`);
+});
+
 test('History names the engine of remote runs', async () => {
   const remoteRuns = (await runs(server.url)).filter((r) => r.engine === 'lab');
   // The chat's answer, the compared normal run and the lanes.
@@ -247,7 +339,8 @@ test('An engine that cannot be reached says so, and a run on one that went away 
   await openTab(page, 'chat');
   const dead = page.getByTestId('chat-engine').locator('option[value="dead/"]');
   await dead.waitFor({ state: 'attached' });
-  assert.equal(await dead.isDisabled(), true);
+  // The page's info follows the backend's: the engine's failure arrives with it.
+  await page.waitForFunction(() => document.querySelector('[data-testid="chat-engine"] option[value="dead/"]')?.disabled === true);
   assert.match(await dead.innerText(), /dead: cannot be reached/);
   assert.match(await dead.getAttribute('title'), /remote engine 'dead' cannot be reached at http:\/\/127\.0\.0\.1:9/);
 
@@ -276,7 +369,7 @@ test('An engine that cannot be reached says so, and a run on one that went away 
 
 test('Settings removes the remote engines and the pickers go back to this machine', async () => {
   await openTab(page, 'settings');
-  for (const name of ['dead', 'lab']) {
+  for (const name of ['dead', 'lab', 'plain']) {
     await engine(name).getByTestId('remote-remove').click();
     await engine(name).waitFor({ state: 'detached' });
   }

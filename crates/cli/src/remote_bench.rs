@@ -9,7 +9,7 @@ use engine::{
     TreeSpec,
 };
 use playground::run_order::balanced_order;
-use remote::{RemoteAccess, RemoteEngine, RemoteError, RemoteRequest, RemoteSpec};
+use remote::{RemoteAccess, RemoteEngine, RemoteError, RemoteKind, RemoteRequest, RemoteSpec};
 use serde::Serialize;
 use store::Spread;
 
@@ -124,25 +124,33 @@ impl Endpoint {
         &self.engine.spec().url
     }
 
-    /// The first model the server lists.
-    fn model(&self) -> anyhow::Result<String> {
-        let models = self
+    /// The first model the server lists, and what kind of server its list tells.
+    fn model(&self) -> anyhow::Result<(String, RemoteKind)> {
+        let listing = self
             .runtime
-            .block_on(self.engine.models())
+            .block_on(self.engine.listing())
             .map_err(with_hint)?;
-        models
+        let model = listing
+            .models
             .into_iter()
             .next()
-            .with_context(|| format!("{} lists no model at /v1/models", self.url()))
+            .with_context(|| format!("{} lists no model at /v1/models", self.url()))?;
+        Ok((model, listing.kind))
     }
 
     /// Streams one completion of `request` on `model`, timed here from the request.
-    fn complete(&self, model: &str, request: GenerateRequest) -> anyhow::Result<RemoteRun> {
+    fn complete(
+        &self,
+        model: &str,
+        kind: &RemoteKind,
+        request: GenerateRequest,
+    ) -> anyhow::Result<RemoteRun> {
         let stream = {
             let _entered = self.runtime.enter();
             self.engine.generate(RemoteRequest {
                 model: model.to_owned(),
                 request,
+                kind: kind.clone(),
             })
         };
         let summary = stream.wait()?;
@@ -203,9 +211,19 @@ pub fn run(endpoint: &str, args: &BenchArgs) -> anyhow::Result<()> {
     let endpoint = Endpoint::new(endpoint, args.api_key.clone())?;
     let prompts = load_prompts(args.prompts.as_ref())?;
     let modes = modes_with_normal_first(&args.modes);
-    let model = endpoint.model()?;
+    let (model, kind) = endpoint.model()?;
+    // Each mode must be what runs: a server that decodes plainly is benched in normal mode only.
+    for &mode in &modes {
+        if kind.resolve_mode(endpoint.engine.name(), mode)? != mode {
+            bail!(
+                "{} decodes as it was started (its model list names no medusa serve modes); \
+                 bench it with --modes normal",
+                endpoint.url()
+            );
+        }
+    }
     let warm_up = bench_request(args, &prompts[0], GenerationMode::Normal, 8)?;
-    endpoint.complete(&model, warm_up)?;
+    endpoint.complete(&model, &kind, warm_up)?;
 
     let mut totals = vec![ModeTotals::default(); modes.len()];
     let total_runs = prompts.len() * args.rounds as usize;
@@ -215,7 +233,7 @@ pub fn run(endpoint: &str, args: &BenchArgs) -> anyhow::Result<()> {
             // Every mode goes first, and follows each other one, equally often.
             for m in balanced_order(modes.len(), round * prompts.len() + i) {
                 let request = bench_request(args, prompt, modes[m], args.max_tokens)?;
-                runs[m] = endpoint.complete(&model, request)?;
+                runs[m] = endpoint.complete(&model, &kind, request)?;
             }
             let mut line = format!("[{}/{total_runs}]", round * prompts.len() + i + 1);
             for (m, run) in runs.iter().enumerate() {

@@ -22,6 +22,10 @@ pub struct ModelCard {
     pub created: u64,
     #[serde(default)]
     pub owned_by: String,
+    /// `medusa serve`'s: the decoding modes its `mode` field takes for this model now. Other
+    /// servers send none, which tells a client they take OpenAI's fields only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<Vec<String>>,
 }
 
 fn model() -> String {
@@ -44,6 +48,13 @@ impl ModelCard {
             object: model(),
             created,
             owned_by: owned_by.into(),
+            modes: None,
         }
+    }
+
+    /// The card with the modes the server runs the model in.
+    pub fn with_modes(mut self, modes: Vec<String>) -> Self {
+        self.modes = Some(modes);
+        self
     }
 }

@@ -81,6 +81,7 @@ pub fn typescript() -> String {
         crate::model_host::LoadingStatus,
         crate::LoadModelRequest,
         crate::RemoteInfo,
+        crate::RemoteEngineKind,
         crate::AddRemoteRequest,
         crate::SetTreeRequest,
         crate::tuning::TuneRequest,

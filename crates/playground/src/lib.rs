@@ -45,7 +45,7 @@ pub use events::{FinishedEvent, RunEvent};
 pub use info::{Health, Info};
 pub use model_host::{HostedModel, LoadRequest, ModelHost, ModelSource};
 pub use playground::{CheckedRequest, Playground};
-pub use remotes::{AddRemoteRequest, RemoteInfo, Remotes};
+pub use remotes::{AddRemoteRequest, RemoteEngineKind, RemoteInfo, Remotes};
 pub use requests::{LoadModelRequest, PlaygroundRequest, SetTreeRequest, PLAYGROUND_MAX_TOKENS};
 pub use run_counters::{Histogram, RunCounters, RunCountsSnapshot, RunLatencies, SpecDecodeCounts};
 pub use runs::{Collected, RecordedEvent, RunHandle};

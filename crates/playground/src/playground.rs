@@ -192,19 +192,7 @@ impl Playground {
             info.drafting_outlook = m.engine.known_drafting_outlook();
             info
         });
-        let has_heads = model.as_ref().is_some_and(|m| m.has_heads());
-        let has_draft_model = info.as_ref().is_some_and(|i| i.draft_model.is_some());
-        let modes = match &model {
-            Some(_) => GenerationMode::ALL
-                .into_iter()
-                .filter(|m| match m {
-                    GenerationMode::Medusa => has_heads,
-                    GenerationMode::Draft => has_draft_model,
-                    _ => true,
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let modes = modes_of(model.as_deref());
         Info {
             heads: info.as_ref().and_then(|i| i.heads.clone()),
             heads_path: model
@@ -229,6 +217,12 @@ impl Playground {
             remotes: self.remotes().list(),
             model: info,
         }
+    }
+
+    /// The modes the model served now runs: every one but Medusa without heads and draft
+    /// without a draft model; none while no model is loaded.
+    pub fn modes(&self) -> Vec<GenerationMode> {
+        modes_of(self.model_host().current_if_loaded().as_deref())
     }
 
     pub fn store(&self) -> &Store {
@@ -308,4 +302,20 @@ impl Playground {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+fn modes_of(model: Option<&HostedModel>) -> Vec<GenerationMode> {
+    let Some(model) = model else {
+        return Vec::new();
+    };
+    let has_heads = model.has_heads();
+    let has_draft_model = model.engine.info().draft_model.is_some();
+    GenerationMode::ALL
+        .into_iter()
+        .filter(|m| match m {
+            GenerationMode::Medusa => has_heads,
+            GenerationMode::Draft => has_draft_model,
+            _ => true,
+        })
+        .collect()
 }

@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use engine::GenerationMode;
 use futures_util::future::join_all;
-use remote::{RemoteAccess, RemoteEngine, RemoteError, RemoteSpec};
+use remote::{RemoteAccess, RemoteEngine, RemoteError, RemoteKind, RemoteListing, RemoteSpec};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
@@ -44,8 +45,37 @@ pub struct RemoteInfo {
     pub saved: bool,
     /// The models it listed when last asked; the first is the default.
     pub models: Vec<String>,
+    /// What its model list told it is; null until it answered once.
+    pub kind: Option<RemoteEngineKind>,
+    /// The modes a run on it may ask for: those another `medusa serve` lists; normal alone on
+    /// any other engine, and until it answered.
+    pub modes: Vec<GenerationMode>,
     /// Why it could not be asked last time; null when it answered.
     pub error: Option<ErrorBody>,
+}
+
+/// What kind of engine a remote is, as its model list tells (see [`RemoteKind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteEngineKind {
+    /// Another `medusa serve`: its modes, and the playground's own request fields.
+    MedusaServe,
+    /// llama-server, vLLM or SGLang: their shared sampling fields, normal decoding.
+    Extended,
+    /// Any other OpenAI-compatible server: OpenAI's fields only, normal decoding.
+    #[serde(rename = "openai")]
+    #[ts(rename = "openai")]
+    OpenAi,
+}
+
+impl From<&RemoteKind> for RemoteEngineKind {
+    fn from(kind: &RemoteKind) -> Self {
+        match kind {
+            RemoteKind::MedusaServe { .. } => Self::MedusaServe,
+            RemoteKind::Extended => Self::Extended,
+            RemoteKind::OpenAi => Self::OpenAi,
+        }
+    }
 }
 
 /// Body of adding a remote engine (Settings, `POST /api/remotes`).
@@ -63,6 +93,8 @@ struct Entry {
     engine: RemoteEngine,
     saved: bool,
     models: Vec<String>,
+    /// What its model list told, once it answered.
+    kind: Option<RemoteKind>,
     error: Option<ErrorBody>,
     /// When it last answered (or failed to).
     asked_at: Option<Instant>,
@@ -76,6 +108,7 @@ impl Entry {
             engine,
             saved,
             models: Vec::new(),
+            kind: None,
             error: None,
             asked_at: None,
             asking: false,
@@ -100,16 +133,22 @@ impl Entry {
             has_key: spec.api_key.is_some(),
             saved: self.saved,
             models: self.models.clone(),
+            kind: self.kind.as_ref().map(RemoteEngineKind::from),
+            modes: self
+                .kind
+                .as_ref()
+                .map_or_else(|| vec![GenerationMode::Normal], RemoteKind::modes),
             error: self.error.clone(),
         }
     }
 
-    fn observe(&mut self, result: Result<Vec<String>, RemoteError>) {
+    fn observe(&mut self, result: Result<RemoteListing, RemoteError>) {
         self.asked_at = Some(Instant::now());
         self.asking = false;
         match result {
-            Ok(models) => {
-                self.models = models;
+            Ok(listing) => {
+                self.models = listing.models;
+                self.kind = Some(listing.kind);
                 self.error = None;
             }
             Err(err) => self.error = Some(AppError::from(err).body()),
@@ -215,7 +254,7 @@ impl Remotes {
             remotes: self,
             engines: engines.clone(),
         };
-        let results = join_all(engines.iter().map(RemoteEngine::models)).await;
+        let results = join_all(engines.iter().map(RemoteEngine::listing)).await;
         pending.engines.clear();
         for (engine, result) in engines.iter().zip(results) {
             self.observe(engine, result);
@@ -228,7 +267,7 @@ impl Remotes {
     fn observe(
         &self,
         engine: &RemoteEngine,
-        result: Result<Vec<String>, RemoteError>,
+        result: Result<RemoteListing, RemoteError>,
     ) -> Option<RemoteInfo> {
         let mut entries = self.entries();
         let entry = entries
@@ -269,7 +308,7 @@ impl Remotes {
             remotes: self,
             engines: vec![engine.clone()],
         };
-        let result = engine.models().await;
+        let result = engine.listing().await;
         pending.engines.clear();
         self.observe(&engine, result)
             .ok_or_else(|| not_found(&name))
@@ -292,37 +331,52 @@ impl Remotes {
         Ok(())
     }
 
-    /// The engine named `name`, and the model to run: `model` when given, else the first it
-    /// lists (asked now if it was never answered).
+    /// The engine named `name`, the model to run (`model` when given, else the first it lists)
+    /// and what kind of engine it is. An engine that never answered is asked now: what it is
+    /// decides what it is sent. One that does not answer, with a model named, is taken for a
+    /// plain OpenAI server.
     pub async fn target(
         &self,
         name: &str,
         model: Option<String>,
-    ) -> Result<(RemoteEngine, String), AppError> {
+    ) -> Result<(RemoteEngine, String, RemoteKind), AppError> {
         let (engine, known) = {
             let entries = self.entries();
             let entry = entries
                 .iter()
                 .find(|e| e.engine.name() == name)
                 .ok_or_else(|| not_found(name))?;
-            (entry.engine.clone(), entry.models.first().cloned())
+            let known = entry
+                .kind
+                .clone()
+                .map(|kind| (entry.models.first().cloned(), kind));
+            (entry.engine.clone(), known)
         };
-        if let Some(model) = model.filter(|m| !m.trim().is_empty()) {
-            return Ok((engine, model));
-        }
-        if let Some(model) = known {
-            return Ok((engine, model));
-        }
-        let models = engine.models().await.map_err(AppError::from)?;
-        let first = models.first().cloned().ok_or_else(|| {
+        let model = model.filter(|m| !m.trim().is_empty());
+        let (first, kind) = match known {
+            Some(known) => known,
+            None => match engine.listing().await {
+                Ok(listing) => {
+                    self.observe(&engine, Ok(listing.clone()));
+                    (listing.models.first().cloned(), listing.kind)
+                }
+                // A model named needs no list: the run goes on, sent OpenAI's fields only, and
+                // fails (recorded) if the engine is down.
+                Err(err) if model.is_some() => {
+                    tracing::warn!(remote = %name, error = %err, "the remote's model list did not tell its kind; sending OpenAI's fields only");
+                    (None, RemoteKind::OpenAi)
+                }
+                Err(err) => return Err(err.into()),
+            },
+        };
+        let model = model.or(first).ok_or_else(|| {
             AppError::new(
                 ErrorKind::Upstream,
                 "remote_no_models",
                 format!("remote engine '{name}' lists no models; name one"),
             )
         })?;
-        self.observe(&engine, Ok(models));
-        Ok((engine, first))
+        Ok((engine, model, kind))
     }
 
     /// Writes the saved engines, keys included, to a file only the user can read.
@@ -384,7 +438,7 @@ fn not_found(name: &str) -> AppError {
 impl From<RemoteError> for AppError {
     fn from(err: RemoteError) -> Self {
         let kind = match err {
-            RemoteError::InvalidSpec(_) => ErrorKind::Invalid,
+            RemoteError::InvalidSpec(_) | RemoteError::Unsupported { .. } => ErrorKind::Invalid,
             _ => ErrorKind::Upstream,
         };
         AppError::new(kind, err.code(), err.to_string())
@@ -664,11 +718,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_named_model_needs_no_question_and_an_unknown_engine_is_named() {
+    async fn a_named_model_needs_no_answer_and_an_unknown_engine_is_named() {
         let remotes = Remotes::load(None);
         remotes.add(spec("lab", None), true).await.unwrap();
-        let (engine, model) = remotes.target("lab", Some("big".into())).await.unwrap();
+        // The engine does not answer: with a model named the run goes on, as to a plain OpenAI
+        // server (sent OpenAI's fields only).
+        let (engine, model, kind) = remotes.target("lab", Some("big".into())).await.unwrap();
         assert_eq!((engine.name(), model.as_str()), ("lab", "big"));
+        assert_eq!(kind, RemoteKind::OpenAi);
         // Nothing answers on port 9, so the default model cannot be known.
         let err = remotes.target("lab", None).await.unwrap_err();
         assert_eq!(err.code, "remote_unreachable");

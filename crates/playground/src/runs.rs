@@ -180,7 +180,8 @@ async fn start(
 
 /// Starts a run on the remote engine named `engine` (its `model`, else the first it lists) and
 /// records it like a local one, the engine named. Fields only the model served here can honour
-/// (a tree, a draft length, hidden states) are refused.
+/// (a tree, a draft length, hidden states) are refused, and so are modes and fields the engine
+/// does not take (see [`remote::RemoteKind::prepare`]).
 async fn start_remote(
     playground: &Playground,
     engine: &str,
@@ -199,7 +200,12 @@ async fn start_remote(
             "a remote engine does not return hidden states",
         ));
     }
-    let (remote, model) = playground.remotes().target(engine, model).await?;
+    let (remote, model, kind) = playground.remotes().target(engine, model).await?;
+    // What the engine can run: auto is normal decoding on an engine that cannot draft for us, and
+    // the run is recorded in the mode that really ran.
+    let request = kind
+        .prepare(remote.name(), request)
+        .map_err(AppError::from)?;
     let mut new_run = NewRun::new(
         request.mode.as_str(),
         ModelRef {
@@ -215,7 +221,11 @@ async fn start_remote(
     new_run.stop = request.stop.clone();
     new_run.engine = Some(remote.name().to_owned());
     new_run.conversation = conversation;
-    let stream = remote.generate(remote::RemoteRequest { model, request });
+    let stream = remote.generate(remote::RemoteRequest {
+        model,
+        request,
+        kind,
+    });
     // The local engine's figures (`/metrics`, the draft budget) leave remote runs out.
     record(playground, new_run, None, stream).await
 }

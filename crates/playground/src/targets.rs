@@ -30,7 +30,7 @@ impl Playground {
         }
         let remotes = self.remotes().list();
         if remotes.iter().any(|remote| remote.name == name) {
-            let (_, model) = self.remotes().target(name, None).await?;
+            let (_, model, _) = self.remotes().target(name, None).await?;
             return Ok(RunTarget::Remote {
                 engine: name.to_owned(),
                 model: Some(model),

@@ -16,6 +16,7 @@ use tracing::Instrument;
 
 use crate::chunks::{json_fault, Answer, ChunkError};
 use crate::error::RemoteError;
+use crate::kind::RemoteKind;
 use crate::spec::{is_link_local_or_metadata, RemoteAccess, RemoteSpec};
 
 /// A connection that does not open within this is an unreachable engine.
@@ -58,11 +59,19 @@ pub struct RemoteEngine {
     client: reqwest::Client,
 }
 
-/// A generation on a remote engine: the request as the local engine would take it, and the
-/// remote's model that runs it.
+/// A generation on a remote engine: the request as the local engine would take it (see
+/// [`RemoteKind::prepare`]), the remote's model that runs it, and what the engine takes.
 pub struct RemoteRequest {
     pub model: String,
     pub request: GenerateRequest,
+    pub kind: RemoteKind,
+}
+
+/// What an engine's model list says: its models, and what kind of engine it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteListing {
+    pub models: Vec<String>,
+    pub kind: RemoteKind,
 }
 
 impl RemoteEngine {
@@ -104,11 +113,16 @@ impl RemoteEngine {
         &self.spec.name
     }
 
-    /// The models the engine serves, as it lists them (at most [`MAX_MODELS`], names of at
-    /// most [`MAX_MODEL_ID`] characters). The list is read within [`MODELS_TIMEOUT`] and
-    /// [`MAX_MODELS_BYTES`].
-    #[tracing::instrument(skip(self), fields(remote = %self.spec.name), err(level = tracing::Level::WARN))]
+    /// The models the engine serves, as it lists them (see [`RemoteEngine::listing`]).
     pub async fn models(&self) -> Result<Vec<String>, RemoteError> {
+        Ok(self.listing().await?.models)
+    }
+
+    /// The engine's model list (at most [`MAX_MODELS`] models, names of at most
+    /// [`MAX_MODEL_ID`] characters) and the kind of engine it tells. The list is read within
+    /// [`MODELS_TIMEOUT`] and [`MAX_MODELS_BYTES`].
+    #[tracing::instrument(skip(self), fields(remote = %self.spec.name), err(level = tracing::Level::WARN))]
+    pub async fn listing(&self) -> Result<RemoteListing, RemoteError> {
         self.spec.check_access(self.access)?;
         let response = self
             .authorized(self.client.get(self.endpoint("/v1/models")))
@@ -127,6 +141,7 @@ impl RemoteEngine {
                 message: format!("the model list {}", json_fault(&err)),
             })?;
         let listed = list.data.len();
+        let kind = RemoteKind::of(&list);
         let models: Vec<String> = list
             .data
             .into_iter()
@@ -145,7 +160,7 @@ impl RemoteEngine {
                 "some of the remote's model names were too many, too long or not one line"
             );
         }
-        Ok(models)
+        Ok(RemoteListing { models, kind })
     }
 
     /// Starts a generation in the background; its events arrive as a local run's would. It must
@@ -514,7 +529,9 @@ fn content_kind(response: &reqwest::Response) -> &'static str {
 }
 
 /// The endpoint and the body that ask the remote engine for what `request` asks of the local
-/// one: chat messages through chat completions, a raw prompt through completions.
+/// one: chat messages through chat completions, a raw prompt through completions. A plain
+/// OpenAI server is sent OpenAI's fields only, since a strict one refuses others; llama-server,
+/// vLLM and SGLang their shared sampling fields too; another `medusa serve` the playground's own.
 fn request_body(request: &RemoteRequest) -> (&'static str, CompletionRequest) {
     let r = &request.request;
     let s = &r.sampling;
@@ -523,11 +540,6 @@ fn request_body(request: &RemoteRequest) -> (&'static str, CompletionRequest) {
         max_tokens: Some(r.max_tokens),
         temperature: Some(s.temperature),
         top_p: Some(s.top_p),
-        // vLLM, SGLang and llama-server all take these beside OpenAI's own.
-        top_k: (s.top_k > 0).then_some(s.top_k),
-        min_p: Some(s.min_p),
-        repeat_penalty: Some(s.repeat_penalty),
-        repeat_last_n: Some(s.repeat_last_n),
         presence_penalty: (s.presence_penalty != 0.0).then_some(s.presence_penalty),
         frequency_penalty: (s.frequency_penalty != 0.0).then_some(s.frequency_penalty),
         logit_bias: s
@@ -535,26 +547,33 @@ fn request_body(request: &RemoteRequest) -> (&'static str, CompletionRequest) {
             .iter()
             .map(|b| (b.token.to_string(), b.bias))
             .collect(),
-        grammar: r.grammar.clone(),
         seed: s.seed,
         stop: r.stop.clone(),
         stream: true,
         stream_options: Some(StreamOptions {
             include_usage: true,
         }),
-        // llama-server's field: only a request that must not reuse cached cells says so.
-        cache_prompt: (!r.cache_prompt).then_some(false),
         ..CompletionRequest::default()
     };
-    // `medusa serve`'s own fields; other engines ignore what they do not know.
-    if r.mode != GenerationMode::Normal {
-        body.mode = Some(r.mode.as_str().to_owned());
+    if request.kind.takes_sampling_extensions() {
+        body.top_k = (s.top_k > 0).then_some(s.top_k);
+        body.min_p = Some(s.min_p);
+        body.repeat_penalty = Some(s.repeat_penalty);
+        body.repeat_last_n = Some(s.repeat_last_n);
+        body.grammar = r.grammar.clone();
+        // llama-server's field: only a request that must not reuse cached cells says so.
+        body.cache_prompt = (!r.cache_prompt).then_some(false);
     }
-    match &r.draft {
-        DraftPolicy::Auto => {}
-        DraftPolicy::Tuned => body.tree = Some(TreeField::Name("tuned".into())),
-        DraftPolicy::Tree(tree) => body.tree = Some(TreeField::Paths(tree.paths().to_vec())),
-        DraftPolicy::Length(n) => body.draft_length = Some(*n),
+    if request.kind.takes_playground_fields() {
+        if r.mode != GenerationMode::Normal {
+            body.mode = Some(r.mode.as_str().to_owned());
+        }
+        match &r.draft {
+            DraftPolicy::Auto => {}
+            DraftPolicy::Tuned => body.tree = Some(TreeField::Name("tuned".into())),
+            DraftPolicy::Tree(tree) => body.tree = Some(TreeField::Paths(tree.paths().to_vec())),
+            DraftPolicy::Length(n) => body.draft_length = Some(*n),
+        }
     }
     let path = match &r.prompt {
         Prompt::Chat(messages) => {
@@ -567,7 +586,7 @@ fn request_body(request: &RemoteRequest) -> (&'static str, CompletionRequest) {
                     })
                     .collect(),
             );
-            if r.continue_final_message {
+            if r.continue_final_message && request.kind.takes_sampling_extensions() {
                 // vLLM's names; `medusa serve` takes them too.
                 body.continue_final_message = Some(true);
                 body.add_generation_prompt = Some(false);
@@ -587,6 +606,76 @@ mod tests {
     use engine::ChatMessage;
 
     use super::*;
+
+    fn medusa_serve() -> RemoteKind {
+        RemoteKind::MedusaServe {
+            modes: GenerationMode::ALL.to_vec(),
+        }
+    }
+
+    /// Every field a request in medusa mode with every knob set sends to an engine of `kind`,
+    /// sorted.
+    fn fields_sent(kind: RemoteKind) -> Vec<String> {
+        let mut request =
+            GenerateRequest::new(Prompt::Chat(vec![ChatMessage::new("user", "Hi")]), 12)
+                .with_mode(GenerationMode::Medusa)
+                .with_draft(DraftPolicy::Length(3))
+                .with_stop(vec!["\n".into()]);
+        request.cache_prompt = false;
+        request.continue_final_message = true;
+        request.grammar = Some("root ::= \"a\"".into());
+        request.sampling.seed = Some(3);
+        request.sampling.top_k = 40;
+        request.sampling.presence_penalty = 0.5;
+        request.sampling.frequency_penalty = 0.25;
+        let (_, body) = request_body(&RemoteRequest {
+            model: "m".into(),
+            request,
+            kind,
+        });
+        let body = serde_json::to_value(body).unwrap();
+        let mut fields: Vec<String> = body.as_object().unwrap().keys().cloned().collect();
+        fields.sort();
+        fields
+    }
+
+    #[test]
+    fn a_plain_openai_server_is_sent_openai_s_fields_only() {
+        let openai = [
+            "frequency_penalty",
+            "max_tokens",
+            "messages",
+            "model",
+            "presence_penalty",
+            "seed",
+            "stop",
+            "stream",
+            "stream_options",
+            "temperature",
+            "top_p",
+        ];
+        assert_eq!(fields_sent(RemoteKind::OpenAi), openai);
+        let shared = [
+            "add_generation_prompt",
+            "cache_prompt",
+            "continue_final_message",
+            "grammar",
+            "min_p",
+            "repeat_last_n",
+            "repeat_penalty",
+            "top_k",
+        ];
+        let mut extended: Vec<&str> = openai.iter().chain(&shared).copied().collect();
+        extended.sort();
+        assert_eq!(fields_sent(RemoteKind::Extended), extended);
+        let mut medusa: Vec<&str> = extended
+            .iter()
+            .chain(&["draft_length", "mode"])
+            .copied()
+            .collect();
+        medusa.sort();
+        assert_eq!(fields_sent(medusa_serve()), medusa);
+    }
 
     #[test]
     fn the_stream_guard_bounds_each_event_and_the_whole_stream() {
@@ -635,6 +724,7 @@ mod tests {
         let (path, body) = request_body(&RemoteRequest {
             model: "m".into(),
             request,
+            kind: medusa_serve(),
         });
         let body = serde_json::to_value(body).unwrap();
         assert_eq!(path, "/v1/chat/completions");
@@ -655,6 +745,7 @@ mod tests {
         let (path, body) = request_body(&RemoteRequest {
             model: "m".into(),
             request,
+            kind: medusa_serve(),
         });
         let body = serde_json::to_value(body).unwrap();
         assert_eq!(path, "/v1/completions");
@@ -677,6 +768,7 @@ mod tests {
             let (_, body) = request_body(&RemoteRequest {
                 model: "m".into(),
                 request,
+                kind: medusa_serve(),
             });
             body
         };

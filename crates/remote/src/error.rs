@@ -47,6 +47,10 @@ pub enum RemoteError {
         what: &'static str,
         limit_bytes: usize,
     },
+    /// A request the engine cannot run as asked (a mode it does not run, a field it does not
+    /// take), refused before it is sent.
+    #[error("remote engine '{name}' {message}")]
+    Unsupported { name: String, message: String },
     #[error("remote engine '{name}' reported an error in its answer{detail}")]
     Reported {
         name: String,
@@ -66,6 +70,7 @@ impl RemoteError {
             Self::Malformed { .. } => "remote_malformed",
             Self::TooLarge { .. } => "remote_too_large",
             Self::Reported { .. } => "remote_failed",
+            Self::Unsupported { .. } => "unsupported_parameter",
         }
     }
 }

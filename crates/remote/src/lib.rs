@@ -6,8 +6,10 @@
 mod chunks;
 mod client;
 mod error;
+mod kind;
 mod spec;
 
-pub use client::{RemoteEngine, RemoteRequest};
+pub use client::{RemoteEngine, RemoteListing, RemoteRequest};
 pub use error::RemoteError;
+pub use kind::RemoteKind;
 pub use spec::{is_link_local_or_metadata, RemoteAccess, RemoteSpec};

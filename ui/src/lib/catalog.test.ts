@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { countText, downloadRefusal, fileNameOf, headsFor, progressText, sizeText } from './catalog';
+import { countText, downloadRefusal, fileNameOf, headsFor, loadableModels, progressText, sizeText } from './catalog';
 import type { DiskModel, HubFile } from './api/types';
 
 const disk = (file_name: string, extra: Partial<DiskModel> = {}): DiskModel => ({
@@ -58,5 +58,31 @@ describe('catalog figures', () => {
     expect(countText(1_234_567)).toBe('1.2M');
     expect(countText(5_300)).toBe('5.3k');
     expect(countText(42)).toBe('42');
+  });
+});
+
+describe('loadableModels', () => {
+  it('offers whole model files once, with the heads made for each and the one in use marked', () => {
+    const models = [
+      disk('base.gguf', { loaded: true }),
+      disk('base.medusa.gguf'),
+      disk('other-Q4_0.gguf'),
+      disk('half.gguf', { partial: true }),
+    ];
+    const elsewhere = [disk('base.gguf', { loaded: true }), disk('third.gguf', { path: '/n/third.gguf' })];
+    expect(
+      loadableModels({
+        download_dir: '/m',
+        folders: [
+          { path: '/m', models },
+          { path: '/n', models: elsewhere },
+        ],
+      }),
+    ).toEqual([
+      { path: '/m/base.gguf', fileName: 'base.gguf', heads: '/m/base.medusa.gguf', loaded: true },
+      { path: '/m/other-Q4_0.gguf', fileName: 'other-Q4_0.gguf', heads: null, loaded: false },
+      { path: '/n/third.gguf', fileName: 'third.gguf', heads: null, loaded: false },
+    ]);
+    expect(loadableModels({ download_dir: '/m', folders: [] })).toEqual([]);
   });
 });

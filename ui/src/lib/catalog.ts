@@ -1,7 +1,7 @@
 // The models card's words and figures: sizes, a download's progress, which heads go with a
 // model, and what each file on disk may do.
 
-import type { DiskModel, DownloadProgress, HubFile } from './api/types';
+import type { DiskModel, DownloadProgress, HubFile, ModelsOnDisk } from './api/types';
 
 /** A size as people read it: "98 MB", "1.07 GB". */
 export function sizeText(bytes: number): string {
@@ -39,6 +39,36 @@ function durationText(seconds: number): string {
 export function headsFor(model: DiskModel, folder: DiskModel[]): DiskModel | null {
   const stem = model.file_name.replace(/\.gguf$/i, '');
   return folder.find((m) => m.heads && !m.partial && m.file_name.toLowerCase() === `${stem}.medusa.gguf`.toLowerCase()) ?? null;
+}
+
+/** A model on disk as a picker offers it: its file, the heads made for it, whether it is in use. */
+export interface LoadableModel {
+  path: string;
+  fileName: string;
+  heads: string | null;
+  loaded: boolean;
+}
+
+/**
+ * The models a picker offers from `disk`, folder by folder: whole files that are models (not
+ * heads, not unfinished downloads), each once, with the heads made for it beside it.
+ */
+export function loadableModels(disk: ModelsOnDisk): LoadableModel[] {
+  const seen = new Set<string>();
+  const models: LoadableModel[] = [];
+  for (const folder of disk.folders) {
+    for (const model of folder.models) {
+      if (model.heads || model.partial || seen.has(model.path)) continue;
+      seen.add(model.path);
+      models.push({
+        path: model.path,
+        fileName: model.file_name,
+        heads: headsFor(model, folder.models)?.path ?? null,
+        loaded: model.loaded,
+      });
+    }
+  }
+  return models;
 }
 
 /** A file's base name, the one it is saved under. */

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { PlaygroundRequest, RemoteEngineInfo } from './api/types';
+import type { Mode, PlaygroundRequest, RemoteEngineInfo } from './api/types';
 import {
   draftedText,
   keptTarget,
+  kindText,
   LOCAL_KEY,
   onTarget,
   placeText,
@@ -12,12 +13,23 @@ import {
   targetGroups,
   targetKey,
   targetLabel,
+  targetModes,
   targetProblem,
   unaskedRemotes,
 } from './engines';
 
 function remote(fields: Partial<RemoteEngineInfo>): RemoteEngineInfo {
-  return { name: 'lab', url: 'http://gpu-box:8000', has_key: false, saved: true, models: [], error: null, ...fields };
+  return {
+    name: 'lab',
+    url: 'http://gpu-box:8000',
+    has_key: false,
+    saved: true,
+    models: [],
+    kind: null,
+    modes: ['normal'],
+    error: null,
+    ...fields,
+  };
 }
 
 const unreachable = {
@@ -174,5 +186,48 @@ describe('runTarget and draftedText', () => {
     expect(draftedText(0, 0)).toBeNull();
     expect(draftedText(null, null)).toBeNull();
     expect(draftedText(undefined, undefined)).toBeNull();
+  });
+});
+
+describe('what each engine runs', () => {
+  const plain = remote({ name: 'plain', models: ['gpt-x'], kind: 'openai', modes: ['normal'] });
+  const medusa = remote({ name: 'twin', models: ['SmolLM2'], kind: 'medusa_serve', modes: ['normal', 'lookup', 'auto'] });
+  const info = { modes: ['normal', 'medusa', 'lookup', 'auto'] as Mode[], remotes: [plain, medusa] };
+
+  it('offers the loaded model’s modes here, a medusa serve’s own, and normal elsewhere', () => {
+    expect(targetModes(null, info)).toEqual(['normal', 'medusa', 'lookup', 'auto']);
+    expect(targetModes({ engine: 'twin', model: 'SmolLM2' }, info)).toEqual(['normal', 'lookup', 'auto']);
+    expect(targetModes({ engine: 'plain', model: 'gpt-x' }, info)).toEqual(['normal']);
+    // Gone, or not known yet: normal decoding only.
+    expect(targetModes({ engine: 'gone', model: null }, info)).toEqual(['normal']);
+    expect(targetModes(null, null)).toEqual([]);
+  });
+
+  it('says what an engine is', () => {
+    expect(kindText(medusa)).toBe('medusa serve: normal, lookup, auto');
+    expect(kindText(plain)).toBe('OpenAI-compatible: normal decoding only');
+    expect(kindText(remote({ kind: 'extended' }))).toBe('llama-server, vLLM or SGLang: normal decoding only');
+    expect(kindText(remote({}))).toBeNull();
+  });
+
+  it('disables, for a mode placed on an engine, the engines that do not run it, saying why', () => {
+    const [plainGroup, medusaGroup] = targetGroups([plain, medusa], 'lookup');
+    expect(plainGroup.label).toBe('plain (normal decoding only)');
+    expect(plainGroup.options).toEqual([
+      { key: 'plain/gpt-x', label: 'plain · gpt-x', disabled: true, title: 'Prompt lookup runs here or on another medusa serve, not on plain' },
+    ]);
+    expect(medusaGroup.options[0]).toMatchObject({ key: 'twin/SmolLM2', disabled: false, title: 'SmolLM2 on http://gpu-box:8000 (medusa serve: normal, lookup, auto)' });
+    // Normal runs anywhere.
+    expect(targetGroups([plain], 'normal')[0].options[0].disabled).toBe(false);
+    expect(targetGroups([plain])[0].options[0].disabled).toBe(false);
+  });
+
+  it('moves a mode placed on an engine that does not run it back here', () => {
+    expect(keptTarget({ engine: 'plain', model: 'gpt-x' }, [plain], 'medusa')).toBeNull();
+    expect(keptTarget({ engine: 'plain', model: 'gpt-x' }, [plain], 'normal')).toEqual({ engine: 'plain', model: 'gpt-x' });
+    expect(keptTarget({ engine: 'twin', model: 'SmolLM2' }, [medusa], 'auto')).toEqual({ engine: 'twin', model: 'SmolLM2' });
+    // An engine not asked yet may run it: it is asked when the run starts.
+    const unasked = remote({ name: 'new' });
+    expect(keptTarget({ engine: 'new', model: null }, [unasked], 'medusa')).toEqual({ engine: 'new', model: null });
   });
 });

@@ -2,7 +2,8 @@
 // another `medusa serve`). The pickers' options, the request fields each choice sends, and how runs
 // say where they ran. Pure, so it is unit-tested directly.
 
-import type { ApiErrorBody, PlaygroundRequest, RemoteEngineInfo, RunRecord } from './api/types';
+import { MODE_LABELS as MODE_NAMES } from './modes';
+import type { ApiErrorBody, Info, Mode, PlaygroundRequest, RemoteEngineInfo, RunRecord } from './api/types';
 
 /** A remote engine's model; `model` null: the first the engine lists (it was not asked yet). */
 export interface RemoteTarget {
@@ -57,6 +58,38 @@ export function shortReason(error: ApiErrorBody): string {
   }
 }
 
+/**
+ * What a remote engine is, for Settings and the pickers' titles: another `medusa serve` runs the
+ * modes it lists; any other engine decodes as it was started (normal decoding, asked for in
+ * OpenAI's fields).
+ */
+export function kindText(remote: Pick<RemoteEngineInfo, 'kind' | 'modes'>): string | null {
+  switch (remote.kind) {
+    case 'medusa_serve':
+      return `medusa serve: ${remote.modes.join(', ')}`;
+    case 'extended':
+      return 'llama-server, vLLM or SGLang: normal decoding only';
+    case 'openai':
+      return 'OpenAI-compatible: normal decoding only';
+    default:
+      return null;
+  }
+}
+
+/**
+ * The modes a run on `target` may ask for: the loaded model's (`info.modes`) here; on a remote
+ * engine, the modes it lists (another `medusa serve`), else normal decoding alone.
+ */
+export function targetModes(target: RunTarget, info: Pick<Info, 'modes' | 'remotes'> | null): Mode[] {
+  if (!target) return info?.modes ?? [];
+  return info?.remotes.find((r) => r.name === target.engine)?.modes ?? ['normal'];
+}
+
+/** Whether `remote` runs `mode` (null: any mode, as when no mode is being chosen). */
+function runsMode(remote: RemoteEngineInfo, mode: Mode | null): boolean {
+  return mode === null || remote.modes.includes(mode);
+}
+
 export interface TargetOption {
   key: string;
   label: string;
@@ -80,18 +113,21 @@ export function unaskedRemotes(remotes: readonly RemoteEngineInfo[]): string[] {
  * none is one disabled choice saying why, or, when it was not asked yet, its first model (a run
  * asks it). An engine that failed after listing models keeps them: it may be back.
  */
-export function targetGroups(remotes: readonly RemoteEngineInfo[]): TargetGroup[] {
+export function targetGroups(remotes: readonly RemoteEngineInfo[], mode: Mode | null = null): TargetGroup[] {
   return remotes.map((r) => {
     const reason = r.error ? shortReason(r.error) : null;
+    // An engine that does not run the mode being placed is offered, disabled, with the reason.
+    const cannot = runsMode(r, mode) ? null : `${MODE_NAMES[mode!]} runs here or on another medusa serve, not on ${r.name}`;
+    const kind = kindText(r);
     if (r.models.length > 0) {
       return {
         engine: r.name,
-        label: reason ? `${r.name} (${reason} when last asked)` : r.name,
+        label: reason ? `${r.name} (${reason} when last asked)` : cannot ? `${r.name} (normal decoding only)` : r.name,
         options: r.models.map((model) => ({
           key: targetKey({ engine: r.name, model }),
           label: placeText({ engine: r.name, model }),
-          disabled: false,
-          title: r.error ? r.error.message : `${model} on ${r.url}`,
+          disabled: cannot !== null,
+          title: cannot ?? (r.error ? r.error.message : `${model} on ${r.url}${kind ? ` (${kind})` : ''}`),
         })),
       };
     }
@@ -108,10 +144,12 @@ export function targetGroups(remotes: readonly RemoteEngineInfo[]): TargetGroup[
  * is gone or can offer nothing; the engine's first model when it no longer lists the chosen one,
  * or now lists models where none were known.
  */
-export function keptTarget(target: RunTarget, remotes: readonly RemoteEngineInfo[]): RunTarget {
+export function keptTarget(target: RunTarget, remotes: readonly RemoteEngineInfo[], mode: Mode | null = null): RunTarget {
   if (!target) return null;
   const remote = remotes.find((r) => r.name === target.engine);
   if (!remote) return null;
+  // Known not to run the mode (an engine not asked yet may, and is asked when the run starts).
+  if (remote.kind && !runsMode(remote, mode)) return null;
   if (remote.models.length === 0) return remote.error ? null : { engine: remote.name, model: null };
   if (target.model !== null && remote.models.includes(target.model)) return target;
   return { engine: remote.name, model: remote.models[0] };
@@ -126,7 +164,8 @@ export function targetProblem(target: RunTarget, remotes: readonly RemoteEngineI
 /**
  * `request` run on `target`: a remote engine is named with its model, and the drafting fields
  * only the model served here honours (tree, draft length, max draft tokens) are left out, as the
- * backend refuses them for a remote run. The mode stays: another `medusa serve` decodes in it.
+ * backend refuses them for a remote run. The mode stays: another `medusa serve` decodes in it,
+ * and the backend sends none to other engines.
  */
 export function onTarget(request: PlaygroundRequest, target: RunTarget): PlaygroundRequest {
   if (!target) return request;

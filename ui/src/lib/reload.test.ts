@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { engineReload, loadEnded, noteLoading, treeName, type PendingLoad } from './reload';
+import { engineReload, loadEnded, noteLoading, openModelRequest, treeName, type PendingLoad } from './reload';
 import type { Info } from './api/types';
 
 const MC_SIM_PATHS = [
@@ -76,5 +76,17 @@ describe('a load the page asked for', () => {
     expect(loadEnded(pending, false, { n: 1024 }, same)).toBe(true);
     expect(loadEnded(pending, false, null, same)).toBe(false);
     expect(loadEnded(null, false, { n: 1024 }, same)).toBe(false);
+  });
+});
+
+describe('openModelRequest', () => {
+  it('opens a model with the heads made for it, no draft model and the heads’ own tree', () => {
+    expect(openModelRequest('/m/a.gguf', '/m/a.medusa.gguf')).toEqual({
+      model: '/m/a.gguf',
+      heads: '/m/a.medusa.gguf',
+      draft_model: null,
+      tree: null,
+    });
+    expect(openModelRequest('/m/b.gguf', null)).toEqual({ model: '/m/b.gguf', heads: null, draft_model: null, tree: null });
   });
 });

@@ -1,4 +1,5 @@
-// Reloading the model in use with another context size: the same model, heads and tree.
+// Loading models: another model picked on disk (Settings' models card, the chat's model picker),
+// and the model in use reloaded with another context size (the same model, heads and tree).
 
 import type { TreeSpec } from './api/contract';
 import type { Info, LoadModelRequest } from './api/types';
@@ -25,6 +26,14 @@ export function treeName(tree: TreeSpec): string | null {
   const chain = tree.length >= 1 && tree.length <= 8 && tree.every((p, i) => p.length === i + 1 && p.every((r) => r === 0));
   if (chain) return `chain-${tree.length}`;
   return canonical(tree) === MC_SIM_CANONICAL ? 'mc_sim_7b_63' : null;
+}
+
+/**
+ * What opens the model file `model` with `heads` (the heads made for it, if any): a draft model
+ * is for one vocabulary, so none is carried over, and the tree is the heads' own.
+ */
+export function openModelRequest(model: string, heads: string | null): LoadModelRequest {
+  return { model, heads, draft_model: null, tree: null };
 }
 
 /**

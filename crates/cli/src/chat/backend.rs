@@ -1,14 +1,17 @@
 //! What a chat talks to: the model loaded here, or a remote engine's model.
 
 use anyhow::Context;
-use engine::{Engine, GenerateRequest, GenerationStream, SamplingParams};
-use remote::{RemoteAccess, RemoteEngine, RemoteRequest, RemoteSpec};
+use engine::{Engine, GenerateRequest, GenerationMode, GenerationStream, SamplingParams};
+use remote::{RemoteAccess, RemoteEngine, RemoteKind, RemoteRequest, RemoteSpec};
 
 pub enum ChatBackend {
     Local(Box<Engine>),
     Remote {
         engine: RemoteEngine,
         model: String,
+        /// What the engine takes (its fields, its modes), as its model list told (boxed: the
+        /// variants stay alike in size).
+        kind: Box<RemoteKind>,
         /// Runs the remote's HTTP streams while the terminal reads events on this thread.
         runtime: tokio::runtime::Runtime,
     },
@@ -29,22 +32,32 @@ impl ChatBackend {
             .context("starting the async runtime")?;
         spec.check_access(access)?;
         let engine = RemoteEngine::with_access(spec, access)?;
-        let model = match model {
-            Some(model) => model,
-            None => runtime
-                .block_on(engine.models())?
-                .into_iter()
-                .next()
-                .with_context(|| {
-                    format!(
-                        "remote engine {} lists no models; name one with --remote-model",
-                        engine.name()
-                    )
-                })?,
+        let listing = runtime.block_on(engine.listing());
+        let (model, kind) = match (model, listing) {
+            (model, Ok(listing)) => {
+                let model = match model {
+                    Some(model) => model,
+                    None => listing.models.into_iter().next().with_context(|| {
+                        format!(
+                            "remote engine {} lists no models; name one with --remote-model",
+                            engine.name()
+                        )
+                    })?,
+                };
+                (model, listing.kind)
+            }
+            // A model named needs no list: an engine that gives none is taken for a plain
+            // OpenAI server.
+            (Some(model), Err(err)) => {
+                eprintln!("({err}; taking it for a plain OpenAI server)");
+                (model, RemoteKind::OpenAi)
+            }
+            (None, Err(err)) => return Err(err.into()),
         };
         Ok(Self::Remote {
             engine,
             model,
+            kind: Box::new(kind),
             runtime,
         })
     }
@@ -81,11 +94,19 @@ impl ChatBackend {
         }
     }
 
-    pub fn has_heads(&self) -> bool {
+    /// Why `mode` cannot run here, if it cannot.
+    pub fn mode_problem(&self, mode: GenerationMode) -> Option<String> {
         match self {
-            Self::Local(engine) => engine.info().heads.is_some(),
-            // The remote decides what its modes need.
-            Self::Remote { .. } => true,
+            Self::Local(engine)
+                if mode == GenerationMode::Medusa && engine.info().heads.is_none() =>
+            {
+                Some("medusa mode needs heads: start medusa chat with --heads FILE".into())
+            }
+            Self::Local(_) => None,
+            Self::Remote { engine, kind, .. } => kind
+                .resolve_mode(engine.name(), mode)
+                .err()
+                .map(|err| err.to_string()),
         }
     }
 
@@ -99,13 +120,16 @@ impl ChatBackend {
             Self::Remote {
                 engine,
                 model,
+                kind,
                 runtime,
             } => {
                 request.validate()?;
+                let request = kind.prepare(engine.name(), request)?;
                 let _entered = runtime.enter();
                 Ok(engine.generate(RemoteRequest {
                     model: model.clone(),
                     request,
+                    kind: RemoteKind::clone(kind),
                 }))
             }
         }

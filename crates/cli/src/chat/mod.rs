@@ -138,11 +138,9 @@ pub fn run(args: ChatArgs) -> anyhow::Result<()> {
                     }
                 );
             }
-            Line::Mode(mode) => match mode {
-                GenerationMode::Medusa if !backend.has_heads() => {
-                    eprintln!("medusa mode needs heads: start medusa chat with --heads FILE");
-                }
-                mode => {
+            Line::Mode(mode) => match backend.mode_problem(mode) {
+                Some(problem) => eprintln!("{problem}"),
+                None => {
                     conversation.mode = mode;
                     eprintln!("(mode: {mode})");
                 }

@@ -443,9 +443,16 @@ pub async fn models(State(playground): State<Playground>) -> Result<Json<ModelLi
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
+    // The modes tell another playground that this is a `medusa serve`, which takes `mode`.
+    let modes = playground
+        .modes()
+        .into_iter()
+        .map(|m| m.as_str().to_owned())
+        .collect();
     Ok(Json(ModelList::new(vec![ModelCard::new(
         info.name,
         created,
         "medusa-playground",
-    )])))
+    )
+    .with_modes(modes)])))
 }

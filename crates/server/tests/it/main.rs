@@ -12,5 +12,6 @@ mod faults;
 mod hostile;
 mod hostile_remotes;
 mod http;
+mod plain_remote;
 mod remote;
 mod training;

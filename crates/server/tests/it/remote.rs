@@ -84,6 +84,43 @@ fn the_remote_lists_its_model_and_info_shows_it() {
         "the same model serves both"
     );
     assert_eq!(info["remotes"][0]["name"], "lab");
+    // The remote tells it is a medusa serve by the modes its model list names: those its model
+    // runs (no draft model there).
+    assert_eq!(lab["kind"], "medusa_serve");
+    let remote_get = |path: &str| {
+        let (status, answer) = send(
+            agent()
+                .get(&format!("{}{path}", remote()))
+                .set("Authorization", &format!("Bearer {REMOTE_KEY}")),
+            None,
+        );
+        assert_eq!(status, 200, "{path}");
+        answer.into_json::<Value>().unwrap()
+    };
+    let remote_modes = remote_get("/api/info")["modes"].clone();
+    assert_eq!(lab["modes"], remote_modes);
+    assert_eq!(remote_get("/v1/models")["data"][0]["modes"], remote_modes);
+    for mode in ["normal", "lookup", "auto"] {
+        assert!(
+            remote_modes.as_array().unwrap().contains(&json!(mode)),
+            "{remote_modes}"
+        );
+    }
+    // A mode it does not run is refused here, before it is sent.
+    let (status, err) = generate(
+        base,
+        &json!({"prompt": "Hi", "max_tokens": 4, "engine": "lab", "mode": "draft"}),
+    )
+    .unwrap_err();
+    assert_eq!(status, 400, "{err}");
+    assert_eq!(err["error"]["code"], "unsupported_parameter");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not draft: another medusa serve"),
+        "{err}"
+    );
     // The key never comes back.
     assert!(!remotes.to_string().contains(REMOTE_KEY));
     assert!(!info.to_string().contains(REMOTE_KEY));

@@ -1025,9 +1025,23 @@ saved: boolean,
  */
 models: Array<string>, 
 /**
+ * What its model list told it is; null until it answered once.
+ */
+kind: RemoteEngineKind | null, 
+/**
+ * The modes a run on it may ask for: those another `medusa serve` lists; normal alone on
+ * any other engine, and until it answered.
+ */
+modes: Array<Mode>, 
+/**
  * Why it could not be asked last time; null when it answered.
  */
 error: ApiErrorBody | null, };
+
+/**
+ * What kind of engine a remote is, as its model list tells (see [`RemoteKind`]).
+ */
+export type RemoteEngineKind = "medusa_serve" | "extended" | "openai";
 
 /**
  * Body of adding a remote engine (Settings, `POST /api/remotes`).
