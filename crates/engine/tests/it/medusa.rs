@@ -826,6 +826,7 @@ fn heads_on_the_ggml_backend_guess_what_the_thread_pool_guesses() {
         config.heads_path = Some(heads.clone());
         config.heads_placement = placement;
         config.parallel = 1;
+        config.decode_costs = Some(common::cpu_decode_costs());
         Engine::load(config).expect("shipped heads load")
     };
     let threads = engine_on(HeadsPlacement::ThreadPool);

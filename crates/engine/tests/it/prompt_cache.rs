@@ -3,7 +3,7 @@
 
 use engine::{ChatMessage, Engine, EngineConfig, GenerationMode, Prompt};
 
-use crate::common::{assert_identical, greedy, model_path, run};
+use crate::common::{self, assert_identical, greedy, model_path, run};
 
 fn conversation(first_answer: &str) -> Prompt {
     Prompt::Chat(vec![
@@ -20,6 +20,7 @@ fn a_follow_up_reuses_the_conversation_and_answers_as_a_cold_start_does() {
     config.heads_path = Some(models::default_heads_path().expect("default heads installed"));
     // The model as its own draft model, so that draft mode follows up from the cache too.
     config.draft_model_path = Some(model_path());
+    config.decode_costs = Some(common::cpu_decode_costs());
     let engine = Engine::load(config).expect("model loads");
     let first = Prompt::Chat(vec![ChatMessage::new(
         "user",

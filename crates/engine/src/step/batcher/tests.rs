@@ -44,6 +44,11 @@ impl BatchedProposer for ToyDraftModel {
 }
 
 fn batcher(model: ToyModel, slots: usize) -> Batcher<'static, ToyModel> {
+    batcher_with_cache(model, slots, 0)
+}
+
+/// A batcher that keeps up to `cache` finished requests' cells for later prompts.
+fn batcher_with_cache(model: ToyModel, slots: usize, cache: usize) -> Batcher<'static, ToyModel> {
     let agreement = Agreement {
         rate: 0.8,
         guesses: 64,
@@ -56,8 +61,8 @@ fn batcher(model: ToyModel, slots: usize) -> Batcher<'static, ToyModel> {
         Some(Box::new(ToyDraftModel)),
         SequenceIds {
             slots,
-            cache: 0,
-            n_seq_max: slots + 16,
+            cache,
+            n_seq_max: slots + cache + 16,
         },
         Arc::new(Shared::default()),
     )
@@ -240,4 +245,79 @@ fn a_full_cache_fails_the_requests_of_that_decode_and_the_next_ones_run() {
     run(&mut batcher);
     let summary = outcome(&mut events).expect("finished");
     assert_eq!(summary.text, ToyModel::continuation("abc", 8));
+}
+
+/// Runs `request` alone to its end.
+fn run_alone(batcher: &mut Batcher<'_, ToyModel>, request: GenerateRequest) -> RunSummary {
+    let (mut events, _) = submit(batcher, request);
+    run(batcher);
+    outcome(&mut events).expect("finished")
+}
+
+#[test]
+fn a_follow_up_reuses_the_cached_cells_and_writes_what_a_cold_start_writes() {
+    let mut batcher = batcher_with_cache(ToyModel::new(4096, 256, 128), 2, 2);
+    let lookup = || DraftPolicy::Length(4);
+    let first = run_alone(
+        &mut batcher,
+        request("abcab", GenerationMode::Lookup, lookup()),
+    );
+    let follow_up = format!("abcab{}zz", first.text);
+    let warm = run_alone(
+        &mut batcher,
+        request(&follow_up, GenerationMode::Lookup, lookup()),
+    );
+    // The first prompt and its answer but its last token (whose cell was never decoded).
+    assert_eq!(warm.cached_prompt_tokens, 5 + TOKENS as usize - 1);
+    let again = run_alone(
+        &mut batcher,
+        request(&follow_up, GenerationMode::Lookup, lookup()),
+    );
+    assert_eq!(again.cached_prompt_tokens, again.prompt_tokens - 1);
+    let mut cold = request(&follow_up, GenerationMode::Lookup, lookup());
+    cold.cache_prompt = false;
+    let cold = run_alone(&mut batcher, cold);
+    assert_eq!(cold.cached_prompt_tokens, 0);
+    // The toy model reads every cell a token sees: a misplaced cached cell would change these.
+    let expected = ToyModel::continuation(&follow_up, TOKENS as usize);
+    for (label, summary) in [("warm", &warm), ("again", &again), ("cold", &cold)] {
+        assert_eq!(summary.text, expected, "{label}");
+    }
+}
+
+#[test]
+fn cached_cells_make_way_for_running_requests() {
+    let mut batcher = batcher_with_cache(ToyModel::new(4096, 256, 128), 2, 2);
+    let normal = |prompt: &str| request(prompt, GenerationMode::Normal, DraftPolicy::Auto);
+    // One at a time: each finished request is kept, the oldest giving way (two slots, so at
+    // most two entries while nothing runs).
+    for prompt in ["abcab", "xyzxy", "qwerty"] {
+        run_alone(&mut batcher, normal(prompt));
+        assert!(batcher.shared.metrics().cached_sequences <= 2);
+    }
+    assert_eq!(batcher.shared.metrics().cached_sequences, 2);
+    assert_eq!(run_alone(&mut batcher, normal("abcab")).cached_prompt_tokens, 0);
+    let kept = run_alone(&mut batcher, normal("qwerty"));
+    assert_eq!(kept.cached_prompt_tokens, kept.prompt_tokens - 1);
+    // Two requests at once take both slots: the cache empties for them, and both finish.
+    let mut both: Vec<_> = ["hello", "mnomn"]
+        .iter()
+        .map(|p| (p, submit(&mut batcher, normal(p)).0))
+        .collect();
+    batcher.admit();
+    assert_eq!(batcher.shared.metrics().cached_sequences, 0);
+    run(&mut batcher);
+    for (prompt, events) in &mut both {
+        let summary = outcome(events).expect("finished");
+        assert_eq!(summary.text, ToyModel::continuation(prompt, TOKENS as usize));
+    }
+    // Once idle, only the cache holds cells.
+    let metrics = batcher.shared.metrics();
+    assert!(metrics.cached_sequences <= 2);
+    assert_eq!(metrics.idle_sequences_in_kv, 0);
+    assert_eq!(
+        batcher.backend().cells_held(),
+        batcher.cache.tokens_held(),
+        "cells held outside the cache"
+    );
 }
