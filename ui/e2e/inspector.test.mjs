@@ -344,3 +344,104 @@ test('auto mode merges lookup’s and the heads’ guesses in one tree, and Chat
   await row.waitFor();
   assert.equal((await row.locator('.mode').innerText()).trim(), 'auto');
 });
+
+test('a stored Medusa run’s figures read the same everywhere History shows them', async () => {
+  const response = await fetch(`${server.url}/api/generate`, {
+    method: 'POST',
+    headers: { ...server.headers, 'Content-Type': 'application/json' },
+    body: JSON.stringify({
+      messages: [{ role: 'user', content: 'Repeat this list three times: red, green, blue, yellow, purple.' }],
+      mode: 'medusa',
+      tree: 'mc_sim_7b_63',
+      max_tokens: 40,
+      temperature: 0,
+    }),
+  });
+  const stream = await response.text();
+  assert.match(stream, /"type":"finished"/);
+  const id = Number(/"run_id":(\d+)/.exec(stream)[1]);
+  const { run, steps } = await (await fetch(`${server.url}/api/runs/${id}`, { headers: server.headers })).json();
+  assert.ok(steps.length > 1, 'a Medusa run records its steps');
+
+  // The figures, counted here from the stored steps.
+  const sum = (f) => steps.reduce((t, s) => t + f(s), 0);
+  const n = steps.length;
+  const tokens = sum((s) => s.accepted_len);
+  const perStep = (tokens / n).toFixed(2);
+  const drafted = sum((s) => s.tree_size);
+  const depth = sum((s) => s.tree_depth);
+  const accepted = tokens - n;
+  // The stored summary counts the same steps (reading the prompt is none).
+  assert.equal(run.steps, n);
+  assert.equal(run.mean_accepted.toFixed(2), perStep);
+  assert.equal(run.draft_tokens, depth);
+  assert.equal(run.accepted_draft_tokens, accepted);
+
+  // Every mode listed (an earlier test keeps the history to auto runs).
+  await openTab(page, 'history');
+  await page.getByTestId('history-filter-mode').selectOption('');
+  await page.locator(`[data-testid="history-row"][data-run-id="${id}"]`).click();
+  const detail = page.locator(`[data-testid="history-detail"][data-run-id="${id}"]`);
+  await detail.waitFor();
+
+  // Steps and tokens per step: the detail, the replay at its end and the inspector agree.
+  assert.equal(await detail.getByTestId('history-tokens-per-step').innerText(), `${perStep} over ${n} steps`);
+  await detail.locator('input.scrub').evaluate((el, max) => {
+    el.value = String(max);
+    el.dispatchEvent(new Event('input', { bubbles: true }));
+  }, n);
+  const replayed = detail.getByTestId('history-replay-figures');
+  await page.waitForFunction(
+    ([runId, want]) =>
+      document.querySelector(`[data-testid="history-detail"][data-run-id="${runId}"] [data-testid="history-replay-figures"]`)?.textContent?.includes(want),
+    [id, `step ${n}/${n}`],
+  );
+  const figures = await replayed.innerText();
+  assert.ok(figures.includes(`${tokens} tokens`), figures);
+  assert.ok(figures.includes(`${perStep} tokens/step`), figures);
+  assert.ok(figures.includes(`${accepted} of ${drafted} drafted accepted`), figures);
+  await detail.getByTestId('history-step-row').first().click();
+  const inspector = detail.getByTestId('step-inspector');
+  assert.match(await inspector.getByTestId('step-inspector-title').innerText(), new RegExp(`^Step 1 of ${n} `));
+
+  // Drafted (whole trees) and draft depth: two names, the same accepted count.
+  assert.equal(
+    await detail.getByTestId('history-drafted').innerText(),
+    `${drafted} tokens (${(drafted / n).toFixed(1)} per step), ${accepted} accepted`,
+  );
+  assert.equal(await detail.getByTestId('history-draft-depth').innerText(), `${depth}, ${accepted} accepted`);
+  assert.match(await detail.getByTestId('history-draft-depth').getAttribute('title'), new RegExp(`the trees held ${drafted} tokens at these ${depth} depths`));
+  assert.equal(await detail.getByTestId('history-draft-tokens').count(), 0, 'no second "drafted" for a local run');
+
+  // Steps kept per head (bars) against accepted of tried (the inspector's table): each from the
+  // steps, each under its own name, and each bar's hover gives the table's figure for its head.
+  const bars = detail.getByTestId('acceptance-bar');
+  const deepest = Math.max(...steps.map((s) => s.depth_hits.length));
+  assert.equal(await bars.count(), deepest);
+  for (let d = 0; d < deepest; d++) {
+    const reached = steps.filter((s) => s.depth_hits.length > d);
+    const kept = reached.filter((s) => s.depth_hits[d]).length;
+    const bar = bars.nth(d);
+    assert.equal(await bar.locator('.value').innerText(), String(Math.round((kept / reached.length) * 100)));
+    const title = await bar.getAttribute('title');
+    assert.ok(title.startsWith(`head ${d + 1}: steps kept, ${kept} of ${reached.length} steps`), title);
+    // The head's guesses the model judged (under an accepted parent or the root) and kept.
+    let tried = 0;
+    let took = 0;
+    for (const s of steps) {
+      s.tree.nodes.forEach((node) => {
+        if (node.source !== `medusa_head_${d}`) return;
+        if (node.parent === null || s.tree.nodes[node.parent].accepted) {
+          tried += 1;
+          took += node.accepted ? 1 : 0;
+        }
+      });
+    }
+    const cell = inspector.locator(`[data-testid="head-rank-all"][data-source="medusa_head_${d}"]`);
+    if (tried === 0) continue;
+    assert.ok(title.includes(`Accepted of tried (the step inspector's table) counts guesses`), title);
+    assert.ok(title.includes(`: ${took} of ${tried} (`), title);
+    assert.equal(await cell.innerText(), String(Math.round((took / tried) * 100)));
+    assert.ok((await cell.getAttribute('title')).includes(`${took} of ${tried} tried accepted`));
+  }
+});

@@ -130,17 +130,29 @@ test('compare repeats every mode and shows medians, ranges and an honest verdict
     const own = range(rows[i][3]);
     const card = page.locator(`[data-testid="compare-verdict"][data-mode="${mode}"]`);
     const verdict = await card.getAttribute('data-verdict');
-    const drafted = stored.comparisons[0].modes.find((m) => m.mode === mode).drafted_tokens;
+    const figures = stored.comparisons[0].modes.find((m) => m.mode === mode);
+    const drafted = figures.drafted_tokens;
     const overlap = own.min <= normal.max && normal.min <= own.max;
+    const text = await card.getByTestId('compare-verdict-text').innerText();
     if (drafted === 0) {
       assert.equal(verdict, 'drafted_nothing', `${mode} drafted nothing`);
-      assert.match(await card.getByTestId('compare-verdict-text').innerText(), /^noise: drafted nothing/);
-    } else if (overlap && verdict !== 'unexplained') {
+      assert.match(text, /^noise: drafted nothing/);
+    } else if (figures.drafted_per_step !== null && figures.drafted_per_step < 0.15) {
+      // Too few drafted tokens per step to move the speed that far, whichever way it went.
+      assert.equal(verdict, 'barely_drafted', `${mode}: ${figures.drafted_per_step} drafted per step`);
+      assert.match(text, /^noise: it drafted only \d+\.\d\d tokens per step, too few to move the speed/);
+    } else if (overlap && !['unexplained', 'rounds_disagree'].includes(verdict)) {
       assert.equal(verdict, 'within_noise', `${mode}: overlapping ranges`);
-      assert.match(await card.getByTestId('compare-verdict-text').innerText(), /^within noise/);
-      assert.ok(!(await card.getByTestId('compare-speedup').getAttribute('class')).includes('faster'));
+      assert.match(text, /^within noise/);
     } else {
-      assert.ok(['faster', 'slower', 'unexplained'].includes(verdict), `${mode}: ${verdict}`);
+      assert.ok(['faster', 'slower', 'unexplained', 'rounds_disagree'].includes(verdict), `${mode}: ${verdict}`);
+    }
+    // Noise is the result shown big; the measured figure stays beside it, small.
+    const noise = ['drafted_nothing', 'barely_drafted', 'within_noise', 'unexplained', 'rounds_disagree'].includes(verdict);
+    assert.equal(await card.getByTestId('compare-noise').count(), noise ? 1 : 0, `${mode}: ${verdict}`);
+    if (noise) {
+      assert.match(await card.getByTestId('compare-noise').innerText(), /^noise\s+\d+\.\d\d×/);
+      assert.ok(!(await card.getByTestId('compare-speedup').getAttribute('class')).includes('faster'));
     }
   }
   // Greedy runs are checked against normal's, every one of them.

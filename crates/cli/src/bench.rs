@@ -14,7 +14,7 @@ use crate::bench_args::{load_prompts, modes_with_normal_first, BenchArgs};
 use crate::bench_report::{
     cpu_model, print_table, BaselineResult, BenchReport, ModeResult, PromptCacheResult,
 };
-use crate::bench_totals::{round_speedup, Totals};
+use crate::bench_totals::{round_speedup, tokens_per_step, Totals};
 
 pub fn run(mut args: BenchArgs) -> anyhow::Result<()> {
     args.read_output_grammar()?;
@@ -111,7 +111,7 @@ pub fn run(mut args: BenchArgs) -> anyhow::Result<()> {
             tokens_generated: t.tokens,
             total_ms: t.ms,
             runs: t.runs,
-            mean_accepted: t.tokens as f64 / t.steps.max(1) as f64,
+            mean_accepted: tokens_per_step(t.tokens, t.runs, t.steps),
             acceptance_by_depth: t
                 .depth_counts
                 .iter()
@@ -367,7 +367,7 @@ fn bench_concurrency(
             tokens_generated: t.tokens,
             total_ms: t.wall_ms,
             runs: t.runs,
-            mean_accepted: t.tokens as f64 / t.steps.max(1) as f64,
+            mean_accepted: tokens_per_step(t.tokens, t.runs, t.steps),
             acceptance_by_depth: Vec::new(),
             speedup_vs_normal: t.tokens_per_second() / normal_tps.max(1e-9),
             round_tokens_per_second: Vec::new(),

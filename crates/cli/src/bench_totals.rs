@@ -19,6 +19,16 @@ pub struct Totals {
     rounds: Vec<(usize, f64)>,
 }
 
+/// Tokens per step over runs that generated `tokens` in all over `steps` decode steps: each
+/// run's first token comes from reading its prompt, which is no step. 1.0 with no steps.
+pub fn tokens_per_step(tokens: usize, runs: usize, steps: usize) -> f64 {
+    if steps == 0 {
+        1.0
+    } else {
+        tokens.saturating_sub(runs) as f64 / steps as f64
+    }
+}
+
 impl Totals {
     pub fn add(&mut self, tokens: usize, ms: f64, ttft_ms: f64) {
         self.tokens += tokens;
@@ -84,6 +94,13 @@ pub fn round_speedup(rounds: &[f64], normal_rounds: &[f64]) -> Option<Spread> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_per_step_leaves_out_each_runs_first_token() {
+        // Two runs of 11 and 21 tokens over 5 and 10 steps: 30 tokens came from steps.
+        assert_eq!(tokens_per_step(32, 2, 15), 2.0);
+        assert_eq!(tokens_per_step(1, 1, 0), 1.0);
+    }
 
     #[test]
     fn runs_are_summed_in_all_and_in_their_round() {

@@ -70,9 +70,12 @@ pub struct RunSummary {
     /// The generated token ids, in order.
     pub token_ids: Vec<i32>,
     pub mode: GenerationMode,
-    /// Decode steps after the prompt (each yields at least the base model's own token).
+    /// Decode steps after the prompt (each yields at least the base model's own token): the
+    /// number of step events a speculative run sends. The first token, read with the prompt,
+    /// is not one.
     pub steps: usize,
-    /// Tokens emitted per step, the base model's own token included: plain decoding is 1.0.
+    /// Tokens the steps yielded per step, the base model's own token included: plain decoding
+    /// is 1.0 (also when no step ran).
     pub mean_accepted: f64,
     /// For each tree depth d (1-based, index d-1), the share of steps whose tree reached depth d
     /// in which the drafted token at that depth was accepted. Empty in normal mode.
@@ -99,6 +102,7 @@ pub struct RunSummary {
 /// One speculative step: what was drafted and what the base model kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 pub struct StepEvent {
+    /// 1-based: the first step after the prompt is step 1, as the summary's `steps` counts.
     pub index: usize,
     /// Drafted nodes (the root not counted).
     pub tree_size: usize,

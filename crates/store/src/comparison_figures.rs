@@ -22,6 +22,10 @@ pub(crate) struct Member {
     pub mean_accepted: Option<f64>,
     pub draft_tokens: Option<i64>,
     pub output: Option<String>,
+    /// Steps the history holds for the run (none for normal runs and remote engines).
+    pub recorded_steps: i64,
+    /// Drafted tree nodes over those steps; `None` without steps.
+    pub tree_tokens: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +44,14 @@ const BASELINE_MODE: &str = "normal";
 /// come from drafting: it is the machine's noise.
 const UNEXPLAINED_SPEEDUP: f64 = 1.2;
 const UNEXPLAINED_TOKENS_PER_STEP: f64 = 1.05;
+
+/// Fewer drafted tokens per step than this cannot move the speed by the 20% that
+/// [`UNEXPLAINED_SPEEDUP`] treats as noise, either way. One drafted token can gain at most one
+/// token per step, and checking it costs at most about one more token in the step's decode: a
+/// second token cost 1.6x to 2.3x the first on the 2-core test machine (docs/BENCHMARKS.md),
+/// so at most 1.3 plain steps. `d` tokens per step then move the speed by at most a factor of
+/// 1 + 1.3 d; under 0.15, by under 20%.
+const BARELY_DRAFTED_PER_STEP: f64 = 0.15;
 
 /// Figures of `members` (in creation order). The k-th run of a mode belongs to round k; outputs
 /// are checked against the first finished `normal` run.
@@ -92,7 +104,7 @@ pub(crate) fn compute(members: &[Member]) -> Figures {
         figures.runs.push(entry);
     }
     figures.repeats = rounds.iter().map(|r| r + 1).max().unwrap_or(0) as i64;
-    figures.modes = mode_figures(&figures.runs);
+    figures.modes = mode_figures(&figures.runs, members);
     figures.speedup = figures
         .modes
         .iter()
@@ -128,7 +140,7 @@ fn ratio(run: &Member, normal: &Member) -> Option<f64> {
 
 /// Per mode, in order of first appearance: the spread of its finished runs' figures and its
 /// verdict against normal.
-fn mode_figures(runs: &[ComparisonRun]) -> Vec<ModeFigures> {
+fn mode_figures(runs: &[ComparisonRun], members: &[Member]) -> Vec<ModeFigures> {
     let mut modes: Vec<&str> = Vec::new();
     for run in runs {
         if !modes.contains(&run.mode.as_str()) {
@@ -164,12 +176,22 @@ fn mode_figures(runs: &[ComparisonRun]) -> Vec<ModeFigures> {
                 .map(|r| r.draft_tokens)
                 .sum::<Option<i64>>()
                 .filter(|_| !is_normal);
+            let drafted_per_step = if is_normal {
+                None
+            } else {
+                drafted_per_step(
+                    members
+                        .iter()
+                        .filter(|m| m.mode == mode && m.status == RunStatus::Finished),
+                )
+            };
             let verdict = match (speedup, speed, normal_speed) {
                 (Some(speedup), Some(speed), Some(normal)) if !is_normal => Some(verdict(
                     speedup,
                     Drafting {
                         tokens_per_step: mean_accepted,
                         drafted,
+                        per_step: drafted_per_step,
                     },
                     speed,
                     normal,
@@ -183,11 +205,20 @@ fn mode_figures(runs: &[ComparisonRun]) -> Vec<ModeFigures> {
                 ttft_ms: Spread::of(finished(runs, mode).filter_map(|r| r.ttft_ms)),
                 mean_accepted,
                 drafted_tokens: drafted,
+                drafted_per_step,
                 speedup,
                 verdict,
             }
         })
         .collect()
+}
+
+/// Drafted tree nodes per recorded step over `runs`; `None` when they recorded no step.
+fn drafted_per_step<'m>(runs: impl Iterator<Item = &'m Member>) -> Option<f64> {
+    let (steps, nodes) = runs.fold((0, 0), |(steps, nodes), m| {
+        (steps + m.recorded_steps, nodes + m.tree_tokens.unwrap_or(0))
+    });
+    (steps > 0).then(|| nodes as f64 / steps as f64)
 }
 
 /// What a mode drafted over its finished runs.
@@ -197,6 +228,8 @@ pub(crate) struct Drafting {
     pub tokens_per_step: Option<f64>,
     /// Drafted tokens on the verified paths, all runs together; `None` when not reported.
     pub drafted: Option<i64>,
+    /// Drafted tree nodes per step; `None` when no step was recorded.
+    pub per_step: Option<f64>,
 }
 
 /// What a mode's speed-up over normal means, given both modes' decode speeds over the rounds.
@@ -209,6 +242,11 @@ pub(crate) fn verdict(
     if drafting.drafted == Some(0) {
         // It decoded exactly as normal does: a difference either way is the machine's.
         SpeedVerdict::DraftedNothing
+    } else if drafting
+        .per_step
+        .is_some_and(|d| d < BARELY_DRAFTED_PER_STEP)
+    {
+        SpeedVerdict::BarelyDrafted
     } else if speedup.median > UNEXPLAINED_SPEEDUP
         && drafting
             .tokens_per_step
@@ -217,6 +255,9 @@ pub(crate) fn verdict(
         SpeedVerdict::Unexplained
     } else if speed.count < 2 || normal.count < 2 {
         SpeedVerdict::SingleRun
+    } else if speedup.count >= 2 && speedup.min <= 1.0 && speedup.max >= 1.0 {
+        // Faster in some rounds and slower in others: the rounds' conditions, not drafting.
+        SpeedVerdict::RoundsDisagree
     } else if speed.min <= normal.max && normal.min <= speed.max {
         SpeedVerdict::WithinNoise
     } else if speedup.median > 1.0 {
@@ -263,6 +304,8 @@ mod tests {
             mean_accepted: Some(if mode == "normal" { 1.0 } else { 2.0 }),
             draft_tokens: Some(if mode == "normal" { 0 } else { 7 }),
             output: Some(output.into()),
+            recorded_steps: if mode == "normal" { 0 } else { 4 },
+            tree_tokens: (mode != "normal").then_some(8),
         }
     }
 
@@ -271,6 +314,7 @@ mod tests {
         Drafting {
             tokens_per_step: Some(tokens_per_step),
             drafted: None,
+            per_step: None,
         }
     }
 
@@ -401,9 +445,10 @@ mod tests {
     #[test]
     fn overlapping_ranges_are_within_noise() {
         let normal = spread(100.0, 90.0, 110.0, 3);
+        // Faster in every round, yet the speeds' ranges overlap.
         assert_eq!(
             verdict(
-                spread(1.02, 0.9, 1.1, 3),
+                spread(1.05, 1.01, 1.1, 3),
                 per_step(1.0),
                 spread(102.0, 95.0, 109.0, 3),
                 normal
@@ -413,7 +458,7 @@ mod tests {
         // Touching ranges overlap too.
         assert_eq!(
             verdict(
-                spread(1.2, 1.0, 1.3, 3),
+                spread(1.2, 1.05, 1.3, 3),
                 per_step(2.0),
                 spread(120.0, 110.0, 130.0, 3),
                 normal
@@ -460,7 +505,7 @@ mod tests {
         // Small gains at one token per step are left to the ranges.
         assert_eq!(
             verdict(
-                spread(1.1, 1.0, 1.2, 3),
+                spread(1.1, 1.02, 1.2, 3),
                 per_step(1.0),
                 spread(11.0, 10.0, 12.0, 3),
                 normal
@@ -475,6 +520,7 @@ mod tests {
         let plain = Drafting {
             tokens_per_step: Some(1.0),
             drafted: Some(0),
+            per_step: Some(0.0),
         };
         for (speedup, speed) in [
             (spread(0.39, 0.07, 0.54, 3), spread(39.0, 7.0, 54.0, 3)),
@@ -490,6 +536,7 @@ mod tests {
         let rejected = Drafting {
             tokens_per_step: Some(1.0),
             drafted: Some(40),
+            per_step: Some(2.0),
         };
         assert_eq!(
             verdict(
@@ -515,6 +562,138 @@ mod tests {
         assert_eq!(figures.modes[1].verdict, Some(SpeedVerdict::DraftedNothing));
         assert_eq!(figures.modes[1].drafted_tokens, Some(0));
         assert_eq!(figures.modes[2].drafted_tokens, Some(7));
+    }
+
+    #[test]
+    fn a_mode_that_barely_drafted_is_noise_in_either_direction() {
+        let normal = spread(10.0, 3.0, 10.7, 2);
+        let barely = Drafting {
+            tokens_per_step: Some(1.03),
+            drafted: Some(12),
+            per_step: Some(0.1),
+        };
+        // Slower in both rounds, with ranges apart: 0.1 drafted tokens per step cannot cost 27%.
+        assert_eq!(
+            verdict(
+                spread(0.73, 0.72, 0.74, 2),
+                barely,
+                spread(2.0, 1.9, 2.1, 2),
+                normal
+            ),
+            SpeedVerdict::BarelyDrafted
+        );
+        // Nor gain 50%, and one round is enough to say so.
+        assert_eq!(
+            verdict(
+                spread(1.5, 1.5, 1.5, 1),
+                barely,
+                spread(15.0, 15.0, 15.0, 1),
+                spread(10.0, 10.0, 10.0, 1)
+            ),
+            SpeedVerdict::BarelyDrafted
+        );
+        // At the threshold drafting can explain it: the ranges decide.
+        let enough = Drafting {
+            per_step: Some(BARELY_DRAFTED_PER_STEP),
+            ..barely
+        };
+        assert_eq!(
+            verdict(
+                spread(0.5, 0.45, 0.55, 2),
+                enough,
+                spread(1.5, 1.4, 1.6, 2),
+                spread(3.0, 2.9, 3.1, 2)
+            ),
+            SpeedVerdict::Slower
+        );
+        // Unknown per step (a remote engine records no steps): the other rules decide.
+        let unknown = Drafting {
+            per_step: None,
+            ..barely
+        };
+        assert_eq!(
+            verdict(
+                spread(0.5, 0.45, 0.55, 2),
+                unknown,
+                spread(1.5, 1.4, 1.6, 2),
+                spread(3.0, 2.9, 3.1, 2)
+            ),
+            SpeedVerdict::Slower
+        );
+    }
+
+    #[test]
+    fn rounds_on_both_sides_of_one_are_noise() {
+        let drafting = Drafting {
+            tokens_per_step: Some(1.8),
+            drafted: Some(60),
+            per_step: Some(3.0),
+        };
+        // Paired by round: 1.2x in one, 0.9x in another, whatever the speeds' ranges say.
+        assert_eq!(
+            verdict(
+                spread(1.1, 0.9, 1.2, 3),
+                drafting,
+                spread(30.0, 29.0, 31.0, 3),
+                spread(20.0, 19.0, 21.0, 3)
+            ),
+            SpeedVerdict::RoundsDisagree
+        );
+        // A round at exactly 1.0 is no evidence of speed either.
+        assert_eq!(
+            verdict(
+                spread(1.2, 1.0, 1.3, 2),
+                drafting,
+                spread(30.0, 29.0, 31.0, 2),
+                spread(20.0, 19.0, 21.0, 2)
+            ),
+            SpeedVerdict::RoundsDisagree
+        );
+        // Every round faster, ranges apart.
+        assert_eq!(
+            verdict(
+                spread(1.5, 1.4, 1.6, 3),
+                drafting,
+                spread(30.0, 29.0, 31.0, 3),
+                spread(20.0, 19.0, 21.0, 3)
+            ),
+            SpeedVerdict::Faster
+        );
+    }
+
+    #[test]
+    fn drafted_per_step_counts_whole_trees_over_recorded_steps() {
+        let mut first = member(2, "medusa", RunStatus::Finished, 30.0, "a");
+        (first.recorded_steps, first.tree_tokens) = (10, Some(1));
+        let mut second = member(4, "medusa", RunStatus::Finished, 30.0, "a");
+        (second.recorded_steps, second.tree_tokens) = (30, Some(3));
+        // A cancelled run's steps do not count.
+        let mut cancelled = member(6, "medusa", RunStatus::Cancelled, 30.0, "a");
+        (cancelled.recorded_steps, cancelled.tree_tokens) = (5, Some(50));
+        let mut remote = member(3, "lookup", RunStatus::Finished, 30.0, "a");
+        (remote.recorded_steps, remote.tree_tokens) = (0, None);
+        let figures = compute(&[
+            member(1, "normal", RunStatus::Finished, 20.0, "a"),
+            first,
+            remote,
+            member(5, "normal", RunStatus::Finished, 21.0, "a"),
+            second,
+            cancelled,
+        ]);
+        let per_step: Vec<_> = figures
+            .modes
+            .iter()
+            .map(|m| (m.mode.as_str(), m.drafted_per_step, m.verdict))
+            .collect();
+        assert_eq!(
+            per_step,
+            [
+                ("normal", None, None),
+                // 4 nodes over 40 steps: 0.1 per step, 1.5x is noise.
+                ("medusa", Some(0.1), Some(SpeedVerdict::BarelyDrafted)),
+                ("lookup", None, Some(SpeedVerdict::SingleRun)),
+            ]
+        );
     }
 
     #[test]

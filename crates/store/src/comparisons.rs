@@ -133,8 +133,10 @@ pub(crate) async fn load_comparison(conn: &mut SqliteConnection, id: i64) -> Res
 
     let rows = sqlx::query(
         "SELECT id, mode, status, tokens_per_second, decode_tokens_per_second, ttft_ms, \
-         mean_accepted, draft_tokens, output FROM runs \
-         WHERE comparison_id = ? ORDER BY created_at, id",
+         mean_accepted, draft_tokens, output, \
+         (SELECT COUNT(*) FROM steps WHERE steps.run_id = runs.id) AS recorded_steps, \
+         (SELECT SUM(tree_size) FROM steps WHERE steps.run_id = runs.id) AS tree_tokens \
+         FROM runs WHERE comparison_id = ? ORDER BY created_at, id",
     )
     .bind(id)
     .fetch_all(&mut *conn)
@@ -152,6 +154,8 @@ pub(crate) async fn load_comparison(conn: &mut SqliteConnection, id: i64) -> Res
             mean_accepted: row.try_get("mean_accepted")?,
             draft_tokens: row.try_get("draft_tokens")?,
             output: row.try_get("output")?,
+            recorded_steps: row.try_get("recorded_steps")?,
+            tree_tokens: row.try_get("tree_tokens")?,
         });
     }
     let figures = compute(&members);

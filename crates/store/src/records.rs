@@ -638,6 +638,12 @@ pub enum SpeedVerdict {
     WithinNoise,
     /// Faster than the tokens per step can explain: the machine's noise.
     Unexplained,
+    /// It drafted so little that drafting cannot have moved its speed as far as measured,
+    /// either way: the machine's noise.
+    BarelyDrafted,
+    /// Its rounds' speed-ups fall on both sides of 1.0 (faster in some, slower in others):
+    /// the machine's noise.
+    RoundsDisagree,
     /// The mode drafted nothing, so it decoded as `normal` does: any difference, faster or
     /// slower, is the machine's noise.
     DraftedNothing,
@@ -659,6 +665,10 @@ pub struct ModeFigures {
     pub mean_accepted: Option<f64>,
     /// Drafted tokens over its finished runs; `None` for `normal` and when not reported.
     pub drafted_tokens: Option<i64>,
+    /// Drafted tokens per step, whole trees (every node the model checked), over its finished
+    /// runs' recorded steps; `None` for `normal` and for runs that recorded no steps (remote
+    /// engines).
+    pub drafted_per_step: Option<f64>,
     /// Decode speed over the same round's `normal` run; `None` for `normal`.
     pub speedup: Option<Spread>,
     /// `None` for `normal` and without a finished pair.

@@ -25,6 +25,7 @@ function figures(over: Partial<ModeFigures>): ModeFigures {
     ttft_ms: spread(40, 38, 45),
     mean_accepted: 1.0,
     drafted_tokens: 12,
+    drafted_per_step: 2.5,
     speedup: spread(1.01, 0.97, 1.04),
     verdict: 'within_noise',
     ...over,
@@ -41,7 +42,7 @@ describe('compare', () => {
   });
 
   it('calls overlapping ranges, unexplained gains and plain decoding noise', () => {
-    expect((['within_noise', 'unexplained', 'drafted_nothing'] as const).every(isNoise)).toBe(true);
+    expect((['within_noise', 'unexplained', 'drafted_nothing', 'barely_drafted', 'rounds_disagree'] as const).every(isNoise)).toBe(true);
     expect((['faster', 'slower', 'single_run', null] as const).some(isNoise)).toBe(false);
   });
 
@@ -147,13 +148,27 @@ describe('compare', () => {
       tone: 'neutral',
     });
     expect(verdictText(figures({ verdict: 'unexplained', speedup: spread(9.75, 8, 11) }))).toEqual({
-      text: 'noise: 9.75× at 1.00 tokens per step cannot come from drafting',
+      text: 'noise: at 1.00 tokens per step, drafting cannot make it 9.75× as fast',
       tone: 'warning',
     });
     expect(verdictText(figures({ verdict: 'drafted_nothing', drafted_tokens: 0, speedup: spread(0.39, 0.07, 0.54) }))).toEqual({
-      text: "noise: drafted nothing, so it decoded as normal does and 0.39× is the machine's",
+      text: "noise: drafted nothing, so it decoded as normal does and the 0.39× is the machine's",
       tone: 'warning',
     });
+    expect(
+      verdictText(figures({ verdict: 'barely_drafted', mean_accepted: 1.03, drafted_per_step: 0.1, speedup: spread(0.73, 0.72, 0.74) })),
+    ).toEqual({
+      text: 'noise: it drafted only 0.10 tokens per step, too few to move the speed as far as 0.73× either way',
+      tone: 'warning',
+    });
+    expect(verdictText(figures({ verdict: 'rounds_disagree', speedup: spread(1.1, 0.9, 1.2) }))).toEqual({
+      text: 'noise: faster in some rounds and slower in others (0.90× to 1.20×)',
+      tone: 'warning',
+    });
+    // No figure is glued to the word noise.
+    for (const verdict of ['unexplained', 'drafted_nothing', 'barely_drafted', 'rounds_disagree'] as const) {
+      expect(verdictText(figures({ verdict, speedup: spread(2.16, 2, 2.3) })).text).not.toMatch(/^noise:? *\d/);
+    }
     expect(verdictText(figures({ verdict: 'single_run' })).tone).toBe('neutral');
     expect(verdictText(figures({ verdict: 'slower' })).tone).toBe('neutral');
     expect(verdictText(figures({ verdict: null })).text).toBe('no finished pair of runs to compare');

@@ -91,7 +91,13 @@ export type Tone = 'faster' | 'neutral' | 'warning';
 
 /** Whether a mode's speed-up is known to be the machine's noise rather than drafting's. */
 export function isNoise(verdict: SpeedVerdict | null): boolean {
-  return verdict === 'within_noise' || verdict === 'unexplained' || verdict === 'drafted_nothing';
+  return (
+    verdict === 'within_noise' ||
+    verdict === 'unexplained' ||
+    verdict === 'drafted_nothing' ||
+    verdict === 'barely_drafted' ||
+    verdict === 'rounds_disagree'
+  );
 }
 
 /**
@@ -116,12 +122,26 @@ export function verdictText(figures: ModeFigures): { text: string; tone: Tone } 
       return { text: 'within noise: the ranges of the two speeds overlap', tone: 'neutral' };
     case 'unexplained':
       return {
-        text: `noise: ${formatSpeedup(speedup?.median ?? null)} at ${(figures.mean_accepted ?? 1).toFixed(2)} tokens per step cannot come from drafting`,
+        text: `noise: at ${(figures.mean_accepted ?? 1).toFixed(2)} tokens per step, drafting cannot make it ${formatSpeedup(speedup?.median ?? null)} as fast`,
         tone: 'warning',
       };
     case 'drafted_nothing':
       return {
-        text: `noise: drafted nothing, so it decoded as normal does and ${formatSpeedup(speedup?.median ?? null)} is the machine's`,
+        text: `noise: drafted nothing, so it decoded as normal does and the ${formatSpeedup(speedup?.median ?? null)} is the machine's`,
+        tone: 'warning',
+      };
+    case 'barely_drafted':
+      return {
+        text:
+          `noise: it drafted only ${(figures.drafted_per_step ?? 0).toFixed(2)} tokens per step, too few to move ` +
+          `the speed as far as ${formatSpeedup(speedup?.median ?? null)} either way`,
+        tone: 'warning',
+      };
+    case 'rounds_disagree':
+      return {
+        text: speedup
+          ? `noise: faster in some rounds and slower in others (${formatSpeedup(speedup.min)} to ${formatSpeedup(speedup.max)})`
+          : 'noise: faster in some rounds and slower in others',
         tone: 'warning',
       };
     case 'single_run':

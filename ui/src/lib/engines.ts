@@ -186,3 +186,15 @@ export function runTarget(run: Pick<RunRecord, 'engine' | 'model'>): RunTarget {
 export function draftedText(drafted: number | null | undefined, accepted: number | null | undefined): string | null {
   return drafted && drafted > 0 ? `drafted ${drafted}, accepted ${accepted ?? 0}` : null;
 }
+
+/**
+ * A run's summary count of drafted tokens in words: a remote engine's as it reported them
+ * ("drafted 40, accepted 31"), a local run's as what it is, one per depth each step's tree
+ * reached ("draft depth 19, 10 accepted"); null when nothing was drafted (or reported).
+ */
+export function summaryDraftText(
+  run: Pick<RunRecord, 'engine' | 'draft_tokens' | 'accepted_draft_tokens'>,
+): string | null {
+  if (run.engine) return draftedText(run.draft_tokens, run.accepted_draft_tokens);
+  return run.draft_tokens && run.draft_tokens > 0 ? `draft depth ${run.draft_tokens}, ${run.accepted_draft_tokens ?? 0} accepted` : null;
+}

@@ -3,11 +3,11 @@ import { acceptanceText, draftModelDecodesText } from './figures';
 
 describe('figures', () => {
   it('says what an acceptance bar counts, with its steps when known', () => {
-    expect(acceptanceText('head 2', 2, 0.75, { hits: 3, seen: 4 })).toBe(
-      'head 2: 3 of 4 steps (75.0%) that drafted 2 deep had their guess at depth 2 accepted. Each depth counts only the steps that reached it, so a deeper one can be higher.',
+    expect(acceptanceText('head 2', { depth: 2, kept: 3, drafted: 4, rate: 0.75 })).toBe(
+      'head 2: steps kept, 3 of 4 steps (75.0%) that drafted 2 deep kept their guess at depth 2. Each depth counts every step that reached it, also those whose shallower guess was rejected, so a deeper one can be higher.',
     );
-    expect(acceptanceText('depth 1', 1, 0.5)).toBe(
-      'depth 1: 50.0% of the steps that drafted 1 deep had their guess at depth 1 accepted. Each depth counts only the steps that reached it, so a deeper one can be higher.',
+    expect(acceptanceText('depth 1', { depth: 1, kept: null, drafted: null, rate: 0.5 }, { accepted: 0, tried: 0 })).toBe(
+      'depth 1: steps kept, 50.0% of the steps that drafted 1 deep kept their guess at depth 1. Each depth counts every step that reached it, also those whose shallower guess was rejected, so a deeper one can be higher.',
     );
   });
 });

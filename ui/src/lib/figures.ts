@@ -1,27 +1,40 @@
 // One definition of each figure a run shows, for the hover text wherever it appears.
 
-import type { DepthCount } from './run';
+import type { DepthFigure } from './runFigures';
 import { counted } from './words';
 
 export const TOKENS_PER_STEP =
   "tokens per step: what one step of the model yields, its own token included (1.00 in normal decoding; the mean accepted length)";
 
 export const DRAFTED_PER_STEP =
-  'drafted per step: the guessed tokens the model checked in one step, the whole tree, rejected branches included';
+  'drafted per step: the guessed tokens the model checked in one step, the whole tree, rejected branches included (the draft depth counts one per depth instead)';
 
 export const DRAFTED_ACCEPTED =
-  'drafted tokens on the paths the model verified (one per depth a step reached), and how many of them it kept';
+  "as the engine reported them: the tokens its chains drafted (llama-server's draft_n) and how many it kept";
+
+/** Accepted of tried: of the guesses the model judged (under an accepted parent), those it kept. */
+export interface GuessCount {
+  accepted: number;
+  tried: number;
+}
 
 /**
- * A bar of acceptance at depth `depth` (1-based) in words: the share, with its counts when known,
- * and why a deeper bar can stand above a shallower one.
+ * A bar of acceptance at depth `figure.depth` in words: the share of steps, with its counts when
+ * known, why a deeper bar can stand above a shallower one, and, when `guesses` is given, how it
+ * stands to the per-guess figure of the inspector's table.
  */
-export function acceptanceText(label: string, depth: number, rate: number, count?: DepthCount): string {
+export function acceptanceText(label: string, figure: DepthFigure, guesses?: GuessCount | null): string {
+  const { depth, rate, kept, drafted } = figure;
   const share = `${(rate * 100).toFixed(1)}%`;
-  const counted = count ? `${count.hits} of ${count.seen} steps (${share})` : `${share} of the steps`;
+  const tally = kept !== null && drafted !== null ? `${kept} of ${drafted} steps (${share})` : `${share} of the steps`;
+  const text =
+    `${label}: steps kept, ${tally} that drafted ${depth} deep kept their guess at depth ${depth}. ` +
+    'Each depth counts every step that reached it, also those whose shallower guess was rejected, so a deeper one can be higher.';
+  if (!guesses || guesses.tried === 0) return text;
+  const perGuess = ((guesses.accepted / guesses.tried) * 100).toFixed(1);
   return (
-    `${label}: ${counted} that drafted ${depth} deep had their guess at depth ${depth} accepted. ` +
-    'Each depth counts only the steps that reached it, so a deeper one can be higher.'
+    `${text} Accepted of tried (the step inspector's table) counts guesses the model judged instead, ` +
+    `only those under an accepted parent: ${guesses.accepted} of ${guesses.tried} (${perGuess}%).`
   );
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ListedRun, RunRecord, StepRecord } from './api/types';
+import { stepFigures } from './runFigures';
 import {
   buildQuery,
   compareSelected,
@@ -132,7 +133,7 @@ describe('history', () => {
 
   it('totals the replayed steps', () => {
     const step = (accepted_len: number, tree_size: number, draft_ms: number, verify_ms: number) =>
-      ({ accepted_len, tree_size, draft_ms, verify_ms }) as StepRecord;
+      ({ accepted_len, tree_size, tree_depth: tree_size ? 2 : 0, depth_hits: [], draft_ms, verify_ms }) as unknown as StepRecord;
     const steps = [step(1, 4, 1, 10), step(3, 4, 2, 20), step(2, 0, 0.5, 8)];
     expect(replayTotals(steps, 2)).toEqual({
       steps: 2,
@@ -146,7 +147,7 @@ describe('history', () => {
     expect(replayTotals(steps, 0)).toEqual({
       steps: 0,
       tokens: 0,
-      meanAccepted: 0,
+      meanAccepted: 1,
       drafted: 0,
       acceptedDrafts: 0,
       draftMs: 0,
@@ -156,19 +157,17 @@ describe('history', () => {
 });
 
 describe('draftingText', () => {
-  it('counts what was drafted and accepted', () => {
-    const steps = [
-      { tree_size: 63, accepted_len: 3 },
-      { tree_size: 63, accepted_len: 1 },
-    ];
-    expect(draftingText('medusa', steps)).toBe('126 tokens (63.0 per step), 2 accepted');
+  const step = (tree_size: number, accepted_len: number) => ({ tree_size, tree_depth: tree_size ? 3 : 0, accepted_len, depth_hits: [] });
+
+  it('counts what the trees held and what was accepted', () => {
+    expect(draftingText('medusa', stepFigures([step(63, 3), step(63, 1)]))).toBe('126 tokens (63.0 per step), 2 accepted');
   });
 
   it('says why nothing was drafted', () => {
-    const steps = [{ tree_size: 0, accepted_len: 1 }];
-    expect(draftingText('medusa', steps)).toMatch(/^nothing: under auto drafting the draft budget/);
-    expect(draftingText('lookup', steps)).toMatch(/^nothing: no earlier text matched/);
-    expect(draftingText('auto', steps)).toBe(
+    const figures = stepFigures([step(0, 1)]);
+    expect(draftingText('medusa', figures)).toMatch(/^nothing: under auto drafting the draft budget/);
+    expect(draftingText('lookup', figures)).toMatch(/^nothing: no earlier text matched/);
+    expect(draftingText('auto', figures)).toBe(
       'nothing: neither an earlier match nor the heads had a draft that the budget expected to pay ' +
         'on this machine; choose a named tree to see every guess',
     );

@@ -13,6 +13,7 @@ import type {
 } from './api/types';
 import { firstDifference } from './run';
 import { counted } from './words';
+import { draftedText, stepFigures, type RunFigures } from './runFigures';
 
 /** The text a person recognises a prompt by: the raw text, or the last user message. */
 export function promptText(prompt: PromptRecord): string {
@@ -207,7 +208,7 @@ export function replayDelayMs(stepsPerSecond: number): number {
 export interface ReplayTotals {
   steps: number;
   tokens: number;
-  /** Tokens per step, the model's own included. */
+  /** Tokens per step, the model's own included (1 before any step). */
   meanAccepted: number;
   /** Drafted tree nodes, and of them the accepted ones (tokens beyond the model's own). */
   drafted: number;
@@ -216,26 +217,25 @@ export interface ReplayTotals {
   verifyMs: number;
 }
 
-/** Running totals of the first `count` steps of a stored run. */
+/** Running totals of the first `count` steps of a stored run (at the end, the run's figures). */
 export function replayTotals(steps: StepRecord[], count: number): ReplayTotals {
   const shown = steps.slice(0, Math.max(0, count));
+  const figures = stepFigures(shown);
   const sum = (f: (s: StepRecord) => number) => shown.reduce((t, s) => t + f(s), 0);
-  const tokens = sum((s) => s.accepted_len);
   return {
-    steps: shown.length,
-    tokens,
-    meanAccepted: shown.length ? tokens / shown.length : 0,
-    drafted: sum((s) => s.tree_size),
-    acceptedDrafts: sum((s) => Math.max(0, s.accepted_len - 1)),
+    steps: figures.steps,
+    tokens: figures.tokens!,
+    meanAccepted: figures.tokensPerStep,
+    drafted: figures.drafted!,
+    acceptedDrafts: figures.accepted!,
     draftMs: sum((s) => s.draft_ms),
     verifyMs: sum((s) => s.verify_ms),
   };
 }
 
-/** How much a stored run drafted, or why it drafted nothing. */
-export function draftingText(mode: Mode, steps: Pick<StepRecord, 'tree_size' | 'accepted_len'>[]): string {
-  const drafted = steps.reduce((t, s) => t + s.tree_size, 0);
-  if (drafted === 0) {
+/** How much a stored run drafted (`figures` from its steps), or why it drafted nothing. */
+export function draftingText(mode: Mode, figures: RunFigures): string {
+  if (!figures.drafted) {
     if (mode === 'lookup') return 'nothing: no earlier text matched the latest tokens where drafting would pay';
     if (mode === 'auto') {
       return (
@@ -248,7 +248,5 @@ export function draftingText(mode: Mode, steps: Pick<StepRecord, 'tree_size' | '
       '(each extra token costs a share of a step here); choose a named tree to see the heads guess'
     );
   }
-  const accepted = steps.reduce((t, s) => t + Math.max(0, s.accepted_len - 1), 0);
-  const perStep = (drafted / steps.length).toFixed(1);
-  return `${counted(drafted, 'token')} (${perStep} per step), ${accepted} accepted`;
+  return draftedText(figures)!;
 }

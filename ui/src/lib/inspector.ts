@@ -458,6 +458,41 @@ export function acceptanceByHeadAndRank(steps: readonly Pick<InspectedStep, 'tre
 }
 
 /**
+ * The rows of `acceptanceByHeadAndRank` summed per proposer, all ranks together (rank -1), in
+ * the same order: the table's "all" column.
+ */
+export function acceptanceByProposer(rows: readonly HeadRankAcceptance[]): HeadRankAcceptance[] {
+  const sums = new Map<string, HeadRankAcceptance>();
+  for (const r of rows) {
+    let sum = sums.get(r.source);
+    if (!sum) {
+      sum = { source: r.source, rank: -1, drafted: 0, tried: 0, accepted: 0 };
+      sums.set(r.source, sum);
+    }
+    sum.drafted += r.drafted;
+    sum.tried += r.tried;
+    sum.accepted += r.accepted;
+  }
+  return [...sums.values()];
+}
+
+/**
+ * Per depth (index d for depth d + 1), Medusa head d's guesses judged and kept, all ranks
+ * together: what the inspector's table says of the head that drafts that depth. Null where the
+ * head drafted nothing.
+ */
+export function headGuessesByDepth(
+  rows: readonly HeadRankAcceptance[],
+  depths: number,
+): ({ accepted: number; tried: number } | null)[] {
+  const byHead = new Map(acceptanceByProposer(rows).map((r) => [headOf(r.source), r]));
+  return Array.from({ length: depths }, (_, d) => {
+    const r = byHead.get(d);
+    return r ? { accepted: r.accepted, tried: r.tried } : null;
+  });
+}
+
+/**
  * Which step (index into `steps`) emitted generated token `tokenIndex` (0-based). The first
  * generated token comes from reading the prompt, before any step: null, as is an index past the
  * steps. Each step emits `accepted_len` tokens in order.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { acceptanceByDepth, acceptanceCounts, applyEvent, emptyRun, firstDifference, headOf, isDone, meanDrafted } from './run';
+import { applyEvent, emptyRun, firstDifference, headOf, isDone, meanDrafted } from './run';
 
 describe('applyEvent', () => {
   it('merges consecutive text from one source and tags drafted tokens', () => {
@@ -39,27 +39,6 @@ describe('applyEvent', () => {
     expect(run.error).toEqual({ code: 'queue_full', message: 'full' });
     expect(run.endedAt).toBe(5);
     expect(isDone(run)).toBe(true);
-  });
-});
-
-describe('acceptanceByDepth', () => {
-  it('divides hits by the steps that drafted that deep', () => {
-    expect(
-      acceptanceByDepth([
-        { depth_hits: [true, false] },
-        { depth_hits: [false] },
-        { depth_hits: [] },
-        { depth_hits: [true, true, false] },
-      ]),
-    ).toEqual([2 / 3, 1 / 2, 0]);
-  });
-
-  it('counts the steps behind each depth', () => {
-    expect(acceptanceCounts([{ depth_hits: [true, false] }, { depth_hits: [false] }, { depth_hits: [true, true, true] }])).toEqual([
-      { hits: 2, seen: 3 },
-      { hits: 1, seen: 2 },
-      { hits: 1, seen: 1 },
-    ]);
   });
 });
 

@@ -101,42 +101,10 @@ export function liveTokensPerSecond(state: RunState, now: number = Date.now()): 
   return ms > 0 ? (state.tokens * 1000) / ms : 0;
 }
 
-/** Mean tokens emitted per step so far (1.0 for plain decoding). */
 /** Tokens drafted per step on average: 0 before any step, or when nothing was drafted. */
 export function meanDrafted(steps: Pick<StepEvent, 'tree_size'>[]): number {
   if (steps.length === 0) return 0;
   return steps.reduce((sum, s) => sum + s.tree_size, 0) / steps.length;
-}
-
-export function meanAccepted(steps: StepEvent[]): number {
-  if (steps.length === 0) return 1;
-  return steps.reduce((sum, s) => sum + s.accepted_len, 0) / steps.length;
-}
-
-/** Per tree depth (depth 1 first): the steps whose draft reached it, and those whose guess there was accepted. */
-export interface DepthCount {
-  hits: number;
-  seen: number;
-}
-
-export function acceptanceCounts(steps: Pick<StepEvent, 'depth_hits'>[]): DepthCount[] {
-  const counts: DepthCount[] = [];
-  for (const step of steps) {
-    step.depth_hits.forEach((hit, depth) => {
-      counts[depth] ??= { hits: 0, seen: 0 };
-      counts[depth].seen += 1;
-      counts[depth].hits += hit ? 1 : 0;
-    });
-  }
-  return counts;
-}
-
-/**
- * Per tree depth, the share of steps that drafted that deep whose guess was accepted: the same
- * definition as the summary's `acceptance_by_depth`, computed live from the steps.
- */
-export function acceptanceByDepth(steps: Pick<StepEvent, 'depth_hits'>[]): number[] {
-  return acceptanceCounts(steps).map((c) => c.hits / c.seen);
 }
 
 /** Index of the first place (character, token) where `a` and `b` differ; null when they are equal. */

@@ -174,7 +174,8 @@ impl<'m> ActiveRequest<'m> {
             self.keep_hidden(runtime, index)?;
         }
         self.record_hidden(runtime, [index])?;
-        self.stats.record(1, &[], 0.0, 0.0);
+        // Reading the prompt is not a step: the summary's steps and tokens per step count the
+        // decode steps after it, as the step events do.
         self.pos = self.prompt.len();
         self.ending = self.out.push(token, TokenSource::Base, logprobs);
         Ok(())
@@ -371,7 +372,7 @@ impl<'m> ActiveRequest<'m> {
             drafting.record(tree, &plan.layout, &verdict.accepted, &tokens);
             let step_tree = self.step_tree(plan, verdict);
             self.out.send(GenerationEvent::Step(StepEvent {
-                index: self.stats.steps - 1,
+                index: self.stats.steps,
                 tree_size: tree.len(),
                 tree_depth: plan.layout.depth(),
                 accepted_len: tokens.len(),
@@ -509,10 +510,12 @@ fn chosen_at<'v>(plan: &StepPlan, verdict: &'v Verdict) -> impl Iterator<Item = 
     std::iter::once(root).chain(verdict.accepted.iter().map(move |&n| root + n as i32 + 1))
 }
 
-/// Running totals behind a run's mean accepted length and per-depth acceptance.
+/// Running totals behind a run's mean accepted length and per-depth acceptance, over the decode
+/// steps after the prompt (the first token, read with the prompt, is no step).
 #[derive(Debug, Default)]
 struct StepStats {
     steps: usize,
+    /// Tokens the steps yielded, the model's own included (a stop can keep fewer in the output).
     emitted: usize,
     depth_reached: Vec<usize>,
     depth_accepted: Vec<usize>,
@@ -536,8 +539,13 @@ impl StepStats {
         self.verify_ms += verify_ms;
     }
 
+    /// 1.0 when no step ran (the run ended at its first token): plain decoding's figure.
     fn mean_accepted(&self) -> f64 {
-        self.emitted as f64 / self.steps.max(1) as f64
+        if self.steps == 0 {
+            1.0
+        } else {
+            self.emitted as f64 / self.steps as f64
+        }
     }
 
     fn acceptance_by_depth(&self) -> Vec<f64> {

@@ -150,7 +150,11 @@ logprobs?: Array<TokenLogprobs>, } | { "type": "step" } & StepEvent | { "type": 
 /**
  * One speculative step: what was drafted and what the base model kept.
  */
-export type StepEvent = { index: number, 
+export type StepEvent = { 
+/**
+ * 1-based: the first step after the prompt is step 1, as the summary's `steps` counts.
+ */
+index: number, 
 /**
  * Drafted nodes (the root not counted).
  */
@@ -306,11 +310,14 @@ seed: number,
  */
 token_ids: Array<number>, mode: Mode, 
 /**
- * Decode steps after the prompt (each yields at least the base model's own token).
+ * Decode steps after the prompt (each yields at least the base model's own token): the
+ * number of step events a speculative run sends. The first token, read with the prompt,
+ * is not one.
  */
 steps: number, 
 /**
- * Tokens emitted per step, the base model's own token included: plain decoding is 1.0.
+ * Tokens the steps yielded per step, the base model's own token included: plain decoding
+ * is 1.0 (also when no step ran).
  */
 mean_accepted: number, 
 /**
@@ -372,11 +379,14 @@ seed: number,
  */
 token_ids: Array<number>, mode: Mode, 
 /**
- * Decode steps after the prompt (each yields at least the base model's own token).
+ * Decode steps after the prompt (each yields at least the base model's own token): the
+ * number of step events a speculative run sends. The first token, read with the prompt,
+ * is not one.
  */
 steps: number, 
 /**
- * Tokens emitted per step, the base model's own token included: plain decoding is 1.0.
+ * Tokens the steps yielded per step, the base model's own token included: plain decoding
+ * is 1.0 (also when no step ran).
  */
 mean_accepted: number, 
 /**
@@ -1798,6 +1808,12 @@ mean_accepted: number | null,
  */
 drafted_tokens: number | null, 
 /**
+ * Drafted tokens per step, whole trees (every node the model checked), over its finished
+ * runs' recorded steps; `None` for `normal` and for runs that recorded no steps (remote
+ * engines).
+ */
+drafted_per_step: number | null, 
+/**
  * Decode speed over the same round's `normal` run; `None` for `normal`.
  */
 speedup: Spread | null, 
@@ -1818,7 +1834,7 @@ count: number, };
 /**
  * What a mode's speed-up over `normal` means.
  */
-export type SpeedVerdict = "faster" | "slower" | "within_noise" | "unexplained" | "drafted_nothing" | "single_run";
+export type SpeedVerdict = "faster" | "slower" | "within_noise" | "unexplained" | "barely_drafted" | "rounds_disagree" | "drafted_nothing" | "single_run";
 
 /**
  * One member of a comparison. The figures against the baseline are `None` for `normal` runs

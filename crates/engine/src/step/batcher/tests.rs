@@ -320,4 +320,69 @@ fn cached_cells_make_way_for_running_requests() {
         batcher.cache.tokens_held(),
         "cells held outside the cache"
     );
+
+#[test]
+fn the_summary_counts_the_steps_its_step_events_report() {
+    let mut batcher = batcher(ToyModel::new(4096, 256, 128), 2);
+    let (mut events, _) = submit(
+        &mut batcher,
+        request("abcab", GenerationMode::Draft, DraftPolicy::Length(4)),
+    );
+    run(&mut batcher);
+    let mut steps = Vec::new();
+    let mut summary = None;
+    while let Ok(event) = events.try_recv() {
+        match event {
+            GenerationEvent::Step(step) => steps.push(step),
+            GenerationEvent::Finished(done) => summary = Some(done),
+            _ => {}
+        }
+    }
+    let summary = summary.expect("finished");
+    assert!(!steps.is_empty());
+    // Reading the prompt gives the first token and is no step: every step sends an event,
+    // numbered from 1.
+    assert_eq!(summary.steps, steps.len());
+    let indices: Vec<usize> = steps.iter().map(|s| s.index).collect();
+    assert_eq!(indices, (1..=steps.len()).collect::<Vec<_>>());
+    let yielded: usize = steps.iter().map(|s| s.accepted_len).sum();
+    assert_eq!(summary.mean_accepted, yielded as f64 / steps.len() as f64);
+    assert_eq!(
+        summary.accepted_draft_tokens,
+        Some(steps.iter().map(|s| s.accepted_len - 1).sum())
+    );
+    assert_eq!(
+        summary.draft_tokens,
+        Some(steps.iter().map(|s| s.tree_depth).sum())
+    );
+    let depth = steps.iter().map(|s| s.tree_depth).max().unwrap_or(0);
+    let by_depth: Vec<f64> = (0..depth)
+        .map(|d| {
+            let reached = steps.iter().filter(|s| s.depth_hits.len() > d);
+            let (hits, seen) = reached.fold((0, 0), |(h, n), s| {
+                (h + usize::from(s.depth_hits[d]), n + 1)
+            });
+            hits as f64 / seen as f64
+        })
+        .collect();
+    assert_eq!(summary.acceptance_by_depth, by_depth);
+    // The first token and what the steps kept (the last step may yield past max_tokens).
+    assert!(1 + yielded >= summary.tokens_generated);
+}
+
+#[test]
+fn a_run_that_ends_at_its_first_token_has_no_steps() {
+    let mut batcher = batcher(ToyModel::new(4096, 256, 128), 1);
+    let request = GenerateRequest::new(Prompt::Text("abcab".into()), 1)
+        .with_sampling(SamplingParams::greedy())
+        .with_mode(GenerationMode::Lookup)
+        .with_draft(DraftPolicy::Length(4));
+    let (mut events, _) = submit(&mut batcher, request);
+    run(&mut batcher);
+    let summary = outcome(&mut events).expect("finished");
+    assert_eq!(summary.tokens_generated, 1);
+    assert_eq!(summary.steps, 0);
+    assert_eq!(summary.mean_accepted, 1.0);
+    assert_eq!(summary.acceptance_by_depth, Vec::<f64>::new());
+    assert_eq!(summary.accepted_draft_tokens, Some(0));
 }
