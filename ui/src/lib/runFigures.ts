@@ -11,6 +11,8 @@
 //   against accepted of tried (of the guesses the model judged, those it kept; see
 //   `acceptanceByHeadAndRank` in inspector.ts).
 
+import { counted } from './words';
+
 /** What a step contributes to a run's figures (`StepEvent` and `StepRecord` both have it). */
 export interface FigureStep {
   tree_size: number;
@@ -108,7 +110,7 @@ export function runFigures(summary: FigureSummary | null, steps: readonly Figure
 export function draftedText(figures: RunFigures): string | null {
   if (figures.drafted === null) return null;
   const perStep = figures.steps ? (figures.drafted / figures.steps).toFixed(1) : '0.0';
-  return `${figures.drafted} tokens (${perStep} per step), ${figures.accepted ?? 0} accepted`;
+  return `${counted(figures.drafted, 'token')} (${perStep} per step), ${figures.accepted ?? 0} accepted`;
 }
 
 /** "19, 10 accepted": the depths drafted and what was kept, when any were drafted. */
@@ -137,5 +139,5 @@ export function draftDepthTitle(figures: RunFigures): string {
 
 /** The steps behind a run's tokens per step: "1.77 over 13 steps". */
 export function tokensPerStepText(figures: RunFigures): string {
-  return `${figures.tokensPerStep.toFixed(2)} over ${figures.steps} step${figures.steps === 1 ? '' : 's'}`;
+  return `${figures.tokensPerStep.toFixed(2)} over ${counted(figures.steps, 'step')}`;
 }

@@ -296,7 +296,10 @@ fn cached_cells_make_way_for_running_requests() {
         assert!(batcher.shared.metrics().cached_sequences <= 2);
     }
     assert_eq!(batcher.shared.metrics().cached_sequences, 2);
-    assert_eq!(run_alone(&mut batcher, normal("abcab")).cached_prompt_tokens, 0);
+    assert_eq!(
+        run_alone(&mut batcher, normal("abcab")).cached_prompt_tokens,
+        0
+    );
     let kept = run_alone(&mut batcher, normal("qwerty"));
     assert_eq!(kept.cached_prompt_tokens, kept.prompt_tokens - 1);
     // Two requests at once take both slots: the cache empties for them, and both finish.
@@ -309,7 +312,10 @@ fn cached_cells_make_way_for_running_requests() {
     run(&mut batcher);
     for (prompt, events) in &mut both {
         let summary = outcome(events).expect("finished");
-        assert_eq!(summary.text, ToyModel::continuation(prompt, TOKENS as usize));
+        assert_eq!(
+            summary.text,
+            ToyModel::continuation(prompt, TOKENS as usize)
+        );
     }
     // Once idle, only the cache holds cells.
     let metrics = batcher.shared.metrics();
@@ -320,6 +326,7 @@ fn cached_cells_make_way_for_running_requests() {
         batcher.cache.tokens_held(),
         "cells held outside the cache"
     );
+}
 
 #[test]
 fn the_summary_counts_the_steps_its_step_events_report() {
