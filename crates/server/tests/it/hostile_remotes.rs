@@ -79,21 +79,6 @@ fn fake() -> &'static Fake {
 
 type FakeState = State<(Arc<Counters>, String)>;
 
-/// Serves the router `make` builds on a free loopback port, in a thread of its own.
-fn spawn_server(make: impl FnOnce() -> Router + Send + 'static) -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    listener.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(listener, make()).await.unwrap();
-        });
-    });
-    format!("http://{address}")
-}
-
 fn models_json(id: &str) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use axum::Router;
 use engine::{Engine, EngineConfig};
 use playground::Playground;
 use serde_json::Value;
@@ -224,4 +225,19 @@ pub fn wait_for_info(base: &str, done: impl Fn(&Value) -> bool) -> Value {
         assert!(Instant::now() < deadline, "never reached: {info}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Serves the router `make` builds on a free loopback port, in a thread of its own.
+pub fn spawn_server(make: impl FnOnce() -> Router + Send + 'static) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, make()).await.unwrap();
+        });
+    });
+    format!("http://{address}")
 }
