@@ -1,7 +1,8 @@
 //! A remote engine that is a plain OpenAI-compatible server: a fake (an axum server on another
 //! loopback port) whose model list names no medusa serve modes and no known engine, which keeps
 //! the body of every generation it is sent and answers with a short stream. The playground under
-//! test has no model (remote runs need none).
+//! test has no model (remote runs need none). Each test adds its own fake, so one test's requests
+//! never land in the other's record while they run at once.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -17,25 +18,43 @@ use crate::common::*;
 /// The bodies of the generations the fake was sent, in order.
 type Received = Arc<Mutex<Vec<Value>>>;
 
-struct Fake {
-    base: String,
+/// A fake plain server, added to the playground under test as the remote engine `name`.
+struct PlainRemote {
     received: Received,
 }
 
-fn fake() -> &'static Fake {
-    static FAKE: OnceLock<Fake> = OnceLock::new();
-    FAKE.get_or_init(|| {
+impl PlainRemote {
+    fn added_as(name: &str) -> Self {
         let received = Received::default();
         let state = received.clone();
-        let base = spawn_server(move || {
+        let url = spawn_server(move || {
             Router::new()
                 .route("/v1/models", get(models))
                 .route("/v1/chat/completions", post(answer))
                 .route("/v1/completions", post(answer))
                 .with_state(state)
         });
-        Fake { base, received }
-    })
+        let (status, added) = post_to(
+            local(),
+            "/api/remotes",
+            &json!({"name": name, "url": url}).to_string(),
+        );
+        assert_eq!(status, 201, "{added}");
+        Self { received }
+    }
+
+    fn received_count(&self) -> usize {
+        self.received.lock().unwrap().len()
+    }
+
+    fn last_received(&self) -> Value {
+        self.received
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("a request")
+    }
 }
 
 async fn models() -> Json<Value> {
@@ -81,36 +100,23 @@ const OPENAI_FIELDS: [&str; 14] = [
     "n",
 ];
 
-/// The playground under test, with the fake added as `plain`.
+/// The playground under test, shared by the tests here.
 fn local() -> &'static str {
     static BASE: OnceLock<String> = OnceLock::new();
-    BASE.get_or_init(|| {
-        let base = serve_without_model();
-        let (status, added) = post_to(
-            &base,
-            "/api/remotes",
-            &json!({"name": "plain", "url": fake().base}).to_string(),
-        );
-        assert_eq!(status, 201, "{added}");
-        base
-    })
-}
-
-fn last_received() -> Value {
-    fake()
-        .received
-        .lock()
-        .unwrap()
-        .last()
-        .cloned()
-        .expect("a request")
+    BASE.get_or_init(serve_without_model)
 }
 
 #[test]
 fn a_plain_openai_server_is_offered_normal_decoding_and_sent_openai_s_fields_only() {
+    let remote = PlainRemote::added_as("plain");
     let base = local();
     let (_, remotes) = get_from(base, "/api/remotes");
-    let plain = &remotes[0];
+    let plain = remotes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|remote| remote["name"] == "plain")
+        .expect("the remote just added");
     assert_eq!(plain["kind"], "openai", "{plain}");
     assert_eq!(plain["modes"], json!(["normal"]));
 
@@ -130,7 +136,7 @@ fn a_plain_openai_server_is_offered_normal_decoding_and_sent_openai_s_fields_onl
     let last = events.last().unwrap();
     assert_eq!(last["type"], "finished", "{last}");
     assert_eq!(last["text"], "Blue sky");
-    let sent = last_received();
+    let sent = remote.last_received();
     let fields: Vec<&String> = sent.as_object().unwrap().keys().collect();
     for field in &fields {
         assert!(
@@ -164,15 +170,15 @@ fn a_plain_openai_server_is_offered_normal_decoding_and_sent_openai_s_fields_onl
     )
     .unwrap();
     assert_eq!(events.last().unwrap()["type"], "finished");
-    let sent = last_received();
+    let sent = remote.last_received();
     assert_eq!(sent["prompt"], "Once");
     assert!(sent.get("mode").is_none(), "{sent}");
 }
 
 #[test]
 fn what_a_plain_server_cannot_do_is_refused_before_it_is_sent() {
+    let remote = PlainRemote::added_as("plain-refusing");
     let base = local();
-    let before = fake().received.lock().unwrap().len();
     let refused = |body: Value, says: &str| {
         let (status, err) = generate(base, &body).unwrap_err();
         assert_eq!(status, 400, "{err}");
@@ -186,19 +192,19 @@ fn what_a_plain_server_cannot_do_is_refused_before_it_is_sent() {
     };
     for mode in ["medusa", "lookup", "draft"] {
         refused(
-            json!({"prompt": "Hi", "max_tokens": 4, "engine": "plain", "mode": mode}),
+            json!({"prompt": "Hi", "max_tokens": 4, "engine": "plain-refusing", "mode": mode}),
             &format!("runs the modes normal only, not {mode}"),
         );
     }
     refused(
-        json!({"prompt": "Hi", "max_tokens": 4, "engine": "plain", "grammar": "root ::= \"a\""}),
+        json!({"prompt": "Hi", "max_tokens": 4, "engine": "plain-refusing", "grammar": "root ::= \"a\""}),
         "takes no grammar",
     );
     // Through the OpenAI API too, naming the engine as the model.
     let (status, answer) = post_to(
         base,
         "/v1/chat/completions",
-        &json!({"model": "plain", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "mode": "lookup"})
+        &json!({"model": "plain-refusing", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "mode": "lookup"})
             .to_string(),
     );
     assert_eq!(status, 400, "{answer}");
@@ -210,8 +216,8 @@ fn what_a_plain_server_cannot_do_is_refused_before_it_is_sent() {
         "{answer}"
     );
     assert_eq!(
-        fake().received.lock().unwrap().len(),
-        before,
+        remote.received_count(),
+        0,
         "nothing refused reached the remote"
     );
 }
