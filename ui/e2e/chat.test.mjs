@@ -210,6 +210,7 @@ test('HTML the model writes is shown as text, never made live', async () => {
 
 test('Regenerate replaces the last answer with a new run of the same conversation', async () => {
   await newChat();
+  await maxTokens(24);
   await ask('Name a fruit.', 1);
   const before = await runs();
   const first = await latestRun();
@@ -226,10 +227,12 @@ test('Regenerate replaces the last answer with a new run of the same conversatio
   assert.notEqual(second.id, first.id);
   assert.deepEqual(second.prompt, first.prompt);
   assert.deepEqual(second.prompt, { kind: 'chat', content: [{ role: 'user', content: 'Name a fruit.' }] });
+  await maxTokens(256);
 });
 
 test('an edited question replaces itself and everything after it', async () => {
   await newChat();
+  await maxTokens(24);
   await ask('Name a fruit.', 1);
   await ask('Name a colour.', 2);
   assert.equal(await questions().count(), 2);
@@ -255,6 +258,7 @@ test('an edited question replaces itself and everything after it', async () => {
   await page.getByTestId('chat-edit-cancel').click();
   assert.equal((await questions().first().innerText()).split('\n')[0], 'Name an animal.');
   await assertFits();
+  await maxTokens(256);
 });
 
 test('the system prompt is sent first with every question and saved with its conversation; New chat starts without one', async () => {
@@ -316,6 +320,8 @@ test('a tree picked in one mode does not carry over into another', async () => {
 test('a chat is reopened after a reload, its answer as markdown and linked to its run', async () => {
   await newChat();
   // Medusa with a tree drafted in full: the reopened answer's run shows who drafted each token.
+  // A short answer: each step decodes the whole 63-node tree, about 20 tokens' time here.
+  await maxTokens(48);
   await page.getByTestId('chat-mode').selectOption('medusa');
   await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
   const question = 'Write the word "yes" ten times, separated by spaces, and nothing else.';
@@ -389,6 +395,7 @@ test('a chat is reopened after a reload, its answer as markdown and linked to it
   await shoot('chat-conversations');
   await closeList();
   await greedy();
+  await maxTokens(256);
 });
 
 test('a chat picked from the list goes back to its own mode and tree, whatever was picked last', async () => {
