@@ -478,7 +478,8 @@ fn a_tree_asked_for_is_drafted_in_full_at_every_step_and_losslessly() {
     let engine = engine_with_heads(&heads, None).expect("shipped heads load");
     let prompt = chat("Explain how a rainbow forms, in three sentences.");
     let tree = TreeSpec::mc_sim_7b_63();
-    const MAX_TOKENS: usize = 160;
+    // Long enough for a score of steps to draft the whole tree (it stops 64 tokens from the end).
+    const MAX_TOKENS: usize = 96;
     let request = greedy(prompt.clone(), MAX_TOKENS as u32, GenerationMode::Medusa)
         .with_draft(DraftPolicy::Tree(tree.clone()));
     let mut stream = engine.generate(request).expect("accepted");
@@ -516,17 +517,17 @@ fn a_tree_asked_for_is_drafted_in_full_at_every_step_and_losslessly() {
     );
     assert!(summary.mean_accepted > 1.5, "{}", summary.mean_accepted);
     // Across the bench prompts too.
-    for text in &engine::tuning::DEFAULT_PROMPTS[..4] {
+    for text in &engine::tuning::DEFAULT_PROMPTS[..3] {
         let prompt = chat(text);
         let full = engine
             .generate(
-                greedy(prompt.clone(), 64, GenerationMode::Medusa)
+                greedy(prompt.clone(), 48, GenerationMode::Medusa)
                     .with_draft(DraftPolicy::Tree(tree.clone())),
             )
             .unwrap()
             .wait()
             .unwrap();
-        common::assert_like_normal(&engine, &prompt, &full.token_ids, 64, text);
+        common::assert_like_normal(&engine, &prompt, &full.token_ids, 48, text);
     }
 
     // Trees the heads cannot fill, and trees in the wrong mode, are refused up front.
