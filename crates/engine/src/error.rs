@@ -64,6 +64,12 @@ pub enum EngineError {
     Quantize(String),
     #[error("the engine has stopped")]
     EngineStopped,
+    /// Grammars refused earlier are still being worked off (llama.cpp cannot stop them).
+    #[error(
+        "{overdue} grammars refused as too complex are still being worked off in the background; \
+         grammars are taken again once they end"
+    )]
+    GrammarsBusy { overdue: usize },
     #[error("the queue is full ({capacity} requests waiting); retry in {retry_after_ms} ms")]
     QueueFull {
         capacity: usize,
@@ -106,6 +112,7 @@ impl EngineError {
             Self::Quantize(_) => "quantize_failed",
             Self::EngineStopped => "engine_stopped",
             Self::QueueFull { .. } => "queue_full",
+            Self::GrammarsBusy { .. } => "grammars_busy",
             Self::Remote { code, .. } => code,
             Self::Io { .. } => "io_error",
             Self::Widen { .. } => "cannot_widen",

@@ -137,7 +137,9 @@ impl From<EngineError> for AppError {
     fn from(err: EngineError) -> Self {
         let kind = match &err {
             EngineError::NoMedusaHeads => ErrorKind::Conflict,
-            EngineError::QueueFull { .. } => ErrorKind::Unavailable,
+            EngineError::QueueFull { .. } | EngineError::GrammarsBusy { .. } => {
+                ErrorKind::Unavailable
+            }
             EngineError::TooMuchWork { .. } => ErrorKind::TooLarge,
             EngineError::Remote { .. } => ErrorKind::Upstream,
             e if e.is_client_error() => ErrorKind::Invalid,

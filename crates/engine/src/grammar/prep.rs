@@ -2,13 +2,14 @@
 //! within a deadline, and followed for a few tokens first, so that a grammar whose every step
 //! would stall the engine is refused before it runs instead of holding every request up.
 
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::error::EngineError;
+use crate::grammar::deadline::{DeadlineError, GRAMMAR_WORKERS};
 use crate::grammar::{Grammar, GRAMMAR_STACK_BYTES};
 
 /// Longest a grammar may take to compile and to be tried.
@@ -25,28 +26,27 @@ const TRIAL_TOKENS: usize = 6;
 
 /// Compiles and tries `gbnf` (within the limits request validation checks) for `model`,
 /// waiting at most [`GRAMMAR_PREPARE_DEADLINE`]. A grammar that misses the deadline is refused;
-/// its thread finishes on its own.
+/// its thread finishes on its own at idle priority (see [`deadline`](super::deadline)).
 pub(crate) fn prepare_grammar(
     model: Arc<LlamaModel>,
     gbnf: String,
 ) -> Result<Grammar, EngineError> {
-    let (done, result) = mpsc::channel();
-    std::thread::Builder::new()
-        .name("medusa-grammar".into())
-        .stack_size(GRAMMAR_STACK_BYTES)
-        .spawn(move || {
-            let _ = done.send(compile_and_try(&model, &gbnf));
-        })
-        .map_err(|e| EngineError::Context(format!("cannot start a grammar thread: {e}")))?;
-    match result.recv_timeout(GRAMMAR_PREPARE_DEADLINE) {
+    let prepared = GRAMMAR_WORKERS.run(
+        "medusa-grammar",
+        GRAMMAR_STACK_BYTES,
+        GRAMMAR_PREPARE_DEADLINE,
+        move || compile_and_try(&model, &gbnf),
+    );
+    match prepared {
         Ok(prepared) => prepared,
-        Err(mpsc::RecvTimeoutError::Timeout) => Err(EngineError::GrammarTooComplex(format!(
+        Err(DeadlineError::Missed) => Err(EngineError::GrammarTooComplex(format!(
             "compiling and trying it took more than {} s",
             GRAMMAR_PREPARE_DEADLINE.as_secs()
         ))),
-        Err(mpsc::RecvTimeoutError::Disconnected) => Err(EngineError::GrammarTooComplex(
-            "llama.cpp failed while compiling it".into(),
-        )),
+        Err(DeadlineError::Busy { overdue }) => Err(EngineError::GrammarsBusy { overdue }),
+        Err(DeadlineError::Thread(reason)) => Err(EngineError::GrammarTooComplex(format!(
+            "llama.cpp failed while compiling it: {reason}"
+        ))),
     }
 }
 
