@@ -17,8 +17,12 @@ use crate::filter::RunFilter;
 use crate::records::{Comparison, ListedRun, RunWithSteps};
 use crate::training_jobs::{list_job_ids, TrainingJob};
 
-/// Version of [`ExportDocument`]; import refuses any other.
-pub const EXPORT_VERSION: u32 = 1;
+/// Version of [`ExportDocument`]. Version 1 counted reading the prompt as a run's first step;
+/// import takes it and counts as version 2 does. Import refuses any other.
+pub const EXPORT_VERSION: u32 = 2;
+
+/// The first version whose runs count their steps after the prompt.
+pub(crate) const STEPS_AFTER_THE_PROMPT: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::comparisons::insert_comparison;
 use crate::db::Store;
 use crate::error::{Result, StoreError};
-use crate::export::{ExportDocument, EXPORT_VERSION};
+use crate::export::{ExportDocument, EXPORT_VERSION, STEPS_AFTER_THE_PROMPT};
 use crate::records::{PromptRecord, Run, RunStatus, RunWithSteps, StepRecord};
 use crate::runs::{insert_run, insert_step};
 use crate::training_jobs::import_job;
@@ -116,9 +116,9 @@ impl Store {
     /// Comparisons are re-created over the local ids of their runs.
     #[tracing::instrument(level = "debug", skip_all, fields(runs = document.runs.len()), err(level = "debug"))]
     pub async fn import_document(&self, document: &ExportDocument) -> Result<ImportReport> {
-        if document.version != EXPORT_VERSION {
+        if !(1..=EXPORT_VERSION).contains(&document.version) {
             return Err(StoreError::invalid(format!(
-                "export version {} is not supported (expected {EXPORT_VERSION})",
+                "export version {} is not supported (expected 1 to {EXPORT_VERSION})",
                 document.version
             )));
         }
@@ -151,7 +151,7 @@ impl Store {
 
         let mut local_ids: HashMap<i64, i64> = HashMap::with_capacity(accepted.len());
         for batch in accepted.chunks(IMPORT_BATCH) {
-            let write = self.import_batch(batch, &mut local_ids, &mut report);
+            let write = self.import_batch(batch, document.version, &mut local_ids, &mut report);
             self.health.observe(write.await)?;
         }
         let write = self.import_comparisons(document, &local_ids, &mut report);
@@ -171,6 +171,7 @@ impl Store {
     async fn import_batch(
         &self,
         batch: &[&RunWithSteps],
+        version: u32,
         local_ids: &mut HashMap<i64, i64>,
         report: &mut ImportReport,
     ) -> Result<()> {
@@ -192,6 +193,9 @@ impl Store {
                     run.comparison_id = None;
                     if run.decode_tokens_per_second.is_none() {
                         run.decode_tokens_per_second = run.derived_decode_rate();
+                    }
+                    if version < STEPS_AFTER_THE_PROMPT {
+                        run.count_steps_after_the_prompt();
                     }
                     if run.status == RunStatus::Running {
                         run.status = RunStatus::Interrupted;

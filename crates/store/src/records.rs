@@ -496,6 +496,22 @@ pub struct ListedRun {
 }
 
 impl ListedRun {
+    /// Leaves reading the prompt out of the step count and tokens per step, as runs recorded
+    /// before export version 2 counted it (the rule migration 0013 applied to stored rows).
+    pub fn count_steps_after_the_prompt(&mut self) {
+        let Some(steps) = self.steps.filter(|&steps| steps >= 1) else {
+            return;
+        };
+        self.mean_accepted = self.mean_accepted.map(|mean| {
+            if steps > 1 {
+                (mean * steps as f64 - 1.0) / (steps - 1) as f64
+            } else {
+                1.0
+            }
+        });
+        self.steps = Some(steps - 1);
+    }
+
     /// Tokens after the first over the time after the first, from the stored counts and times
     /// (the rule migration 0004 applied to older rows).
     pub fn derived_decode_rate(&self) -> Option<f64> {

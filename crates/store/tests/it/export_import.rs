@@ -115,7 +115,7 @@ async fn json_export_imports_into_a_fresh_database_and_only_once() {
     let bytes = export_bytes(&source, &RunFilter::default(), ExportFormat::Json).await;
 
     let document: ExportDocument = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(document.version, 1);
+    assert_eq!(document.version, store::EXPORT_VERSION);
     assert_eq!(document.runs.len(), 5);
     assert_eq!(document.comparisons.len(), 1);
     let raw: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
@@ -404,7 +404,7 @@ async fn a_malformed_import_is_refused_and_imports_nothing() {
 
     // A version this build does not know.
     let mut document: ExportDocument = serde_json::from_slice(&bytes).unwrap();
-    document.version = 2;
+    document.version = store::EXPORT_VERSION + 1;
     let newer = serde_json::to_vec(&document).unwrap();
     assert!(matches!(
         target.import_json(newer.as_slice()).await,

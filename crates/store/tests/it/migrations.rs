@@ -126,3 +126,68 @@ async fn an_export_from_before_step_trees_imports() {
     let steps = target.get_run(imported.id).await.unwrap().steps;
     assert!(steps.iter().all(|s| s.tree.is_none()));
 }
+
+/// A Medusa run as versions that counted reading the prompt as a step stored it: 14 steps and
+/// 24 tokens, where its 13 decode steps yielded 23 tokens.
+const PROMPT_READ_AS_A_STEP: (i64, f64) = (14, 24.0 / 14.0);
+
+#[tokio::test]
+async fn a_history_that_counted_the_prompt_as_a_step_counts_the_steps_after_it() {
+    let (dir, store) = temp_store().await;
+    let id = finished_run(
+        &store,
+        &new_run("medusa", "m", chat("hi"), 0),
+        &outcome("answer", 10.0, 1),
+        2,
+    )
+    .await;
+    let new = new_run("medusa", "m", chat("hi"), 1);
+    let one_token = finished_run(&store, &new, &outcome("a", 10.0, 1), 0).await;
+    let (steps, mean) = PROMPT_READ_AS_A_STEP;
+    let reopened = reopen_after(
+        store,
+        &format!(
+            "UPDATE runs SET steps = {steps}, mean_accepted = {mean} WHERE id = {id}; \
+             UPDATE runs SET steps = 1, mean_accepted = 1.0 WHERE id = {one_token}; \
+             DELETE FROM _sqlx_migrations WHERE version = 13;"
+        ),
+    )
+    .await;
+    let run = reopened.get_run(id).await.unwrap().run;
+    assert_eq!(run.steps, Some(13));
+    assert!((run.mean_accepted.unwrap() - 23.0 / 13.0).abs() < 1e-12);
+    // A run that ended at its first token ran no step: plain decoding's 1.0.
+    let run = reopened.get_run(one_token).await.unwrap().run;
+    assert_eq!((run.steps, run.mean_accepted), (Some(0), Some(1.0)));
+    drop(dir);
+}
+
+#[tokio::test]
+async fn an_export_that_counted_the_prompt_as_a_step_imports_counting_the_steps_after_it() {
+    let (_src_dir, source) = temp_store().await;
+    let new = new_run("medusa", "m", chat("hi"), 0);
+    finished_run(&source, &new, &outcome("answer", 10.0, 1), 2).await;
+    let mut document = source.export_document(&RunFilter::default()).await.unwrap();
+    let (steps, mean) = PROMPT_READ_AS_A_STEP;
+    document.version = 1;
+    document.runs[0].run.steps = Some(steps);
+    document.runs[0].run.mean_accepted = Some(mean);
+    let older = serde_json::to_vec(&document).unwrap();
+
+    let (_dst_dir, target) = temp_store().await;
+    assert_eq!(
+        target.import_json(older.as_slice()).await.unwrap().imported,
+        1
+    );
+    let imported = &target.list_runs(&RunFilter::default()).await.unwrap()[0];
+    assert_eq!(imported.steps, Some(13));
+    assert!((imported.mean_accepted.unwrap() - 23.0 / 13.0).abs() < 1e-12);
+
+    // What this version exports imports as it is.
+    let (_again_dir, again) = temp_store().await;
+    let current = target.export_document(&RunFilter::default()).await.unwrap();
+    assert_eq!(current.version, store::EXPORT_VERSION);
+    again.import_document(&current).await.unwrap();
+    let kept = &again.list_runs(&RunFilter::default()).await.unwrap()[0];
+    assert_eq!(kept.steps, Some(13));
+}
