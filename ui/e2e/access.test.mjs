@@ -10,9 +10,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { after, before, test } from 'node:test';
-import { followScheme, startBrowser, startServer } from './harness.mjs';
+import { followScheme, startBrowser, startServer, openPage } from './harness.mjs';
 
-const LONG = 240_000;
 const VIEWS = ['chat', 'concurrent', 'compare', 'history', 'settings', 'training'];
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
@@ -41,10 +40,7 @@ before(async () => {
   assert.match(await (await fetch(`${server.url}/api/training/${job.id}/events`)).text(), /"status":"cancelled"/);
   browser = await startBrowser();
   // The page's CSP refuses inline scripts: axe is injected around it, the page itself unchanged.
-  page = await (await browser.newContext({ bypassCSP: true })).newPage();
-  page.setDefaultTimeout(LONG);
-  await page.goto(server.openUrl);
-  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  page = await openPage(browser, server.openUrl, { bypassCSP: true });
   await page.addScriptTag({ content: axeSource });
 });
 

@@ -7,10 +7,9 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { screenshots, startBrowser, startServer } from './harness.mjs';
+import { screenshots, startBrowser, startServer, LONG, openPage } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
-const LONG = 240_000;
 
 let server;
 let browser;
@@ -19,11 +18,8 @@ let page;
 before(async () => {
   server = await startServer();
   browser = await startBrowser();
-  const context = await browser.newContext({ viewport: { width: 800, height: 600 }, acceptDownloads: true });
-  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
-  page = await context.newPage();
-  page.setDefaultTimeout(LONG);
-  await page.goto(server.url);
+  page = await openPage(browser, server.url, { ready: false, viewport: { width: 800, height: 600 }, acceptDownloads: true });
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
   await page.getByTestId('tab-chat').click();
   await page.getByTestId('view-chat').waitFor({ state: 'visible' });
   await page.getByTestId('chat-mode').selectOption('normal');

@@ -11,10 +11,9 @@ import { copyFileSync, existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { medusa, screenshots, startBrowser, startServer, openTab } from './harness.mjs';
+import { medusa, screenshots, startBrowser, startServer, openTab, openPage } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
-const LONG = 240_000;
 
 let server;
 let browser;
@@ -28,9 +27,7 @@ before(async () => {
   copyFileSync(model, served);
   server = await startServer({ extraArgs: ['--model', served, '--draft-model', model] });
   browser = await startBrowser();
-  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  page.setDefaultTimeout(LONG);
-  await page.goto(server.url);
+  page = await openPage(browser, server.url, { ready: false, viewport: { width: 1280, height: 900 } });
 });
 
 after(async () => {

@@ -123,14 +123,28 @@ export async function startBrowser({ scrollbars = false } = {}) {
   });
 }
 
-/** Parses CSV (RFC 4180: quoted fields may hold commas, quotes and newlines). */
-/** Emulates the system's colour scheme and waits until the page (following the system) shows it. */
+/** How long one step of a test may wait: the machine may be slow and busy. */
+export const LONG = 240_000;
+
+/**
+ * A page in a context of its own (`options`: Playwright's context options, such as `viewport`),
+ * waiting up to `LONG`, opened at `url`; with `ready`, once the status says the model is in.
+ */
+export async function openPage(browser, url, { ready = true, ...options } = {}) {
+  const page = await (await browser.newContext(options)).newPage();
+  page.setDefaultTimeout(LONG);
+  await page.goto(url);
+  if (ready) await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  return page;
+}
+
 /** Opens a view by its tab and waits until it shows. */
 export async function openTab(page, name) {
   await page.getByTestId(`tab-${name}`).click();
   await page.getByTestId(`view-${name}`).waitFor({ state: 'visible' });
 }
 
+/** Emulates the system's colour scheme and waits until the page (following the system) shows it. */
 export async function followScheme(page, scheme) {
   await page.emulateMedia({ colorScheme: scheme });
   await page.waitForFunction((s) => document.documentElement.dataset.theme === s, scheme);
@@ -145,6 +159,7 @@ export async function screenshots(page, name, options = {}) {
   await followScheme(page, 'light');
 }
 
+/** Parses CSV (RFC 4180: quoted fields may hold commas, quotes and newlines). */
 export function parseCsv(text) {
   const rows = [];
   let row = [];

@@ -8,10 +8,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { screenshots, startBrowser, startServer } from './harness.mjs';
+import { screenshots, startBrowser, startServer, openPage } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
-const LONG = 240_000;
 
 const PROMPTS = {
   giraffe: 'Tell me one fact about giraffes.',
@@ -53,11 +52,7 @@ before(async () => {
   server = await startServer({ apiKey: 'e2e-history-key-0123456789' });
   for (const [name, prompt] of Object.entries(PROMPTS)) ids[name] = await generate(prompt);
   browser = await startBrowser();
-  const context = await browser.newContext({ viewport: { width: 800, height: 600 } });
-  page = await context.newPage();
-  page.setDefaultTimeout(LONG);
-  await page.goto(server.openUrl);
-  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  page = await openPage(browser, server.openUrl, { viewport: { width: 800, height: 600 } });
   await page.getByTestId('tab-history').click();
   await page.getByTestId('view-history').waitFor({ state: 'visible' });
 });

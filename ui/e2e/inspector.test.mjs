@@ -6,10 +6,9 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { artifacts, followScheme, startBrowser, startServer, openTab } from './harness.mjs';
+import { artifacts, followScheme, startBrowser, startServer, openTab, openPage } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
-const LONG = 240_000;
 
 let server;
 let browser;
@@ -18,10 +17,7 @@ let page;
 before(async () => {
   server = await startServer();
   browser = await startBrowser();
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  page = await context.newPage();
-  page.setDefaultTimeout(LONG);
-  await page.goto(server.url);
+  page = await openPage(browser, server.url, { ready: false, viewport: { width: 1280, height: 900 } });
 });
 
 after(async () => {

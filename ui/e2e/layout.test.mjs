@@ -6,9 +6,8 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { openTab, screenshots, startBrowser, startServer } from './harness.mjs';
+import { openTab, screenshots, startBrowser, startServer, openPage } from './harness.mjs';
 
-const LONG = 240_000;
 const SIZES = [
   [800, 600],
   [1280, 800],
@@ -58,10 +57,7 @@ before(async () => {
   assert.equal(report.imported, copies.length, JSON.stringify(report).slice(0, 400));
   // Scroll bars shown, as on most desktops: they take width from what must fit.
   browser = await startBrowser({ scrollbars: true });
-  page = await (await browser.newContext({ viewport: { width: 800, height: 600 } })).newPage();
-  page.setDefaultTimeout(LONG);
-  await page.goto(server.url);
-  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  page = await openPage(browser, server.url, { viewport: { width: 800, height: 600 } });
 });
 
 after(async () => {

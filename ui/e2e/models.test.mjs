@@ -13,9 +13,8 @@ import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { medusa, screenshots, startBrowser, startServer } from './harness.mjs';
+import { medusa, screenshots, startBrowser, startServer, LONG } from './harness.mjs';
 
-const LONG = 240_000;
 const REPO = 'tester/Tiny-Chat-GGUF';
 const FILE = 'tiny-chat-Q4_K_M.gguf';
 const content = Buffer.alloc(3 << 20, 0).map((_, i) => (i * 31) % 251);

@@ -7,10 +7,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { artifacts, screenshots, parseCsv, startBrowser, startServer, openTab } from './harness.mjs';
+import { artifacts, screenshots, parseCsv, startBrowser, startServer, openTab, LONG } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
-const LONG = 240_000;
 /** A folder the server may load models from over HTTP (besides the models cache). */
 const modelsDir = mkdtempSync(join(tmpdir(), 'medusa-models-'));
 // Five rounds: two modes that decode alike then have overlapping ranges all but by a rare chance.

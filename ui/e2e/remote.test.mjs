@@ -10,10 +10,9 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { after, before, test } from 'node:test';
-import { screenshots, startBrowser, startServer, openTab } from './harness.mjs';
+import { screenshots, startBrowser, startServer, openTab, openPage } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
-const LONG = 240_000;
 const QUESTION = 'Name a colour.';
 const COMPARED = 'List three fruits.';
 const LANES = ['Write a haiku about the sea.', 'Name three animals.'];
@@ -62,11 +61,7 @@ before(async () => {
   const models = await (await fetch(`${remote.url}/v1/models`)).json();
   remoteModel = models.data[0].id;
   browser = await startBrowser();
-  const context = await browser.newContext({ viewport: { width: 1100, height: 800 } });
-  page = await context.newPage();
-  page.setDefaultTimeout(LONG);
-  await page.goto(server.url);
-  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  page = await openPage(browser, server.url, { viewport: { width: 1100, height: 800 } });
 });
 
 after(async () => {

@@ -10,10 +10,9 @@ import { copyFileSync, existsSync, linkSync, mkdtempSync, rmSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { medusa, openTab, screenshots, startBrowser, startServer } from './harness.mjs';
+import { medusa, openTab, screenshots, startBrowser, startServer, openPage } from './harness.mjs';
 
 /** CPU training and tuning are slow and the machine may be busy: generous limits, never timing asserts. */
-const LONG = 240_000;
 const JOB = 600_000;
 
 let server;
@@ -35,10 +34,7 @@ before(async () => {
   }
   server = await startServer({ heads: false, extraArgs: ['--models-dir', modelsDir] });
   browser = await startBrowser();
-  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  page.setDefaultTimeout(LONG);
-  await page.goto(server.url);
-  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  page = await openPage(browser, server.url, { viewport: { width: 1280, height: 900 } });
 });
 
 after(async () => {
