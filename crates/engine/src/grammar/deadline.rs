@@ -104,6 +104,10 @@ impl DeadlineWorkers {
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let mut phase = lock(&phase);
+                // Answered between the deadline and the lock.
+                if let Ok(answer) = answer.try_recv() {
+                    return Ok(answer);
+                }
                 match *phase {
                     Phase::Running { thread_id } => {
                         *phase = Phase::Overdue;
@@ -118,10 +122,9 @@ impl DeadlineWorkers {
                         );
                         Err(DeadlineError::Missed)
                     }
-                    // It ended between the deadline and the lock: its answer is in.
-                    Phase::Ended | Phase::Overdue => answer
-                        .try_recv()
-                        .map_err(|_| DeadlineError::Thread("it ended without an answer".into())),
+                    Phase::Ended | Phase::Overdue => {
+                        Err(DeadlineError::Thread("it ended without an answer".into()))
+                    }
                 }
             }
         }
