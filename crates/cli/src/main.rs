@@ -8,6 +8,7 @@ mod chat;
 mod convert_heads;
 mod figures;
 mod generate;
+mod load_progress;
 mod make_prompts;
 mod model_args;
 mod models_cmd;

@@ -103,8 +103,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let mut loadable_dirs = args.models_dirs;
     loadable_dirs.extend(models::cache_dir().ok());
-    let config = args.model.config()?;
+    let mut config = args.model.config()?;
+    config.load_progress = Some(crate::load_progress::load_progress());
     let engine = Arc::new(engine::Engine::load(config.clone())?);
+    config.load_progress = None;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -48,7 +48,8 @@ pub struct EngineConfig {
     /// Decode costs to plan with instead of measuring them: a fixed cost model that real steps
     /// do not move (figures known for the machine; tests that must not depend on its load).
     pub decode_costs: Option<Vec<CostPoint>>,
-    /// Told how far loading the weights has got, so a UI can show it for large models.
+    /// Told what loading is doing and how far it has got, so a UI can show it for large models
+    /// and for a first load's timing of decodes.
     pub load_progress: Option<LoadProgress>,
     /// Makes the context return final hidden states even without heads (to train heads).
     pub hidden_states: bool,
@@ -62,13 +63,27 @@ pub struct EngineConfig {
     pub draft_confidence: f64,
 }
 
-/// A callback receiving the share of the model's weights loaded so far, in `0.0..=1.0`.
+/// What a load is doing when it reports its progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadStage {
+    /// Reading a model's weights (the model's, then a draft model's).
+    Weights,
+    /// Timing decodes of several sizes on this machine, which sizes Medusa's tree: on the first
+    /// load of a model with heads, as later loads read the kept figures.
+    DecodeCosts,
+}
+
+/// A callback receiving what a load is doing and the share of that stage done, in `0.0..=1.0`.
 #[derive(Clone)]
-pub struct LoadProgress(pub Arc<dyn Fn(f32) + Send + Sync>);
+pub struct LoadProgress(pub Arc<dyn Fn(LoadStage, f32) + Send + Sync>);
 
 impl LoadProgress {
-    pub fn new(callback: impl Fn(f32) + Send + Sync + 'static) -> Self {
+    pub fn new(callback: impl Fn(LoadStage, f32) + Send + Sync + 'static) -> Self {
         Self(Arc::new(callback))
+    }
+
+    pub fn report(&self, stage: LoadStage, share: f32) {
+        (self.0)(stage, share.clamp(0.0, 1.0));
     }
 }
 

@@ -11,7 +11,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::config::{EngineConfig, DEFAULT_CTX_SIZE};
+use crate::config::{EngineConfig, LoadStage, DEFAULT_CTX_SIZE};
 use crate::cost_cache::{CostCache, CostKey};
 use crate::engine_metrics::Shared;
 use crate::error::EngineError;
@@ -187,6 +187,7 @@ pub(crate) fn engine_thread(
         }
     };
     let draft_agreement = draft_model.as_ref().and_then(|(_, agreement)| *agreement);
+    runtime.report_calibration_to(config.load_progress.clone());
     let medusa = match heads.map(|heads| plan_medusa(&mut runtime, heads, config.tree.clone())) {
         None => None,
         Some(Ok(setup)) => Some(setup),
@@ -215,8 +216,9 @@ pub(crate) fn engine_thread(
         info.medusa_plan = Some(medusa.plan.clone());
     }
     // Decode costs an earlier load kept are known from the start (the heads' plan may have
-    // measured them already).
+    // measured them already). Later measurements happen while serving, not loading.
     runtime.read_cached_costs();
+    runtime.report_calibration_to(None);
     tracing::info!(model = %info.name, file_type = %info.file_type, threads, n_ctx_seq, parallel, "model loaded");
     // Made before the engine is ready, so that what it knows (the decode costs) is published by
     // the time the first caller asks.
@@ -381,7 +383,7 @@ fn load_model(
     let mut params = LlamaModelParams::default().with_n_gpu_layers(config.gpu_layers);
     if let Some(progress) = config.load_progress.clone() {
         params = params.with_progress_callback(move |share| {
-            (progress.0)(share);
+            progress.report(LoadStage::Weights, share);
             true
         });
     }

@@ -31,7 +31,7 @@ pub mod tuning;
 mod weights;
 
 pub use config::{
-    default_threads, EngineConfig, LoadProgress, DEFAULT_BATCH_SIZE, DEFAULT_CTX_SIZE,
+    default_threads, EngineConfig, LoadProgress, LoadStage, DEFAULT_BATCH_SIZE, DEFAULT_CTX_SIZE,
     DEFAULT_DRAFT_CONFIDENCE, DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL, MAX_DRAFT_CONFIDENCE,
 };
 pub use diagnostics::BaselineRun;

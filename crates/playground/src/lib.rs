@@ -43,7 +43,7 @@ pub use draft::{DraftFields, TreeChoice};
 pub use error::{AppError, ErrorBody, ErrorKind};
 pub use events::{FinishedEvent, RunEvent};
 pub use info::{Health, Info};
-pub use model_host::{HostedModel, LoadRequest, ModelHost, ModelSource};
+pub use model_host::{load_stage_name, HostedModel, LoadRequest, ModelHost, ModelSource};
 pub use playground::{CheckedRequest, Playground};
 pub use remotes::{AddRemoteRequest, RemoteEngineKind, RemoteInfo, Remotes};
 pub use requests::{LoadModelRequest, PlaygroundRequest, SetTreeRequest, PLAYGROUND_MAX_TOKENS};

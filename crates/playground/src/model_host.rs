@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use engine::{
-    DraftPolicy, Engine, EngineConfig, GenerateRequest, GenerationMode, LoadProgress, Prompt,
-    QuantType, TreeSpec,
+    DraftPolicy, Engine, EngineConfig, GenerateRequest, GenerationMode, LoadProgress, LoadStage,
+    Prompt, QuantType, TreeSpec,
 };
 use serde::Serialize;
 use ts_rs::TS;
@@ -114,7 +114,7 @@ pub struct LoadRequest {
 pub struct LoadingStatus {
     pub model: String,
     pub heads: Option<String>,
-    /// e.g. "fetching model", "loading model".
+    /// e.g. "fetching model", "loading model", "measuring decode costs (first load only)".
     pub stage: &'static str,
     /// Share of the current stage done (0..1), when known.
     pub progress: Option<f32>,
@@ -131,6 +131,14 @@ struct Loading {
 }
 
 const NO_PROGRESS: u32 = u32::MAX;
+
+/// What a load reports as its stage while the engine loads.
+pub fn load_stage_name(stage: LoadStage) -> &'static str {
+    match stage {
+        LoadStage::Weights => "loading model",
+        LoadStage::DecodeCosts => "measuring decode costs (first load only)",
+    }
+}
 
 /// Holds the served model and loads its replacements.
 pub struct ModelHost {
@@ -254,7 +262,7 @@ impl ModelHost {
         Ok(())
     }
 
-    fn load(&self, request: LoadRequest, progress: Arc<AtomicU32>) {
+    fn load(self: &Arc<Self>, request: LoadRequest, progress: Arc<AtomicU32>) {
         let span = tracing::info_span!("model_load");
         let _guard = span.enter();
         let model_path = match request.model {
@@ -288,7 +296,11 @@ impl ModelHost {
         if let Some(exact) = request.exact {
             config.exact = exact;
         }
-        config.load_progress = Some(LoadProgress::new(move |share| {
+        let host = Arc::downgrade(self);
+        config.load_progress = Some(LoadProgress::new(move |stage, share| {
+            if let Some(host) = host.upgrade() {
+                host.set_stage_of_load(load_stage_name(stage));
+            }
             progress.store(share.to_bits(), Ordering::Relaxed);
         }));
         tracing::info!(model = %config.model_path.display(), "loading");
@@ -342,6 +354,14 @@ impl ModelHost {
             .last_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(failure);
+    }
+
+    /// The stage of the load under way, its model unchanged.
+    fn set_stage_of_load(&self, stage: &'static str) {
+        let mut loading = self.loading.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(loading) = loading.as_mut() {
+            loading.stage = stage;
+        }
     }
 
     fn set_stage(&self, model: &str, stage: &'static str) {

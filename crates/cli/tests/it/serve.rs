@@ -459,3 +459,54 @@ fn a_training_job_cut_off_by_a_kill_resumes_from_its_answers() {
     );
     assert!(models_dir.join("tiny.medusa.gguf").is_file());
 }
+
+#[test]
+fn a_first_start_says_it_measures_decode_costs_before_it_listens() {
+    // A models folder of its own: no decode costs kept there yet, so this start measures them.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = models::default_model_path().expect("default model available");
+    let heads = models::default_heads_path().expect("default heads installed");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_medusa"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--no-ui",
+            "--ctx-size",
+            "1024",
+            "--heads",
+        ])
+        .arg(&heads)
+        .arg("--db")
+        .arg(dir.path().join("history.sqlite"))
+        .env("MEDUSA_MODEL", model)
+        .env("MEDUSA_MODELS_DIR", dir.path())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("medusa serve starts");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("a line on stdout");
+    assert!(line.starts_with("listening on "), "{line:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("stderr read");
+    // Not a terminal: a line as each stage starts, the model first.
+    let stages: Vec<&str> = stderr.lines().filter(|l| l.ends_with('…')).collect();
+    assert_eq!(
+        stages,
+        [
+            "loading model…",
+            "measuring decode costs (first load only)…"
+        ],
+        "{stderr}"
+    );
+}

@@ -10,6 +10,7 @@ use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
 use crate::clock::{ms_since, process_cpu_ms};
+use crate::config::{LoadProgress, LoadStage};
 use crate::cost_cache::{CostCache, CostKey};
 use crate::error::EngineError;
 use crate::llama::cell_order::CellOrder;
@@ -50,6 +51,8 @@ pub(crate) struct LlamaRuntime<'m> {
     cell_order: Option<CellOrder>,
     /// Sequence ids that may hold cells.
     n_seq_max: usize,
+    /// Told how far a timing of decodes has got while the engine loads.
+    calibration_progress: Option<LoadProgress>,
 }
 
 /// How the engine thread set up the context a runtime wraps.
@@ -95,7 +98,14 @@ impl<'m> LlamaRuntime<'m> {
             cpu_threads: settings.cpu_threads,
             cell_order: settings.retired_seq.map(|seq| CellOrder::new(seq, n_cells)),
             n_seq_max: settings.max_seqs_per_token,
+            calibration_progress: None,
         }
+    }
+
+    /// Reports the timing of decodes to `progress` from here on (`None`: to nobody), so that
+    /// a first load's measurement shows as a stage of the load.
+    pub(crate) fn report_calibration_to(&mut self, progress: Option<LoadProgress>) {
+        self.calibration_progress = progress;
     }
 
     pub(crate) fn has_chat_template(&self) -> bool {
@@ -182,6 +192,16 @@ impl<'m> LlamaRuntime<'m> {
         let token = self.model.vocab().bos();
         let mut rounds = Vec::with_capacity(CALIBRATION_ROUNDS);
         let (mut wall_ms, mut cpu_ms) = (0.0, Some(0.0));
+        // Shares by tokens decoded, which the time follows more than the count of decodes.
+        let total_tokens = (CALIBRATION_ROUNDS + 1) * CALIBRATION_SIZES.iter().sum::<usize>();
+        let mut tokens_done = 0;
+        let progress = self.calibration_progress.clone();
+        let report = |done: usize| {
+            if let Some(progress) = &progress {
+                progress.report(LoadStage::DecodeCosts, done as f32 / total_tokens as f32);
+            }
+        };
+        report(0);
         for round in 0..=CALIBRATION_ROUNDS {
             let mut times = Vec::with_capacity(CALIBRATION_SIZES.len());
             for &n in CALIBRATION_SIZES {
@@ -193,6 +213,8 @@ impl<'m> LlamaRuntime<'m> {
                 let cpu_before = process_cpu_ms();
                 let ms = self.decode()?.total_ms();
                 times.push(ms);
+                tokens_done += n;
+                report(tokens_done);
                 if round > 0 {
                     wall_ms += ms;
                     cpu_ms = cpu_ms
