@@ -6,6 +6,7 @@
 mod cache;
 mod download;
 mod fetch;
+mod gguf_arch;
 mod heads;
 mod hub;
 mod local;
