@@ -53,6 +53,7 @@ pub fn invoke_handler<R: tauri::Runtime>(
         model_commands::cancel_download,
         model_commands::delete_model,
         training_commands::start_training,
+        training_commands::planned_heads,
         training_commands::list_training_jobs,
         training_commands::get_training_job,
         training_commands::cancel_training,

@@ -2,7 +2,7 @@
 //! `/api/training` answers over HTTP. A job's updates go to a channel.
 
 use futures_util::StreamExt;
-use playground::training_figures::{DeletedTrainingJob, TrainingRequest};
+use playground::training_figures::{DeletedTrainingJob, PlannedHeads, TrainingRequest};
 use playground::{AppError, Playground};
 use store::TrainingJob;
 use tauri::ipc::Channel;
@@ -14,6 +14,14 @@ pub async fn start_training(
     request: TrainingRequest,
 ) -> Result<TrainingJob, AppError> {
     playground.start_training(request).await
+}
+
+#[tauri::command]
+pub async fn planned_heads(
+    playground: State<'_, Playground>,
+    model: String,
+) -> Result<PlannedHeads, AppError> {
+    playground.planned_heads(&model).await
 }
 
 #[tauri::command]

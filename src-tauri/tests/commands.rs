@@ -341,6 +341,11 @@ fn heads_training_through_ipc() {
     )
     .expect_err("no such model");
     assert_eq!(err["code"], "invalid_parameter", "{err}");
+    let planned = |window: &WebviewWindow<MockRuntime>| {
+        invoke(window, "planned_heads", json!({"model": model})).unwrap()["heads_path"].clone()
+    };
+    let heads = dir.path().join("tiny.medusa.gguf").display().to_string();
+    assert_eq!(planned(&window), heads);
 
     let job = invoke(
         &window,
@@ -351,6 +356,13 @@ fn heads_training_through_ipc() {
     .expect("the job starts");
     let id = job["id"].as_i64().unwrap();
     assert_eq!(job["status"], "running");
+    assert_eq!(job["heads_path"], heads);
+    assert_eq!(job["name"], "tiny.medusa.gguf");
+    // The running job keeps its heads file's name from the next job.
+    assert_eq!(
+        planned(&window),
+        dir.path().join("tiny-2.medusa.gguf").display().to_string()
+    );
     let start = Instant::now();
     let done = loop {
         let now = invoke(&window, "get_training_job", json!({"id": id})).unwrap();

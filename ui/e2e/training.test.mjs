@@ -43,6 +43,9 @@ after(async () => {
   if (modelsDir) rmSync(modelsDir, { recursive: true, force: true });
 });
 
+/** `text` matched literally in a regular expression. */
+const escaped = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 const medusaOption = () => page.getByTestId('chat-mode').locator('option[value="medusa"]');
 
 /**
@@ -116,6 +119,10 @@ test('trains heads live, reports them, and loads the model with them', async () 
   assert.equal(await page.getByTestId('training-job').count(), 0, 'no job started');
 
   await page.getByTestId('training-prompts').fill('');
+  // The form says which file the heads will be, before anything starts.
+  const headsPath = join(modelsDir, basename(model).replace(/\.gguf$/, '.medusa.gguf'));
+  await page.getByTestId('training-heads-path').filter({ hasText: headsPath }).waitFor();
+  assert.equal((await page.getByTestId('training-heads-path').innerText()).trim(), `Heads go to ${headsPath}`);
   await recordPanel();
   await page.getByTestId('training-start').click();
   const panel = page.getByTestId('training-job');
@@ -124,7 +131,10 @@ test('trains heads live, reports them, and loads the model with them', async () 
   const id = await panel.getAttribute('data-job-id');
   const row = page.getByTestId(`training-job-${id}`);
   await row.waitFor();
-  assert.match(await row.innerText(), /SmolLM2-135M-Instruct\.Q4_1/);
+  // The job is named after its heads file, which it shows from the start.
+  assert.match(await row.innerText(), new RegExp(`^${escaped(basename(headsPath))}`));
+  assert.match(await page.getByTestId('training-job-name').innerText(), new RegExp(`^${escaped(basename(headsPath))} job ${id}$`));
+  assert.equal((await page.getByTestId('training-heads').innerText()).trim(), `Heads will be written to ${headsPath}`);
   assert.equal(await page.getByTestId('training-start').isDisabled(), true, 'one job at a time');
 
   // Collection shows, then the job runs to its end.
@@ -164,8 +174,8 @@ test('trains heads live, reports them, and loads the model with them', async () 
   }
   assert.match(await report.getByTestId('training-report-tree').innerText(), /^\d+ nodes, \d+\.\d\d tokens per step expected$/);
   assert.match(await report.getByTestId('training-report-tune').innerText(), /\S/);
-  const headsPath = join(modelsDir, basename(model).replace(/\.gguf$/, '.medusa.gguf'));
-  assert.match(await report.innerText(), new RegExp(headsPath.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  assert.match(await report.innerText(), new RegExp(escaped(headsPath)));
+  assert.equal((await page.getByTestId('training-heads').innerText()).trim(), `Heads written to ${headsPath}`);
   assert.ok(existsSync(headsPath), 'the heads are written beside the model');
   await screenshots(page, 'training', { fullPage: true });
   // The smallest supported window: nothing scrolls sideways, the charts included.
@@ -192,10 +202,17 @@ test('trains heads live, reports them, and loads the model with them', async () 
 test('a job cancelled while it collects answers resumes from them', async () => {
   await openTab(page, 'training');
   await fillForm({ samples: 40, maxTokens: 64, epochs: 1, tunePrompts: 1 });
+  // The first job's heads are on disk: this one's go beside them, under a name of its own.
+  const firstHeads = basename(model).replace(/\.gguf$/, '.medusa.gguf');
+  const secondHeads = join(modelsDir, basename(model).replace(/\.gguf$/, '-2.medusa.gguf'));
+  await page.getByTestId('training-heads-path').filter({ hasText: secondHeads }).waitFor();
   await page.getByTestId('training-start').click();
   const panel = page.locator('[data-testid="training-job"][data-status="running"]');
   await panel.waitFor();
   const id = await panel.getAttribute('data-job-id');
+  assert.equal((await page.getByTestId('training-heads').innerText()).trim(), `Heads will be written to ${secondHeads}`);
+  const names = (await page.getByTestId('training-jobs').locator('.name').allInnerTexts()).map((n) => n.trim());
+  assert.deepEqual(names, [basename(secondHeads), firstHeads], 'two jobs for one model are told apart');
   const progress = page.getByTestId('training-progress');
   const answered = async () => Number(/(\d+) of 40/.exec(await progress.innerText())?.[1] ?? -1);
 
@@ -248,4 +265,18 @@ test('a job cancelled while it collects answers resumes from them', async () => 
   assert.ok(!existsSync(data), 'the collected answers are removed');
   const left = await page.evaluate(async () => (await fetch('/api/training')).json());
   assert.deepEqual(left.map((j) => j.status), ['finished']);
+});
+
+test('a server that stopped answering is named in the error, not "Failed to fetch"', async () => {
+  await openTab(page, 'training');
+  await fillForm({ samples: 12, maxTokens: 16, epochs: 1, tunePrompts: 1 });
+  await server.stop();
+  await page.getByTestId('training-start').click();
+  const error = page.getByTestId('training-error');
+  await error.waitFor();
+  const origin = new URL(server.url).origin;
+  assert.equal(
+    (await error.innerText()).trim(),
+    `network: the playground's server is not answering at ${origin}; is \`medusa serve\` still running?`,
+  );
 });

@@ -12,6 +12,13 @@ pub enum EngineError {
     NotGguf { path: PathBuf },
     #[error("{} looks like GGUF but its header cannot be read: the file is truncated or corrupt", path.display())]
     CorruptModel { path: PathBuf },
+    /// A Medusa heads file picked as the model (llama.cpp knows no `medusa` architecture).
+    #[error("{}", heads_not_model_message(path, model.as_deref()))]
+    HeadsNotModel {
+        path: PathBuf,
+        /// The model file the heads go with, when one is found beside them.
+        model: Option<PathBuf>,
+    },
     #[error("llama.cpp could not load {} (architecture '{architecture}'): {reason}", path.display())]
     LoadFailed {
         path: PathBuf,
@@ -85,12 +92,31 @@ pub enum EngineError {
     Widen { path: PathBuf, reason: String },
 }
 
+fn heads_not_model_message(path: &std::path::Path, model: Option<&std::path::Path>) -> String {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    match model {
+        Some(model) => format!(
+            "{name} is a Medusa heads file, not a model: it goes with {} beside it. Open that \
+             model and pick {name} as its heads (--model {} --heads {})",
+            model.file_name().unwrap_or_default().to_string_lossy(),
+            model.display(),
+            path.display()
+        ),
+        None => format!(
+            "{name} is a Medusa heads file, not a model: pick the model it was made for as the \
+             model, and {name} as its heads (--heads {})",
+            path.display()
+        ),
+    }
+}
+
 impl EngineError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::ModelNotFound { .. } => "model_not_found",
             Self::NotGguf { .. } => "not_gguf",
             Self::CorruptModel { .. } => "corrupt_model",
+            Self::HeadsNotModel { .. } => "heads_not_model",
             Self::LoadFailed { .. } => "model_load_failed",
             Self::Context(_) => "context_failed",
             Self::InvalidParameter { .. } => "invalid_parameter",
@@ -133,6 +159,7 @@ impl EngineError {
                 | Self::NoChatTemplate
                 | Self::NoMedusaHeads
                 | Self::NoDraftModel
+                | Self::HeadsNotModel { .. }
         )
     }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+use crate::network::NetworkFailure;
 use crate::quant::quantization_in_name;
 
 /// Where models are searched and downloaded from unless `HF_ENDPOINT` says otherwise.
@@ -22,8 +23,20 @@ pub const MAX_SEARCH_RESULTS: usize = 50;
 pub enum HubError {
     #[error("{0}")]
     InvalidInput(String),
-    #[error("the model hub at {endpoint} did not answer: {reason}")]
-    Unreachable { endpoint: String, reason: String },
+    /// The hub could not be reached; `reason` keeps the network's own words (for the log or
+    /// a detail), the message says it plainly.
+    #[error(
+        "cannot reach {host} (offline?): {}. Models already on disk, and a model file opened \
+         by its path, still work",
+        failure.describe()
+    )]
+    Unreachable {
+        endpoint: String,
+        /// The hub's host name, as a user knows it (`huggingface.co`).
+        host: String,
+        failure: NetworkFailure,
+        reason: String,
+    },
     #[error("the model hub answered {status} for {what}")]
     Status { status: u16, what: String },
     #[error("the model hub refused {what} ({status}): the repository may be gated or private; set HF_TOKEN to a token that may read it")]
@@ -236,9 +249,14 @@ impl Hub {
     }
 
     pub(crate) fn unreachable(&self, error: reqwest::Error) -> HubError {
+        let failure = NetworkFailure::of(&error);
+        let reason = with_causes(&error.without_url());
+        tracing::warn!(endpoint = %self.endpoint, ?failure, %reason, "the model hub is unreachable");
         HubError::Unreachable {
+            host: host_of(&self.endpoint),
             endpoint: self.endpoint.clone(),
-            reason: with_causes(&error.without_url()),
+            failure,
+            reason,
         }
     }
 
@@ -279,6 +297,21 @@ impl HubError {
             _ => Self::Status { status, what },
         }
     }
+}
+
+/// The host an endpoint names (`https://huggingface.co/` -> `huggingface.co`), with its port if
+/// it has one; the endpoint itself if it cannot be read.
+fn host_of(endpoint: &str) -> String {
+    reqwest::Url::parse(endpoint)
+        .ok()
+        .and_then(|url| {
+            let host = url.host_str()?.to_owned();
+            Some(match url.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host,
+            })
+        })
+        .unwrap_or_else(|| endpoint.to_owned())
 }
 
 /// An error with what caused it ("error sending request: ... Connection refused"), which

@@ -6,10 +6,12 @@
 mod cache;
 mod download;
 mod fetch;
+mod gguf_arch;
 mod heads;
 mod hub;
 mod local;
 mod manifest;
+mod network;
 mod quant;
 mod suggested;
 
@@ -23,6 +25,7 @@ pub use hub::{
 };
 pub use local::{delete_local_model, local_models, LocalError, LocalModel};
 pub use manifest::{KnownModel, DEFAULT_MODEL};
+pub use network::NetworkFailure;
 pub use quant::quantization_in_name;
 pub use suggested::{Suggested, SUGGESTED};
 

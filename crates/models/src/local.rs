@@ -55,7 +55,7 @@ pub fn local_models(dir: &Path) -> Result<Vec<LocalModel>, LocalError> {
             }
             Some(LocalModel {
                 quantization: quantization_in_name(&file_name).map(str::to_owned),
-                heads: file_name.to_ascii_lowercase().ends_with(".medusa.gguf"),
+                heads: is_heads(&e.path(), &file_name, partial),
                 size_bytes: std::fs::metadata(e.path()).ok()?.len(),
                 path: e.path(),
                 file_name,
@@ -89,6 +89,13 @@ pub fn delete_local_model(dir: &Path, file_name: &str, partial: bool) -> Result<
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(LocalError::NotFound(name)),
         Err(e) => Err(io_error(&path, &e)),
     }
+}
+
+/// Medusa heads by their name (`*.medusa.gguf`), or by what their header says whatever they are
+/// called, so that heads are never offered as a model.
+fn is_heads(path: &Path, file_name: &str, partial: bool) -> bool {
+    file_name.to_ascii_lowercase().ends_with(".medusa.gguf")
+        || (!partial && crate::gguf_arch::architecture(path).as_deref() == Some("medusa"))
 }
 
 fn is_gguf(name: &str) -> bool {
@@ -168,6 +175,25 @@ mod tests {
         assert!(local_models(&dir.path().join("missing"))
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn heads_under_any_name_are_told_from_models_by_their_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("heads")
+            .join(crate::DEFAULT_HEADS_FILE);
+        std::fs::copy(&shipped, dir.path().join("renamed.gguf")).unwrap();
+        std::fs::write(dir.path().join("other.gguf"), b"GGUF not really").unwrap();
+        let listed: Vec<(String, bool)> = local_models(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.file_name, m.heads))
+            .collect();
+        assert_eq!(
+            listed,
+            [("other.gguf".into(), false), ("renamed.gguf".into(), true)]
+        );
     }
 
     #[cfg(unix)]

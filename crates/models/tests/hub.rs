@@ -12,7 +12,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use models::{DownloadProgress, Hub, HubError, PARTIAL_SUFFIX};
+use models::{DownloadProgress, Hub, HubError, NetworkFailure, PARTIAL_SUFFIX};
 use sha2::{Digest, Sha256};
 
 const REPO: &str = "tester/Tiny-Chat-GGUF";
@@ -342,8 +342,26 @@ async fn a_file_that_fails_its_checksum_is_refused_and_nothing_is_kept() {
 
 #[tokio::test]
 async fn an_unreachable_hub_is_said_plainly() {
-    let hub = Hub::new("http://127.0.0.1:9", None).unwrap();
+    // Port 1 on loopback: nothing listens there.
+    let hub = Hub::new("http://127.0.0.1:1", None).unwrap();
     let err = hub.search("x", 5).await.unwrap_err();
-    assert!(matches!(err, HubError::Unreachable { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "cannot reach 127.0.0.1:1 (offline?): the connection was refused. Models already on \
+         disk, and a model file opened by its path, still work"
+    );
+    let HubError::Unreachable {
+        host,
+        failure,
+        reason,
+        ..
+    } = err
+    else {
+        panic!("{err}")
+    };
+    assert_eq!(host, "127.0.0.1:1");
+    assert_eq!(failure, NetworkFailure::Refused);
+    // The network's own words are kept for the log and the detail.
+    assert!(reason.contains("onnection refused"), "{reason}");
     assert!(Hub::new("ftp://x", None).is_err());
 }

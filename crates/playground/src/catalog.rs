@@ -338,6 +338,10 @@ impl Drop for ActiveDownload<'_> {
 
 fn hub_error(e: HubError) -> AppError {
     let message = e.to_string();
+    let detail = match &e {
+        HubError::Unreachable { reason, .. } => Some(reason.clone()),
+        _ => None,
+    };
     let (kind, code) = match e {
         HubError::InvalidInput(_) => (ErrorKind::Invalid, "invalid_input"),
         HubError::Unreachable { .. } => (ErrorKind::Upstream, "hub_unreachable"),
@@ -353,7 +357,11 @@ fn hub_error(e: HubError) -> AppError {
         }
         HubError::Io { .. } => (ErrorKind::Internal, "io_error"),
     };
-    AppError::new(kind, code, message)
+    let error = AppError::new(kind, code, message);
+    match detail {
+        Some(detail) => error.with_detail(detail),
+        None => error,
+    }
 }
 
 fn local_error(e: LocalError) -> AppError {
@@ -362,5 +370,28 @@ fn local_error(e: LocalError) -> AppError {
         LocalError::InvalidName(_) => AppError::new(ErrorKind::Invalid, "invalid_input", message),
         LocalError::NotFound(_) => AppError::not_found(message),
         LocalError::Io { .. } => AppError::internal("io_error", message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unreachable_hub_is_said_plainly_with_its_cause_kept_as_detail() {
+        // Port 1 on loopback: nothing listens there.
+        let hub = Hub::new("http://127.0.0.1:1", None).unwrap();
+        let err = hub_error(hub.search("smol", 5).await.unwrap_err());
+        assert_eq!(err.code, "hub_unreachable");
+        assert_eq!(err.kind, ErrorKind::Upstream);
+        assert_eq!(
+            err.message,
+            "cannot reach 127.0.0.1:1 (offline?): the connection was refused. Models already on \
+             disk, and a model file opened by its path, still work"
+        );
+        let body = err.body();
+        let detail = body.detail.expect("the network's own words");
+        assert!(detail.contains("onnection refused"), "{detail}");
+        assert!(!body.message.contains("error sending request"));
     }
 }

@@ -95,6 +95,7 @@ pub fn typescript() -> String {
         crate::training_figures::TuneSummary,
         crate::training_figures::TrainingReport,
         crate::training_figures::DeletedTrainingJob,
+        crate::training_figures::PlannedHeads,
         store::TrainingJob,
         store::TrainingStatus,
         engine::tuning::TuneReport,

@@ -42,6 +42,9 @@ pub struct AppError {
     pub retry_after_s: Option<u64>,
     /// The request field at fault, where one is.
     pub param: Option<String>,
+    /// What lies under the message, in its own words (a network error's text), for whoever
+    /// digs; the message says what happened plainly.
+    pub detail: Option<String>,
 }
 
 /// How every error reaches the UI: the body of HTTP errors (`{"error": ...}`) and of rejected
@@ -59,6 +62,10 @@ pub struct ErrorBody {
     /// The request field at fault; null where none is (always sent, as OpenAI clients read it).
     #[ts(optional = nullable)]
     pub param: Option<String>,
+    /// What lies under the message in its own words (a network error's text), where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub detail: Option<String>,
 }
 
 impl ErrorBody {
@@ -69,6 +76,7 @@ impl ErrorBody {
             message: message.into(),
             kind: None,
             param: None,
+            detail: None,
         }
     }
 }
@@ -81,7 +89,14 @@ impl AppError {
             message: message.into(),
             retry_after_s: None,
             param: None,
+            detail: None,
         }
+    }
+
+    /// Keeps what lies under the message.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
     }
 
     /// Names the request field at fault.
@@ -123,6 +138,7 @@ impl AppError {
             message: self.message.clone(),
             kind: Some(self.openai_type().to_owned()),
             param: self.param.clone(),
+            detail: self.detail.clone(),
         }
     }
 }
@@ -162,6 +178,7 @@ impl From<EngineError> for AppError {
             message: err.to_string(),
             retry_after_s,
             param,
+            detail: None,
         }
     }
 }

@@ -213,10 +213,18 @@ impl ModelHost {
     }
 
     /// Starts loading `request` on its own thread. Refused while another load runs, and at once
-    /// for a model or heads path that is not a file, so the caller hears about typos directly.
+    /// for a model or heads path that is not a file, or a model path that holds no model (a
+    /// heads file, say), so the caller hears about mistakes directly.
     pub fn begin_load(self: &Arc<Self>, request: LoadRequest) -> Result<(), AppError> {
         if let ModelSource::Path(path) | ModelSource::Convert { from: path, .. } = &request.model {
             require_file(path, "model")?;
+            // A heads file is refused here rather than after a load in the background (the
+            // header alone is read); other unreadable files fail the load as before.
+            if let Err(err @ engine::EngineError::HeadsNotModel { .. }) =
+                engine::inspect_model(path)
+            {
+                return Err(err.into());
+            }
         }
         if let Some(heads) = &request.heads {
             require_file(heads, "heads")?;

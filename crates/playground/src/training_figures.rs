@@ -38,6 +38,15 @@ pub struct TrainingRequest {
     pub tune_max_tokens: Option<u32>,
 }
 
+/// Where a job started now for a model would write its heads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+pub struct PlannedHeads {
+    pub model: String,
+    /// `<model>.medusa.gguf` beside the model, or `<model>-2.medusa.gguf` and so on when that
+    /// name is taken by a file or by another job.
+    pub heads_path: String,
+}
+
 /// What deleting a training job removed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
 pub struct DeletedTrainingJob {

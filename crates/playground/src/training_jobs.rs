@@ -4,6 +4,7 @@
 //! to the history at most once a second; a cancel keeps the collected answers, and a resume
 //! (after a cancel, a failure or a crash) continues from them.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,9 +21,9 @@ use training::{StopFlag, TrainError, TrainHeadsOptions, TrainProgress};
 use crate::error::{AppError, ErrorKind};
 use crate::playground::Playground;
 use crate::training_figures::{
-    DeletedTrainingJob, TrainingFigures, TrainingPhase, TrainingReport, TrainingRequest,
-    TrainingSettings, TuneSummary, DEFAULT_EPOCHS, DEFAULT_MAX_TOKENS, DEFAULT_TUNE_MAX_TOKENS,
-    DEFAULT_VOCAB_SUBSET, EVALUATIONS_PER_EPOCH,
+    DeletedTrainingJob, PlannedHeads, TrainingFigures, TrainingPhase, TrainingReport,
+    TrainingRequest, TrainingSettings, TuneSummary, DEFAULT_EPOCHS, DEFAULT_MAX_TOKENS,
+    DEFAULT_TUNE_MAX_TOKENS, DEFAULT_VOCAB_SUBSET, EVALUATIONS_PER_EPOCH,
 };
 use crate::training_slot::{ActiveJob, Reservation};
 
@@ -170,9 +171,12 @@ impl Playground {
             plan.settings.epochs,
             plan.settings.tune_prompts,
         );
+        let taken = self.taken_heads_paths(None).await?;
+        let heads = heads_path_for(&plan.model, &taken);
         let new = NewTrainingJob {
             model_name: model_name(&plan.model),
             model_path: plan.model.display().to_string(),
+            heads_path: Some(heads.display().to_string()),
             settings: serde_json::to_value(&plan.settings).expect("settings serialize"),
             figures: serde_json::to_value(&figures).expect("figures serialize"),
         };
@@ -180,7 +184,31 @@ impl Playground {
         let dir = self.training_dir()?;
         let job = self.store().begin_training_job(&new).await?;
         let data = data_file(&dir, job.id);
-        Ok(self.launch(reservation, job, plan, figures, data))
+        Ok(self.launch(reservation, job, plan, figures, data, taken))
+    }
+
+    /// Where a job started now for `model` would write its heads (nothing is reserved).
+    pub async fn planned_heads(&self, model: &str) -> Result<PlannedHeads, AppError> {
+        let path = Path::new(model);
+        if !path.is_file() {
+            return Err(invalid("model", format!("{model} is not a file")));
+        }
+        let taken = self.taken_heads_paths(None).await?;
+        Ok(PlannedHeads {
+            model: model.to_owned(),
+            heads_path: heads_path_for(path, &taken).display().to_string(),
+        })
+    }
+
+    /// The heads files of the jobs in the history but `except`: no other job writes there.
+    async fn taken_heads_paths(&self, except: Option<i64>) -> Result<HashSet<PathBuf>, AppError> {
+        Ok(self
+            .store()
+            .training_heads_paths(except)
+            .await?
+            .into_iter()
+            .map(PathBuf::from)
+            .collect())
     }
 
     /// Continues a cancelled, failed or interrupted job from the answers it collected.
@@ -203,13 +231,20 @@ impl Playground {
             ));
         }
         let plan = Plan::of_job(&job)?;
+        let taken = self.taken_heads_paths(Some(id)).await?;
+        let mut job = job;
+        if job.heads_path.is_none() {
+            // Recorded before jobs chose their heads file at the start: chosen now.
+            let heads = heads_path_for(&plan.model, &taken);
+            job.set_heads_path(Some(heads.display().to_string()));
+        }
         let figures: TrainingFigures = serde_json::from_value(job.figures.clone())
             .map_err(|e| AppError::internal("training_figures", e.to_string()))?;
         let data = match &job.data_path {
             Some(path) => PathBuf::from(path),
             None => data_file(&self.training_dir()?, id),
         };
-        Ok(self.launch(reservation, job, plan, figures, data))
+        Ok(self.launch(reservation, job, plan, figures, data, taken))
     }
 
     /// Deletes a job that is not running, with the answers it collected; the heads it wrote
@@ -310,6 +345,7 @@ impl Playground {
         plan: Plan,
         figures: TrainingFigures,
         data: PathBuf,
+        taken: HashSet<PathBuf>,
     ) -> TrainingJob {
         job.status = TrainingStatus::Running;
         job.phase = TrainingPhase::Starting.as_str().to_owned();
@@ -327,6 +363,7 @@ impl Playground {
         let reporter = Reporter::new(job.clone(), figures, sender);
         let context = JobContext {
             tune_config: self.model_host().config_for(&plan.model),
+            taken_heads: taken,
             plan,
             data,
             stop,
@@ -401,20 +438,63 @@ fn model_name(model: &Path) -> String {
 }
 
 /// Where new heads for `model` go: `<model>.medusa.gguf` beside it, the name the models list
-/// pairs with the model, or `<model>-2.medusa.gguf` and so on when that is taken (existing
-/// heads are never overwritten).
-fn heads_path_for(model: &Path) -> PathBuf {
+/// pairs with the model, or `<model>-2.medusa.gguf` and so on when that is taken by a file or
+/// is in `taken` (another job's), so that existing heads are never overwritten and no two jobs
+/// share a name.
+fn heads_path_for(model: &Path, taken: &HashSet<PathBuf>) -> PathBuf {
     let dir = model.parent().unwrap_or(Path::new("."));
     let stem = model_name(model);
     std::iter::once(format!("{stem}.medusa.gguf"))
         .chain((2..).map(|n| format!("{stem}-{n}.medusa.gguf")))
         .map(|name| dir.join(name))
-        .find(|path| !path.exists())
+        .find(|path| !taken.contains(path) && std::fs::symlink_metadata(path).is_err())
         .expect("an unused name")
+}
+
+/// Moves the finished heads from `staged` to `planned`, never over a file: when a file took
+/// that name while the job ran, the next free name is used. Where they went.
+fn place_heads(
+    staged: &Path,
+    planned: &Path,
+    model: &Path,
+    taken: &HashSet<PathBuf>,
+) -> Result<PathBuf, TrainError> {
+    let mut taken = taken.clone();
+    let mut target = planned.to_path_buf();
+    loop {
+        // A hard link fails where the name exists, where a rename would replace it.
+        match std::fs::hard_link(staged, &target) {
+            Ok(()) => {
+                let _ = std::fs::remove_file(staged);
+                return Ok(target);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                tracing::warn!(path = %target.display(), "heads file appeared while the job ran; writing beside it");
+                taken.insert(target);
+                target = heads_path_for(model, &taken);
+            }
+            // A filesystem without hard links: renamed, after one more look.
+            Err(_) if std::fs::symlink_metadata(&target).is_err() => {
+                std::fs::rename(staged, &target).map_err(|e| TrainError::Data {
+                    path: target.clone(),
+                    message: e.to_string(),
+                })?;
+                return Ok(target);
+            }
+            Err(err) => {
+                return Err(TrainError::Data {
+                    path: target,
+                    message: err.to_string(),
+                })
+            }
+        }
+    }
 }
 
 struct JobContext {
     plan: Plan,
+    /// Other jobs' heads files, which this job's heads may not take.
+    taken_heads: HashSet<PathBuf>,
     data: PathBuf,
     stop: StopFlag,
     cancellable: Arc<AtomicBool>,
@@ -426,18 +506,20 @@ struct JobContext {
 /// Collects, trains, writes the heads and tunes them (on a blocking thread).
 fn run_job(context: &JobContext, reporter: &mut Reporter) -> Result<TrainingReport, TrainError> {
     let _span = tracing::info_span!("training_job", id = reporter.job.id).entered();
-    let heads_path = heads_path_for(&context.plan.model);
+    let planned = match &reporter.job.heads_path {
+        Some(path) => PathBuf::from(path),
+        None => heads_path_for(&context.plan.model, &context.taken_heads),
+    };
     // Written under another name first, so that a crash never leaves a torn heads file that
     // the models list would offer.
-    let staged = heads_path.with_extension("gguf.training");
+    let staged = planned.with_extension("gguf.training");
     let mut options = context.plan.options(&staged, &context.data);
     options.stop = context.stop.clone();
     let trained = training::train_heads(&options, &mut |event| reporter.absorb(&event))?;
-    std::fs::rename(&staged, &heads_path).map_err(|e| TrainError::Data {
-        path: heads_path.clone(),
-        message: e.to_string(),
-    })?;
-    reporter.job.heads_path = Some(heads_path.display().to_string());
+    let heads_path = place_heads(&staged, &planned, &context.plan.model, &context.taken_heads)?;
+    reporter
+        .job
+        .set_heads_path(Some(heads_path.display().to_string()));
     context.cancellable.store(false, Ordering::Release);
 
     reporter.enter(TrainingPhase::Tuning);
@@ -644,18 +726,71 @@ mod tests {
     use super::*;
 
     #[test]
-    fn new_heads_never_replace_existing_ones() {
+    fn new_heads_never_replace_existing_ones_nor_take_another_jobs_name() {
         let dir = tempfile::tempdir().unwrap();
         let model = dir.path().join("tiny.Q4_0.gguf");
+        let none = HashSet::new();
         assert_eq!(
-            heads_path_for(&model),
+            heads_path_for(&model, &none),
             dir.path().join("tiny.Q4_0.medusa.gguf")
         );
         std::fs::write(dir.path().join("tiny.Q4_0.medusa.gguf"), b"x").unwrap();
+        assert_eq!(
+            heads_path_for(&model, &none),
+            dir.path().join("tiny.Q4_0-2.medusa.gguf")
+        );
         std::fs::write(dir.path().join("tiny.Q4_0-2.medusa.gguf"), b"x").unwrap();
         assert_eq!(
-            heads_path_for(&model),
+            heads_path_for(&model, &none),
             dir.path().join("tiny.Q4_0-3.medusa.gguf")
+        );
+        // A job that has not written its heads yet keeps its name from later jobs.
+        let taken = HashSet::from([dir.path().join("tiny.Q4_0-3.medusa.gguf")]);
+        assert_eq!(
+            heads_path_for(&model, &taken),
+            dir.path().join("tiny.Q4_0-4.medusa.gguf")
+        );
+        // A dangling link is a name taken too.
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(
+                dir.path().join("gone"),
+                dir.path().join("tiny.Q4_0-4.medusa.gguf"),
+            )
+            .unwrap();
+            assert_eq!(
+                heads_path_for(&model, &taken),
+                dir.path().join("tiny.Q4_0-5.medusa.gguf")
+            );
+        }
+    }
+
+    #[test]
+    fn finished_heads_go_beside_a_file_that_took_their_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("tiny.gguf");
+        let planned = dir.path().join("tiny.medusa.gguf");
+        let staged = dir.path().join("tiny.medusa.gguf.training");
+        std::fs::write(&staged, b"new heads").unwrap();
+        assert_eq!(
+            place_heads(&staged, &planned, &model, &HashSet::new()).unwrap(),
+            planned
+        );
+        assert_eq!(std::fs::read(&planned).unwrap(), b"new heads");
+        assert!(!staged.exists());
+
+        // Planned as -2, but a file took that name meanwhile and -3 is another job's.
+        let planned = dir.path().join("tiny-2.medusa.gguf");
+        std::fs::write(&planned, b"somebody's heads").unwrap();
+        std::fs::write(&staged, b"newer heads").unwrap();
+        let taken = HashSet::from([dir.path().join("tiny-3.medusa.gguf")]);
+        let placed = place_heads(&staged, &planned, &model, &taken).unwrap();
+        assert_eq!(placed, dir.path().join("tiny-4.medusa.gguf"));
+        assert_eq!(std::fs::read(&placed).unwrap(), b"newer heads");
+        assert_eq!(std::fs::read(&planned).unwrap(), b"somebody's heads");
+        assert_eq!(
+            std::fs::read(dir.path().join("tiny.medusa.gguf")).unwrap(),
+            b"new heads"
         );
     }
 }

@@ -210,6 +210,7 @@ fn router_within(
             "/api/training",
             get(training_api::list).post(training_api::start),
         )
+        .route("/api/training/heads", get(training_api::planned_heads))
         .route(
             "/api/training/{id}",
             get(training_api::get).delete(training_api::delete),

@@ -1,6 +1,6 @@
 //! `/api/training`: heads training jobs. Start one, list them, read one, cancel, resume or
 //! delete it, and follow it as server-sent events (the job now, then each change until it stops
-//! running).
+//! running); `/api/training/heads` says where a new job's heads would go.
 
 use std::convert::Infallible;
 use std::path::Path;
@@ -11,11 +11,12 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::StreamExt;
-use playground::training_figures::{DeletedTrainingJob, TrainingRequest};
+use playground::training_figures::{DeletedTrainingJob, PlannedHeads, TrainingRequest};
+use serde::Deserialize;
 use store::TrainingJob;
 
 use crate::error::ApiError;
-use crate::extract::{JsonBody, RecordId};
+use crate::extract::{JsonBody, QueryParams, RecordId};
 use crate::ServerState;
 
 /// Starts a job for a model the server may load (its heads are written beside it); a prompt
@@ -36,6 +37,25 @@ pub async fn start(
     }
     let job = state.playground.start_training(body).await?;
     Ok((StatusCode::CREATED, Json(job)))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PlannedHeadsQuery {
+    model: String,
+}
+
+/// Where a job started now for `?model=PATH` would write its heads, for the form to show.
+pub async fn planned_heads(
+    State(state): State<ServerState>,
+    QueryParams(query): QueryParams<PlannedHeadsQuery>,
+) -> Result<Json<PlannedHeads>, ApiError> {
+    let loaded = state.playground.loaded_files();
+    let loadable = crate::paths::Loadable {
+        dirs: &state.access.loadable_dirs,
+        loaded: &loaded,
+    };
+    crate::paths::check_loadable(&loadable, Path::new(&query.model))?;
+    Ok(Json(state.playground.planned_heads(&query.model).await?))
 }
 
 pub async fn list(State(state): State<ServerState>) -> Result<Json<Vec<TrainingJob>>, ApiError> {

@@ -63,6 +63,7 @@ pub use records::{
     StepRecord, StepTokenRecord, StepTreeRecord, TokenLogprobRecord, TopLogprobRecord,
 };
 pub use training_jobs::{
-    NewTrainingJob, TrainingJob, TrainingProgress, TrainingStatus, MAX_TRAINING_JOBS_LISTED,
+    training_job_name, NewTrainingJob, TrainingJob, TrainingProgress, TrainingStatus,
+    MAX_TRAINING_JOBS_LISTED,
 };
 pub use write::StoreHealth;

@@ -65,13 +65,18 @@ pub struct TrainingJob {
     pub status: TrainingStatus,
     /// What it is doing, or where it stopped.
     pub phase: String,
+    /// What the job is called: its heads file's name (`m-2.medusa.gguf`), which no other job
+    /// shares. Derived from `heads_path`, not stored.
+    #[serde(default)]
+    pub name: String,
     pub model_name: String,
     pub model_path: String,
     #[ts(type = "TrainingSettings")]
     pub settings: serde_json::Value,
     /// Where its collected answers are kept.
     pub data_path: Option<String>,
-    /// The heads it wrote.
+    /// Where its heads go: chosen when it starts, never a file that is already there nor
+    /// another job's; once it finished, the heads it wrote.
     pub heads_path: Option<String>,
     #[ts(type = "TrainingFigures")]
     pub figures: serde_json::Value,
@@ -85,6 +90,8 @@ pub struct TrainingJob {
 pub struct NewTrainingJob {
     pub model_name: String,
     pub model_path: String,
+    /// Where its heads will go.
+    pub heads_path: Option<String>,
     pub settings: serde_json::Value,
     pub figures: serde_json::Value,
 }
@@ -101,6 +108,24 @@ pub struct TrainingProgress {
     pub error: Option<String>,
 }
 
+/// A job's name: its heads file's name (`m-2.medusa.gguf`), else (a job recorded before its
+/// heads file was chosen) its model's name and its number.
+pub fn training_job_name(heads_path: Option<&str>, model_name: &str, id: i64) -> String {
+    heads_path
+        .map(std::path::Path::new)
+        .and_then(std::path::Path::file_name)
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| format!("{model_name} (job {id})"))
+}
+
+impl TrainingJob {
+    /// Sets where its heads go, and the name that follows from it.
+    pub fn set_heads_path(&mut self, path: Option<String>) {
+        self.name = training_job_name(path.as_deref(), &self.model_name, self.id);
+        self.heads_path = path;
+    }
+}
+
 const COLUMNS: &str = "id, uid, created_at, updated_at, status, phase, model_name, model_path, \
                        settings, data_path, heads_path, figures, report, error";
 
@@ -113,14 +138,15 @@ impl Store {
             let mut conn = self.begin_write().await?;
             let id: i64 = sqlx::query_scalar(
                 "INSERT INTO training_jobs (uid, created_at, updated_at, status, phase, \
-                 model_name, model_path, settings, figures) \
-                 VALUES (?, ?, ?, 'running', 'starting', ?, ?, ?, ?) RETURNING id",
+                 model_name, model_path, heads_path, settings, figures) \
+                 VALUES (?, ?, ?, 'running', 'starting', ?, ?, ?, ?, ?) RETURNING id",
             )
             .bind(Uuid::new_v4().to_string())
             .bind(encode_time(&now))
             .bind(encode_time(&now))
             .bind(&job.model_name)
             .bind(&job.model_path)
+            .bind(&job.heads_path)
             .bind(to_json(&job.settings)?)
             .bind(to_json(&job.figures)?)
             .fetch_one(&mut *conn)
@@ -193,6 +219,18 @@ impl Store {
         let mut conn = self.pool.acquire().await?;
         load_job(&mut conn, id).await
     }
+
+    /// The heads files of every job in the history (listed or not), but job `except`'s: the
+    /// names a new job's heads may not take.
+    pub async fn training_heads_paths(&self, except: Option<i64>) -> Result<Vec<String>> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(sqlx::query_scalar(
+            "SELECT heads_path FROM training_jobs WHERE heads_path IS NOT NULL AND id IS NOT ?",
+        )
+        .bind(except)
+        .fetch_all(&mut *conn)
+        .await?)
+    }
 }
 
 pub(crate) async fn list_jobs(conn: &mut SqliteConnection) -> Result<Vec<TrainingJob>> {
@@ -260,18 +298,22 @@ pub(crate) async fn import_job(conn: &mut SqliteConnection, job: &TrainingJob) -
 }
 
 fn job_from_row(row: &SqliteRow) -> Result<TrainingJob> {
+    let id: i64 = row.try_get("id")?;
+    let model_name: String = row.try_get("model_name")?;
+    let heads_path: Option<String> = row.try_get("heads_path")?;
     Ok(TrainingJob {
-        id: row.try_get("id")?,
+        name: training_job_name(heads_path.as_deref(), &model_name, id),
+        id,
         uid: decode_uuid("uid", row.try_get("uid")?)?,
         created_at: decode_time("created_at", row.try_get("created_at")?)?,
         updated_at: decode_time("updated_at", row.try_get("updated_at")?)?,
         status: TrainingStatus::parse(row.try_get("status")?)?,
         phase: row.try_get("phase")?,
-        model_name: row.try_get("model_name")?,
+        model_name,
         model_path: row.try_get("model_path")?,
         settings: from_json("settings", row.try_get("settings")?)?,
         data_path: row.try_get("data_path")?,
-        heads_path: row.try_get("heads_path")?,
+        heads_path,
         figures: from_json("figures", row.try_get("figures")?)?,
         report: row
             .try_get::<Option<String>, _>("report")?

@@ -9,6 +9,7 @@ import {
   durationText,
   headAccuracy,
   headCount,
+  headsText,
   latestRun,
   lossColumns,
   modelChoices,
@@ -53,6 +54,7 @@ function job(id: number, over: Partial<TrainingJob> = {}): TrainingJob {
     updated_at: '2026-01-02T03:04:05Z',
     status: 'running',
     phase: 'collecting',
+    name: 'm.medusa.gguf',
     model_name: 'm',
     model_path: '/models/m.gguf',
     settings: {
@@ -174,13 +176,30 @@ describe('job state in words', () => {
 
 describe('deleting a job', () => {
   it('asks, naming the heads that stay when the job wrote them', () => {
-    const base = { id: 4, model_name: 'tiny', heads_path: '/m/tiny.medusa.gguf' };
+    const base = { id: 4, name: 'tiny-2.medusa.gguf', status: 'finished' as const, heads_path: '/m/tiny-2.medusa.gguf' };
     expect(deleteQuestion(base)).toBe(
-      'Delete training job 4 (tiny) and the answers it collected? The heads it wrote stay (/m/tiny.medusa.gguf).',
+      'Delete training job 4 (tiny-2.medusa.gguf) and the answers it collected? The heads it wrote stay (/m/tiny-2.medusa.gguf).',
     );
-    expect(deleteQuestion({ ...base, heads_path: null })).toBe(
-      'Delete training job 4 (tiny) and the answers it collected?',
+    // A job that stopped before writing its heads has none to keep.
+    expect(deleteQuestion({ ...base, status: 'cancelled' })).toBe(
+      'Delete training job 4 (tiny-2.medusa.gguf) and the answers it collected?',
     );
+    expect(deleteQuestion({ ...base, name: 'tiny (job 4)', heads_path: null })).toBe(
+      'Delete training job 4 (tiny (job 4)) and the answers it collected?',
+    );
+  });
+
+  it('says where the heads go before the job writes them, and where they went after', () => {
+    expect(headsText({ status: 'running', heads_path: '/m/tiny-2.medusa.gguf' })).toBe(
+      'Heads will be written to /m/tiny-2.medusa.gguf',
+    );
+    expect(headsText({ status: 'cancelled', heads_path: '/m/tiny-2.medusa.gguf' })).toBe(
+      'Heads will be written to /m/tiny-2.medusa.gguf',
+    );
+    expect(headsText({ status: 'finished', heads_path: '/m/tiny-2.medusa.gguf' })).toBe(
+      'Heads written to /m/tiny-2.medusa.gguf',
+    );
+    expect(headsText({ status: 'interrupted', heads_path: null })).toBeNull();
   });
 
   it('says what was freed', () => {

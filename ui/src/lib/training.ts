@@ -171,9 +171,18 @@ export function canResume(job: Pick<TrainingJob, 'status'>): boolean {
 }
 
 /** The question asked before a job is deleted. */
-export function deleteQuestion(job: Pick<TrainingJob, 'id' | 'model_name' | 'heads_path'>): string {
-  const heads = job.heads_path ? ` The heads it wrote stay (${job.heads_path}).` : '';
-  return `Delete training job ${job.id} (${job.model_name}) and the answers it collected?${heads}`;
+export function deleteQuestion(job: Pick<TrainingJob, 'id' | 'name' | 'status' | 'heads_path'>): string {
+  const heads = job.status === 'finished' && job.heads_path ? ` The heads it wrote stay (${job.heads_path}).` : '';
+  return `Delete training job ${job.id} (${job.name}) and the answers it collected?${heads}`;
+}
+
+/**
+ * Where the job's heads go, in words: chosen when it started, written once it finished. Null
+ * for a job that has no heads file yet.
+ */
+export function headsText(job: Pick<TrainingJob, 'status' | 'heads_path'>): string | null {
+  if (!job.heads_path) return null;
+  return job.status === 'finished' ? `Heads written to ${job.heads_path}` : `Heads will be written to ${job.heads_path}`;
 }
 
 /** "Deleted job 3, freeing 230 MB of collected answers." */

@@ -76,6 +76,32 @@ pub(crate) fn partial_path(output: &Path) -> PathBuf {
     output.with_file_name(name)
 }
 
+/// `general.architecture` of a Medusa heads file: heads, not a model llama.cpp can load.
+const HEADS_ARCHITECTURE: &str = "medusa";
+
+/// The model a heads file goes with by its name, if that model is beside it: heads for
+/// `m.gguf` are written as `m.medusa.gguf`, or `m-2.medusa.gguf` and so on when that is taken.
+pub fn model_beside_heads(heads: &Path) -> Option<PathBuf> {
+    let name = heads.file_name()?.to_str()?;
+    const SUFFIX: &str = ".medusa.gguf";
+    let cut = name.len().checked_sub(SUFFIX.len())?;
+    if !name.get(cut..)?.eq_ignore_ascii_case(SUFFIX) {
+        return None;
+    }
+    let stem = &name[..cut];
+    // `m-2` is first tried as a model of its own name, then as the second heads of `m`.
+    let unnumbered = stem
+        .rsplit_once('-')
+        .filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .map(|(base, _)| base);
+    [Some(stem), unnumbered]
+        .into_iter()
+        .flatten()
+        .filter(|stem| !stem.is_empty())
+        .map(|stem| heads.with_file_name(format!("{stem}.gguf")))
+        .find(|model| model.is_file())
+}
+
 /// Verifies that `path` is a readable GGUF file and returns what its header says.
 pub fn inspect(path: &Path) -> Result<GgufHeader, EngineError> {
     if !path.is_file() {
@@ -102,6 +128,12 @@ pub fn inspect(path: &Path) -> Result<GgufHeader, EngineError> {
             .flatten()
     };
     let architecture = string_value("general.architecture").ok_or_else(corrupt)?;
+    if architecture == HEADS_ARCHITECTURE {
+        return Err(EngineError::HeadsNotModel {
+            path: path.to_path_buf(),
+            model: model_beside_heads(path),
+        });
+    }
     Ok(GgufHeader {
         architecture,
         name: string_value("general.name"),
@@ -186,6 +218,30 @@ mod tests {
         f.write_all(b"PK\x03\x04 this is a zip, not a model")
             .unwrap();
         assert_eq!(inspect(f.path()).unwrap_err().code(), "not_gguf");
+    }
+
+    #[test]
+    fn heads_are_paired_with_the_model_their_name_comes_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let touch = |name: &str| std::fs::write(dir.path().join(name), b"x").unwrap();
+        let beside = |name: &str| model_beside_heads(&dir.path().join(name));
+        assert_eq!(beside("m.Q4_0.medusa.gguf"), None);
+        touch("m.Q4_0.gguf");
+        let model = Some(dir.path().join("m.Q4_0.gguf"));
+        assert_eq!(beside("m.Q4_0.medusa.gguf"), model);
+        assert_eq!(beside("m.Q4_0-2.medusa.gguf"), model);
+        assert_eq!(beside("m.Q4_0-13.MEDUSA.GGUF"), model);
+        // A model whose own name ends in a number is its heads' model first.
+        touch("m.Q4_0-2.gguf");
+        assert_eq!(
+            beside("m.Q4_0-2.medusa.gguf"),
+            Some(dir.path().join("m.Q4_0-2.gguf"))
+        );
+        // Not a heads file's name, or a suffix that is not a number.
+        assert_eq!(beside("m.Q4_0.gguf"), None);
+        assert_eq!(beside("m.Q4_0-x.medusa.gguf"), None);
+        assert_eq!(beside(".medusa.gguf"), None);
+        assert_eq!(beside("-2.medusa.gguf"), None);
     }
 
     #[test]

@@ -395,6 +395,41 @@ fn truncated_model_file() {
     assert!(err.to_string().contains("llama"), "{err}");
 }
 
+#[test]
+fn heads_file_picked_as_the_model() {
+    let heads = models::default_heads_path().expect("default heads installed");
+    let err = load_error(&heads);
+    assert_eq!(err.code(), "heads_not_model", "{err}");
+    assert!(err.is_client_error());
+    let name = heads.file_name().unwrap().to_string_lossy().into_owned();
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!("{name} is a Medusa heads file, not a model")),
+        "{message}"
+    );
+    assert!(!message.contains("unknown model architecture"), "{message}");
+
+    // Beside the model its name comes from, the message names that model.
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(model_path(), dir.path().join("smol.gguf")).unwrap();
+    let beside = dir.path().join("smol-2.medusa.gguf");
+    std::os::unix::fs::symlink(&heads, &beside).unwrap();
+    let err = load_error(&beside);
+    assert_eq!(
+        err,
+        EngineError::HeadsNotModel {
+            path: beside.clone(),
+            model: Some(dir.path().join("smol.gguf")),
+        }
+    );
+    assert!(
+        err.to_string().starts_with(
+            "smol-2.medusa.gguf is a Medusa heads file, not a model: it goes with smol.gguf beside it"
+        ),
+        "{err}"
+    );
+}
+
 /// A GGUF v3 file with no tensors and the given architecture.
 fn gguf_with_architecture(arch: &str) -> Vec<u8> {
     let mut out = Vec::new();

@@ -123,13 +123,41 @@ fn a_training_job_collects_cancels_resumes_and_writes_heads_that_load() {
     let (_, jobs) = get_from(&base, "/api/training");
     assert_eq!(jobs, json!([]));
 
+    // The form is told where the heads will go before a job starts.
+    let heads = dir.path().join("tiny.medusa.gguf");
+    let planned = |base: &str| {
+        let query = format!("/api/training/heads?model={}", urlencode(&model_text));
+        let (status, planned) = get_from(base, &query);
+        assert_eq!(status, 200, "{planned}");
+        assert_eq!(planned["model"], model_text);
+        planned["heads_path"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(planned(&base), heads.display().to_string());
+    assert_error(
+        get_from(
+            &base,
+            &format!(
+                "/api/training/heads?model={}",
+                urlencode(&stray.display().to_string())
+            ),
+        ),
+        403,
+        "path_not_allowed",
+    );
+
     // Start; a second job waits for the first.
     let (status, job) = post_to(&base, "/api/training", &request(json!({})));
     assert_eq!(status, 201, "{job}");
     assert_eq!(job["status"], "running");
     assert_eq!(job["model_name"], "tiny");
+    // Its heads file is chosen as it starts, and names it.
+    assert_eq!(job["heads_path"], heads.display().to_string());
+    assert_eq!(job["name"], "tiny.medusa.gguf");
     assert_eq!(job["settings"]["samples"], 40);
     let id = job["id"].as_i64().unwrap();
+    // A job started now would not take that name, though no file has it yet.
+    let second_heads = dir.path().join("tiny-2.medusa.gguf");
+    assert_eq!(planned(&base), second_heads.display().to_string());
     assert_error(
         post_to(&base, "/api/training", &request(json!({}))),
         409,
@@ -221,8 +249,8 @@ fn a_training_job_collects_cancels_resumes_and_writes_heads_that_load() {
     }
 
     let report = &last["report"];
-    let heads = dir.path().join("tiny.medusa.gguf");
     assert_eq!(report["heads_path"], heads.display().to_string());
+    assert_eq!(last["name"], "tiny.medusa.gguf");
     assert_eq!(last["heads_path"], report["heads_path"]);
     assert!(heads.is_file());
     assert_eq!(report["prompts"], 40);
@@ -233,6 +261,18 @@ fn a_training_job_collects_cancels_resumes_and_writes_heads_that_load() {
     let data = PathBuf::from(last["data_path"].as_str().unwrap());
     assert!(data.is_absolute(), "{}", data.display());
     assert!(data.is_file(), "the collected answers stay for another run");
+
+    // Picked as the model, the heads are refused at once, naming the model they go with.
+    let (status, refused) = post_to(&base, "/api/model", &json!({ "model": heads }).to_string());
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["error"]["code"], "heads_not_model");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "tiny.medusa.gguf is a Medusa heads file, not a model: it goes with tiny.gguf beside it"
+        ),
+        "{message}"
+    );
 
     // The heads load beside the model, and Medusa mode drafts with them.
     let (status, _) = post_to(
@@ -287,6 +327,13 @@ fn a_training_job_collects_cancels_resumes_and_writes_heads_that_load() {
     );
     assert_eq!(get_from(&base, "/api/training").1, json!([]));
     assert_error(delete_job(&base, id), 404, "not_found");
+    // The next job's heads go beside the ones on disk.
+    assert_eq!(planned(&base), second_heads.display().to_string());
+}
+
+/// `text` for a query string.
+fn urlencode(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 fn delete_job(base: &str, id: i64) -> (u16, Value) {

@@ -2,7 +2,7 @@
 //! stays.
 
 use serde_json::json;
-use store::{NewTrainingJob, StoreError, TrainingProgress, TrainingStatus};
+use store::{training_job_name, NewTrainingJob, StoreError, TrainingProgress, TrainingStatus};
 
 use crate::common::*;
 
@@ -10,6 +10,7 @@ fn new_job(name: &str) -> NewTrainingJob {
     NewTrainingJob {
         model_name: name.into(),
         model_path: format!("/models/{name}.gguf"),
+        heads_path: None,
         settings: json!({"samples": 40}),
         figures: json!({"answered": 0}),
     }
@@ -56,4 +57,58 @@ async fn a_job_that_ended_is_deleted_and_a_running_one_is_refused() {
         .map(|j| j.id)
         .collect();
     assert_eq!(left, [kept.id]);
+}
+
+#[tokio::test]
+async fn a_job_is_named_by_its_heads_file_and_keeps_it_from_other_jobs() {
+    let (_dir, store) = temp_store().await;
+    let first = store
+        .begin_training_job(&NewTrainingJob {
+            heads_path: Some("/models/tiny.medusa.gguf".into()),
+            ..new_job("tiny")
+        })
+        .await
+        .unwrap();
+    let second = store
+        .begin_training_job(&NewTrainingJob {
+            heads_path: Some("/models/tiny-2.medusa.gguf".into()),
+            ..new_job("tiny")
+        })
+        .await
+        .unwrap();
+    let unplanned = store.begin_training_job(&new_job("tiny")).await.unwrap();
+    assert_eq!(first.name, "tiny.medusa.gguf");
+    assert_eq!(second.name, "tiny-2.medusa.gguf");
+    assert_eq!(unplanned.name, format!("tiny (job {})", unplanned.id));
+    let listed: Vec<String> = store
+        .list_training_jobs()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.name)
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            unplanned.name.clone(),
+            "tiny-2.medusa.gguf".into(),
+            "tiny.medusa.gguf".into()
+        ]
+    );
+
+    let mut taken = store.training_heads_paths(None).await.unwrap();
+    taken.sort();
+    assert_eq!(
+        taken,
+        ["/models/tiny-2.medusa.gguf", "/models/tiny.medusa.gguf"]
+    );
+    assert_eq!(
+        store.training_heads_paths(Some(first.id)).await.unwrap(),
+        ["/models/tiny-2.medusa.gguf"]
+    );
+
+    let mut renamed = unplanned.clone();
+    renamed.set_heads_path(Some("/models/tiny-3.medusa.gguf".into()));
+    assert_eq!(renamed.name, "tiny-3.medusa.gguf");
+    assert_eq!(training_job_name(None, "m.Q4_0", 7), "m.Q4_0 (job 7)");
 }

@@ -425,7 +425,11 @@ type?: string,
 /**
  * The request field at fault; null where none is (always sent, as OpenAI clients read it).
  */
-param?: string | null, };
+param?: string | null, 
+/**
+ * What lies under the message in its own words (a network error's text), where known.
+ */
+detail?: string, };
 
 /**
  * What the page sends.
@@ -1204,19 +1208,35 @@ export type DeletedTrainingJob = { id: number,
 freed_bytes: number, };
 
 /**
+ * Where a job started now for a model would write its heads.
+ */
+export type PlannedHeads = { model: string, 
+/**
+ * `<model>.medusa.gguf` beside the model, or `<model>-2.medusa.gguf` and so on when that
+ * name is taken by a file or by another job.
+ */
+heads_path: string, };
+
+/**
  * A heads training job as stored.
  */
 export type TrainingJob = { id: number, uid: string, created_at: string, updated_at: string, status: TrainingStatus, 
 /**
  * What it is doing, or where it stopped.
  */
-phase: string, model_name: string, model_path: string, settings: TrainingSettings, 
+phase: string, 
+/**
+ * What the job is called: its heads file's name (`m-2.medusa.gguf`), which no other job
+ * shares. Derived from `heads_path`, not stored.
+ */
+name: string, model_name: string, model_path: string, settings: TrainingSettings, 
 /**
  * Where its collected answers are kept.
  */
 data_path: string | null, 
 /**
- * The heads it wrote.
+ * Where its heads go: chosen when it starts, never a file that is already there nor
+ * another job's; once it finished, the heads it wrote.
  */
 heads_path: string | null, figures: TrainingFigures, report: TrainingReport | null, error: string | null, };
 

@@ -1,5 +1,13 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { attachmentName, errorFrom, HttpTransport, queryString, readLines, sseData } from './http';
+import {
+  attachmentName,
+  errorFrom,
+  HttpTransport,
+  notAnsweringMessage,
+  queryString,
+  readLines,
+  sseData,
+} from './http';
 import { ApiError } from './transport';
 import type { RunEvent } from './types';
 
@@ -95,9 +103,33 @@ describe('HttpTransport', () => {
     await expect(new HttpTransport().info()).rejects.toEqual(new ApiError('queue_full', 'full', 503));
   });
 
-  it('reports an unreachable server as a network error', async () => {
+  it('says which server does not answer instead of the browser\'s "Failed to fetch"', async () => {
     vi.stubGlobal('fetch', vi.fn().mockRejectedValue(new TypeError('Failed to fetch')));
-    await expect(new HttpTransport().listRuns()).rejects.toMatchObject({ code: 'network' });
+    vi.stubGlobal('location', { origin: 'http://127.0.0.1:8080', protocol: 'http:', host: '127.0.0.1:8080' });
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    const expected = "the playground's server is not answering at http://127.0.0.1:8080; is `medusa serve` still running?";
+    await expect(new HttpTransport().listRuns()).rejects.toEqual(new ApiError('network', expected));
+    await expect(new HttpTransport().listTrainingJobs()).rejects.toEqual(new ApiError('network', expected));
+    const watch = new HttpTransport().watchTraining(1, () => {});
+    await expect(watch.done).rejects.toEqual(new ApiError('network', expected));
+    // A transport for another address names that one.
+    await expect(new HttpTransport('http://lab:9000').info()).rejects.toEqual(
+      new ApiError('network', notAnsweringMessage('http://lab:9000', { origin: 'unused' })),
+    );
+    expect(notAnsweringMessage('http://lab:9000/', { origin: 'x' })).toBe(
+      "the playground's server is not answering at http://lab:9000; is `medusa serve` still running?",
+    );
+    // The browser's own words stay in the console.
+    expect(warn).toHaveBeenCalledWith('fetch failed:', new TypeError('Failed to fetch'));
+    warn.mockRestore();
+  });
+
+  it('asks where a new job\'s heads would go', async () => {
+    const fetch = vi.fn().mockResolvedValue(json(200, { model: '/m/a b.gguf', heads_path: '/m/a b-2.medusa.gguf' }));
+    vi.stubGlobal('fetch', fetch);
+    const planned = await new HttpTransport().plannedHeads('/m/a b.gguf');
+    expect(fetch).toHaveBeenCalledWith('/api/training/heads?model=%2Fm%2Fa+b.gguf', undefined);
+    expect(planned.heads_path).toBe('/m/a b-2.medusa.gguf');
   });
 
   it('builds history queries and export URLs from the defined fields', async () => {

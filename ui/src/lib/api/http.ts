@@ -29,6 +29,7 @@ import type {
   PlaygroundRequest,
   Info,
   LoadModelRequest,
+  PlannedHeads,
   SetTreeRequest,
   RunEvent,
   RunList,
@@ -41,6 +42,16 @@ import type {
   TuneReport,
   TuneRequest,
 } from './types';
+
+/**
+ * What a page is told when the server does not answer at all (the browser says only "Failed to
+ * fetch"): where it asked, and the likely reason. `base` is the transport's, '' for the page's
+ * own origin.
+ */
+export function notAnsweringMessage(base: string, page: { origin: string }): string {
+  const at = (base || page.origin).replace(/\/$/, '');
+  return `the playground's server is not answering at ${at}; is \`medusa serve\` still running?`;
+}
 
 /** `?a=1&b=x` from the defined fields of `query`. */
 export function queryString(query: object): string {
@@ -108,12 +119,18 @@ export class HttpTransport implements Transport {
     this.events = events ?? new EventSocket(() => eventsUrl(base, location));
   }
 
+  /** A fetch that got no answer: the server is down or gone (the browser's words go to the console). */
+  private notAnswering(err: unknown): ApiError {
+    console.warn('fetch failed:', err);
+    return new ApiError('network', notAnsweringMessage(this.base, location));
+  }
+
   private async request<T>(path: string, init?: RequestInit): Promise<T> {
     let response: Response;
     try {
       response = await fetch(this.base + path, init);
     } catch (err) {
-      throw new ApiError('network', `cannot reach the server: ${(err as Error).message}`);
+      throw this.notAnswering(err);
     }
     if (!response.ok) throw await errorFrom(response);
     if (response.status === 204 || response.status === 202) {
@@ -189,7 +206,7 @@ export class HttpTransport implements Transport {
     try {
       response = await fetch(url);
     } catch (err) {
-      throw new ApiError('network', `cannot reach the server: ${(err as Error).message}`);
+      throw this.notAnswering(err);
     }
     if (!response.ok) throw await errorFrom(response);
     const name = attachmentName(response.headers.get('content-disposition')) ?? fallbackName;
@@ -280,7 +297,7 @@ export class HttpTransport implements Transport {
         body: JSON.stringify(request),
       });
     } catch (err) {
-      throw new ApiError('network', `cannot reach the server: ${(err as Error).message}`);
+      throw this.notAnswering(err);
     }
     if (!response.ok || !response.body) throw await errorFrom(response);
     await readLines(response.body, (line) => onEvent(JSON.parse(line) as DownloadEvent));
@@ -297,6 +314,10 @@ export class HttpTransport implements Transport {
 
   startTraining(request: TrainingRequest): Promise<TrainingJob> {
     return this.post('/api/training', request);
+  }
+
+  plannedHeads(model: string): Promise<PlannedHeads> {
+    return this.request(`/api/training/heads${queryString({ model })}`);
   }
 
   listTrainingJobs(): Promise<TrainingJob[]> {
@@ -328,7 +349,7 @@ export class HttpTransport implements Transport {
         response = await fetch(`${this.base}/api/training/${id}/events`, { signal: abort.signal });
       } catch (err) {
         if (abort.signal.aborted) return;
-        throw new ApiError('network', `cannot reach the server: ${(err as Error).message}`);
+        throw this.notAnswering(err);
       }
       if (!response.ok || !response.body) throw await errorFrom(response);
       try {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { EventSocket, eventsUrl, MAX_SOCKET_RUNS } from './socket';
+import { EventSocket, eventsUrl, MAX_SOCKET_RUNS, socketNotAnswering } from './socket';
 import { ApiError, Run } from './transport';
 import type { Info, RunEvent, StreamMessage } from './types';
 
@@ -190,8 +190,14 @@ describe('EventSocket', () => {
     const run = socket.generate({ prompt: 'a' }, () => {});
     last().drop();
     await expect(run.done).rejects.toEqual(
-      new ApiError('network', 'cannot reach the server: it is not answering (is it still running?)'),
+      new ApiError('network', "the playground's server is not answering at http://h; is `medusa serve` still running?"),
     );
+  });
+
+  it('names the server that does not answer by its http address', () => {
+    const expected = (at: string) => `the playground's server is not answering at ${at}; is \`medusa serve\` still running?`;
+    expect(socketNotAnswering('ws://127.0.0.1:8080/api/events')).toBe(expected('http://127.0.0.1:8080'));
+    expect(socketNotAnswering('wss://lab.example/medusa/api/events')).toBe(expected('https://lab.example/medusa'));
   });
 
   it('rejects when the socket cannot even be made', async () => {

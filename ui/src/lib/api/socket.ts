@@ -16,8 +16,14 @@ export function eventsUrl(base: string, page: { protocol: string; host: string }
 }
 
 const CLOSED = 'the connection to the server closed';
-/** A socket that never opened: the backend is down or gone (its address says nothing more). */
-const NOT_ANSWERING = 'cannot reach the server: it is not answering (is it still running?)';
+/**
+ * A socket that never opened: the backend is down or gone (the browser says nothing more), told
+ * with the server's address as the page's requests are.
+ */
+export function socketNotAnswering(url: string): string {
+  const server = url.replace(/^ws/, 'http').replace(/\/api\/events$/, '');
+  return `the playground's server is not answering at ${server}; is \`medusa serve\` still running?`;
+}
 
 /** A generation the page started and whose last message has not come yet. */
 interface Generation {
@@ -179,7 +185,7 @@ export class EventSocket {
       this.receive(event.data);
     };
     socket.onclose = () => {
-      this.closed(socket, this.opened ? CLOSED : NOT_ANSWERING);
+      this.closed(socket, this.opened ? CLOSED : socketNotAnswering(url));
     };
     return socket;
   }

@@ -72,6 +72,8 @@ describe('TauriTransport training', () => {
     await t.resumeTraining(3);
     invoke.mockResolvedValueOnce({ id: 2, freed_bytes: 10 });
     expect(await t.deleteTrainingJob(2)).toEqual({ id: 2, freed_bytes: 10 });
+    invoke.mockResolvedValueOnce({ model: '/m/a.gguf', heads_path: '/m/a-2.medusa.gguf' });
+    expect((await t.plannedHeads('/m/a.gguf')).heads_path).toBe('/m/a-2.medusa.gguf');
     expect(invoke.mock.calls).toEqual([
       ['start_training', { request: { model: '/m/a.gguf', samples: 12 } }],
       ['list_training_jobs', undefined],
@@ -79,6 +81,7 @@ describe('TauriTransport training', () => {
       ['cancel_training', { id: 3 }],
       ['resume_training', { id: 3 }],
       ['delete_training_job', { id: 2 }],
+      ['planned_heads', { model: '/m/a.gguf' }],
     ]);
   });
 

@@ -35,6 +35,7 @@ import type {
   RemoteEngineInfo,
   ListedRun,
   RunWithSteps,
+  PlannedHeads,
   TrainingJob,
   TrainingRequest,
   TuneReport,
@@ -237,6 +238,10 @@ export class TauriTransport implements Transport {
 
   startTraining(request: TrainingRequest): Promise<TrainingJob> {
     return call('start_training', { request });
+  }
+
+  plannedHeads(model: string): Promise<PlannedHeads> {
+    return call('planned_heads', { model });
   }
 
   listTrainingJobs(): Promise<TrainingJob[]> {

@@ -29,6 +29,7 @@ import type {
   ListedRun,
   RunQuery,
   RunWithSteps,
+  PlannedHeads,
   TrainingJob,
   TrainingRequest,
   TuneReport,
@@ -158,10 +159,14 @@ export interface Transport {
   /** Deletes a model (or, with `partial`, an unfinished download) from the download folder. */
   deleteModel(request: DeleteModelRequest): Promise<void>;
   /**
-   * Starts training Medusa heads for a model (`<model stem>.medusa.gguf` is written beside it).
+   * Starts training Medusa heads for a model. The job's heads file is chosen as it starts
+   * (`heads_path`, which also names the job): `<model stem>.medusa.gguf` beside the model, or
+   * `<model stem>-2.medusa.gguf` and so on when a file or another job has that name.
    * Refused with `training_in_progress` while another job runs.
    */
   startTraining(request: TrainingRequest): Promise<TrainingJob>;
+  /** Where a job started now for `model` would write its heads. */
+  plannedHeads(model: string): Promise<PlannedHeads>;
   /** The training jobs, the latest first. */
   listTrainingJobs(): Promise<TrainingJob[]>;
   getTrainingJob(id: number): Promise<TrainingJob>;

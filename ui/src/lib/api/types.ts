@@ -54,6 +54,7 @@ export type {
   ModelInfo,
   ModelRef,
   PhaseTime,
+  PlannedHeads,
   PromptRecord,
   RemoteEngineInfo,
   RunEvent,

@@ -1,0 +1,167 @@
+//! `general.architecture` read from a GGUF file's first bytes, to tell Medusa heads from models
+//! whatever their file is called (reading the whole header would cost a large model's
+//! vocabulary; the architecture comes first in files written by llama.cpp and by this project).
+
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+/// Bytes read at most before giving up on finding the key.
+const READ_LIMIT: u64 = 64 << 10;
+/// Key-value pairs looked at at most.
+const KEYS_LOOKED_AT: u64 = 32;
+
+/// The file's `general.architecture`, if it is a GGUF file that says so near its start.
+pub fn architecture(path: &Path) -> Option<String> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut r = BufReader::new(file.take(READ_LIMIT));
+    let mut magic = [0u8; 4];
+    r.read_exact(&mut magic).ok()?;
+    if &magic != b"GGUF" || read_u32(&mut r)? < 2 {
+        return None;
+    }
+    let _tensors = read_u64(&mut r)?;
+    let pairs = read_u64(&mut r)?;
+    for _ in 0..pairs.min(KEYS_LOOKED_AT) {
+        let key = read_string(&mut r)?;
+        let kind = read_u32(&mut r)?;
+        if key == "general.architecture" {
+            return (kind == STRING).then(|| read_string(&mut r)).flatten();
+        }
+        skip_value(&mut r, kind)?;
+    }
+    None
+}
+
+const STRING: u32 = 8;
+const ARRAY: u32 = 9;
+
+/// Bytes of a scalar of GGUF type `kind` (None for strings, arrays and unknown types).
+fn scalar_size(kind: u32) -> Option<u64> {
+    Some(match kind {
+        0 | 1 | 7 => 1, // u8, i8, bool
+        2 | 3 => 2,     // u16, i16
+        4..=6 => 4,     // u32, i32, f32
+        10..=12 => 8,   // u64, i64, f64
+        _ => return None,
+    })
+}
+
+fn skip_value(r: &mut impl Read, kind: u32) -> Option<()> {
+    match kind {
+        STRING => {
+            let len = read_u64(r)?;
+            skip(r, len)
+        }
+        ARRAY => {
+            let element = read_u32(r)?;
+            let count = read_u64(r)?;
+            match element {
+                STRING => (0..count).try_for_each(|_| {
+                    let len = read_u64(r)?;
+                    skip(r, len)
+                }),
+                other => skip(r, scalar_size(other)?.checked_mul(count)?),
+            }
+        }
+        other => {
+            let size = scalar_size(other)?;
+            skip(r, size)
+        }
+    }
+}
+
+fn skip(r: &mut impl Read, n: u64) -> Option<()> {
+    let skipped = std::io::copy(&mut r.take(n), &mut std::io::sink()).ok()?;
+    (skipped == n).then_some(())
+}
+
+fn read_u32(r: &mut impl Read) -> Option<u32> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b).ok()?;
+    Some(u32::from_le_bytes(b))
+}
+
+fn read_u64(r: &mut impl Read) -> Option<u64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b).ok()?;
+    Some(u64::from_le_bytes(b))
+}
+
+fn read_string(r: &mut impl Read) -> Option<String> {
+    let len = read_u64(r)?;
+    if len > READ_LIMIT {
+        return None;
+    }
+    let mut bytes = vec![0u8; len as usize];
+    r.read_exact(&mut bytes).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GGUF v3 header with the given key-value pairs (already encoded) and no tensors.
+    fn gguf(pairs: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = b"GGUF".to_vec();
+        out.extend(3u32.to_le_bytes());
+        out.extend(0u64.to_le_bytes());
+        out.extend((pairs.len() as u64).to_le_bytes());
+        for pair in pairs {
+            out.extend(pair);
+        }
+        out
+    }
+
+    fn text(s: &str) -> Vec<u8> {
+        let mut out = (s.len() as u64).to_le_bytes().to_vec();
+        out.extend(s.as_bytes());
+        out
+    }
+
+    fn string_pair(key: &str, value: &str) -> Vec<u8> {
+        let mut out = text(key);
+        out.extend(STRING.to_le_bytes());
+        out.extend(text(value));
+        out
+    }
+
+    #[test]
+    fn reads_the_architecture_past_other_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.gguf");
+        let mut version = text("general.file_type");
+        version.extend(4u32.to_le_bytes());
+        version.extend(7u32.to_le_bytes());
+        let mut tokens = text("tokenizer.ggml.tokens");
+        tokens.extend(ARRAY.to_le_bytes());
+        tokens.extend(STRING.to_le_bytes());
+        tokens.extend(2u64.to_le_bytes());
+        tokens.extend(text("a"));
+        tokens.extend(text("bc"));
+        let mut scores = text("tokenizer.ggml.scores");
+        scores.extend(ARRAY.to_le_bytes());
+        scores.extend(6u32.to_le_bytes());
+        scores.extend(2u64.to_le_bytes());
+        scores.extend([0u8; 8]);
+        std::fs::write(
+            &path,
+            gguf(&[
+                version,
+                tokens,
+                scores,
+                string_pair("general.architecture", "medusa"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(architecture(&path).as_deref(), Some("medusa"));
+
+        std::fs::write(&path, gguf(&[string_pair("general.name", "m")])).unwrap();
+        assert_eq!(architecture(&path), None);
+        std::fs::write(&path, b"GGUF\x03\x00").unwrap();
+        assert_eq!(architecture(&path), None);
+        std::fs::write(&path, b"not a gguf file at all").unwrap();
+        assert_eq!(architecture(&path), None);
+        assert_eq!(architecture(&dir.path().join("missing.gguf")), None);
+    }
+}
