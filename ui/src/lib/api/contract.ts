@@ -975,7 +975,7 @@ embedding_tokens: number, };
  */
 export type LoadingStatus = { model: string, heads: string | null, 
 /**
- * e.g. "fetching model", "loading model".
+ * e.g. "fetching model", "loading model", "measuring decode costs (first load only)".
  */
 stage: string, 
 /**
