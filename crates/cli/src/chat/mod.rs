@@ -260,16 +260,7 @@ impl Input {
                 interrupted,
             } => loop {
                 eprintln!();
-                let read = match terminal::line_typed_ahead()? {
-                    Some(line) => {
-                        // The terminal echoed it when it was typed, above the banner: shown
-                        // again where it is taken up.
-                        eprintln!("> {line}");
-                        Ok(line)
-                    }
-                    None => editor.readline("> "),
-                };
-                match read {
+                match editor.readline("> ") {
                     Ok(line) => {
                         *interrupted = false;
                         if !line.trim().is_empty() {

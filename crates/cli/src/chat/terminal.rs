@@ -1,13 +1,12 @@
 //! The terminal while an answer streams: Ctrl-C stops the answer instead of the program, and
 //! what is typed meanwhile is neither echoed into the answer nor left for the next prompt.
 
-use std::io::{BufRead, IsTerminal};
+use std::io::IsTerminal;
 use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
 use engine::Canceller;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::termios::{self, LocalFlags, SetArg, Termios};
 
 /// Routes Ctrl-C (SIGINT) to the answer streaming, if any; without one it ends the program as
@@ -82,33 +81,4 @@ impl Drop for QuietInput {
             let _ = termios::tcsetattr(stdin.as_fd(), SetArg::TCSANOW, saved);
         }
     }
-}
-
-/// A whole line typed before the prompt showed (while the model loaded), if one waits. The
-/// terminal keeps what is typed until Enter; the line editor, once it takes the terminal, reads
-/// all of it at once and keeps only the first line, so waiting lines are taken here, one a call.
-pub fn line_typed_ahead() -> anyhow::Result<Option<String>> {
-    let stdin = std::io::stdin();
-    // Only a terminal in line mode holds typed lines whole.
-    let line_mode = termios::tcgetattr(stdin.as_fd())
-        .is_ok_and(|attrs| attrs.local_flags.contains(LocalFlags::ICANON));
-    if !line_mode {
-        return Ok(None);
-    }
-    let mut waiting = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
-    // In line mode the terminal reports input once a whole line is there.
-    if poll(&mut waiting, PollTimeout::ZERO).context("polling the terminal")? == 0 {
-        return Ok(None);
-    }
-    // A read in line mode returns one line at most, so nothing more is taken from the terminal.
-    let mut line = String::new();
-    if stdin
-        .lock()
-        .read_line(&mut line)
-        .context("reading the terminal")?
-        == 0
-    {
-        return Ok(None);
-    }
-    Ok(Some(line.trim_end_matches(['\n', '\r']).to_owned()))
 }

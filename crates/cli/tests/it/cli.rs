@@ -570,18 +570,3 @@ fn chat_in_a_short_terminal_keeps_the_answer_whole_on_screen() {
     chat.send_line("/quit").unwrap();
     chat.exp_eof().unwrap();
 }
-
-#[test]
-fn chat_in_a_terminal_answers_every_line_typed_while_the_model_loads() {
-    let mut chat = chat_in_terminal(24, 80, 4);
-    // Typed at once, before the model is in: a command, then a question.
-    chat.send_line("/help").unwrap();
-    chat.send_line("Say hi.").unwrap();
-    chat.exp_string("/system TEXT").unwrap();
-    chat.exp_string("> Say hi.").unwrap();
-    let answer = chat.exp_string("stop: max_tokens").unwrap();
-    assert!(answer.contains("4 generated"), "{answer}");
-    chat.exp_string("> ").unwrap();
-    chat.send_line("/quit").unwrap();
-    chat.exp_eof().unwrap();
-}
