@@ -232,7 +232,8 @@ fn save(path: &Path, model: &str, messages: &[ChatMessage]) -> anyhow::Result<()
 /// Typed lines: edited with history on a terminal, read plainly from a pipe.
 enum Input {
     Editor {
-        editor: DefaultEditor,
+        /// Boxed: with the typed-ahead input it keeps, it is far larger than a pipe's reader.
+        editor: Box<DefaultEditor>,
         /// Ctrl-C on the line before: a second one leaves.
         interrupted: bool,
     },
@@ -243,7 +244,7 @@ impl Input {
     fn new() -> anyhow::Result<Self> {
         if std::io::stdin().is_terminal() {
             Ok(Self::Editor {
-                editor: DefaultEditor::new().context("starting the line editor")?,
+                editor: Box::new(DefaultEditor::new().context("starting the line editor")?),
                 interrupted: false,
             })
         } else {

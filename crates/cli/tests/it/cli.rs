@@ -504,6 +504,56 @@ fn chat_in_a_terminal_stops_an_answer_on_ctrl_c_and_keeps_the_conversation() {
     chat.exp_eof().unwrap();
 }
 
+#[test]
+fn lines_typed_while_the_chat_model_loads_are_all_taken_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("typed-ahead.json");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_medusa"));
+    command
+        .args([
+            "chat",
+            "--no-heads",
+            "--mode",
+            "normal",
+            "--max-tokens",
+            "8",
+            "--temperature",
+            "0",
+        ])
+        .env("MEDUSA_MODEL", models::default_model_path().unwrap())
+        .env("TERM", "xterm");
+    let mut chat = rexpect::session::spawn_command(command, Some(300_000)).expect("spawns");
+    // Typed at once, while the model is still loading: the terminal holds all three lines when
+    // the line editor first reads.
+    chat.send("/help\n/system Answer in one word.\nWhat is the capital of France?\n")
+        .unwrap();
+    chat.flush().unwrap();
+    chat.exp_string("/system TEXT").unwrap();
+    chat.exp_string("(system message set)").unwrap();
+    let answer = chat.exp_string("stop: ").unwrap();
+    assert!(answer.contains("prompt tokens"), "{answer}");
+    chat.exp_string("> ").unwrap();
+    let conversation = save_conversation(&mut chat, &saved);
+    let messages = conversation["messages"].as_array().unwrap();
+    let turns: Vec<(&str, &str)> = messages
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .take(2)
+        .collect();
+    assert_eq!(
+        turns,
+        [
+            ("system", "Answer in one word."),
+            ("user", "What is the capital of France?")
+        ],
+        "{conversation}"
+    );
+    assert_eq!(messages.len(), 3, "{conversation}");
+    assert_eq!(messages[2]["role"], "assistant", "{conversation}");
+    chat.send_line("/quit").unwrap();
+    chat.exp_eof().unwrap();
+}
+
 /// The rows a terminal `cols` wide shows `text` on (no wide characters in it).
 fn wrapped_rows(text: &str, cols: usize) -> Vec<String> {
     let mut rows = Vec::new();
