@@ -885,7 +885,7 @@ fn the_widened_model_writes_the_same_tokens_and_its_heads_draft_the_same_trees()
     // A heads file is not a model to widen, and heads are not widened for a model they
     // were not made for.
     let refused = engine::widen_model(&heads, &dir.path().join("x.gguf"), 4, |_, _| {});
-    assert_eq!(refused.unwrap_err().code(), "cannot_widen");
+    assert_eq!(refused.unwrap_err().code(), "heads_not_model");
     let refused = widen_heads(&model_path(), &dir.path().join("y.gguf"), 4, |_, _| {});
     assert_eq!(refused.unwrap_err().code(), "invalid_heads");
 
