@@ -169,21 +169,25 @@ fn run_only_when_idle(_thread_id: i32) {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicBool;
     use std::time::Instant;
 
     const STACK: usize = 1 << 20;
 
-    /// Spins like llama.cpp's grammar code (it cannot be told to stop) until it sees itself moved
-    /// to the idle class; false if that never happens.
-    fn spin_until_idle() -> bool {
+    /// Spins like llama.cpp's grammar code (it cannot be told to stop): says on `seen` whether
+    /// it saw itself moved to the idle class, then goes on until `release` is set.
+    fn spin(seen: mpsc::Sender<bool>, release: Arc<AtomicBool>) {
         let give_up = Instant::now() + Duration::from_secs(120);
-        while Instant::now() < give_up {
-            if runs_only_when_idle() {
-                return true;
+        let mut told = false;
+        while Instant::now() < give_up && !release.load(Ordering::SeqCst) {
+            if !told && runs_only_when_idle() {
+                told = seen.send(true).is_ok();
             }
             std::hint::spin_loop();
         }
-        false
+        if !told {
+            let _ = seen.send(false);
+        }
     }
 
     #[cfg(target_os = "linux")]
@@ -209,10 +213,13 @@ mod tests {
     fn an_overdue_thread_runs_at_idle_priority_and_is_counted_until_it_ends() {
         static WORKERS: DeadlineWorkers = DeadlineWorkers::new(1);
         let (report, seen) = mpsc::channel();
+        let release = Arc::new(AtomicBool::new(false));
+        let spinning = release.clone();
         let missed = WORKERS.run("spinning", STACK, Duration::from_millis(1), move || {
-            let _ = report.send(spin_until_idle());
+            spin(report, spinning)
         });
         assert!(matches!(missed, Err(DeadlineError::Missed)), "{missed:?}");
+        assert_eq!(WORKERS.overdue(), 1);
 
         // At the limit, nothing new starts.
         let refused = WORKERS.run("refused", STACK, Duration::from_secs(120), || 1);
@@ -222,6 +229,7 @@ mod tests {
         );
 
         assert!(seen.recv().unwrap(), "the overdue thread kept its priority");
+        release.store(true, Ordering::SeqCst);
         let give_up = Instant::now() + Duration::from_secs(120);
         while WORKERS.overdue() > 0 {
             assert!(Instant::now() < give_up, "an ended thread is still counted");
