@@ -152,12 +152,14 @@ async function snapshot() {
 }
 
 test('a page of another site cannot change anything through the API', async () => {
-  // A run in progress, so that a cancel getting through would show. Counting to two hundred
-  // outlasts the page's requests (well under a second) even on a fast machine: 64 tokens did not.
+  // A run in progress, so that a cancel getting through would show. Its grammar allows no end
+  // before 150 words (some 450 tokens), which outlasts the page's requests (well under a second)
+  // on any machine; a sampled count could end after a few words.
   live = await startLiveRun({
     prompt: 'Count from one to two hundred in words, separated by commas.',
     mode: 'normal',
     max_tokens: 640,
+    grammar: 'root ::= ([a-z]{8} ", "){150}',
   });
   const baseline = await snapshot();
   assert.equal(baseline.runs[live.id], 'running');
