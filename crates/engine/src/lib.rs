@@ -67,7 +67,9 @@ pub use sampling::token_choice::{PromptLogprobs, TokenChoice, TokenLogprobs};
 pub use speculative::tree::{TokenSource, TreeSpec};
 pub use step::profile::StepProfile;
 pub use token::TokenId;
-pub use weights::model_file::{inspect as inspect_model, model_beside_heads, GgufHeader};
+pub use weights::model_file::{
+    heads_file_names, inspect as inspect_model, model_beside_heads, GgufHeader,
+};
 pub use weights::quantize::{
     file_type_name, quantize, quantize_type_names, QuantType, QuantizeReport,
 };

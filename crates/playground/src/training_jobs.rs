@@ -444,11 +444,10 @@ fn model_name(model: &Path) -> String {
 fn heads_path_for(model: &Path, taken: &HashSet<PathBuf>) -> PathBuf {
     let dir = model.parent().unwrap_or(Path::new("."));
     let stem = model_name(model);
-    std::iter::once(format!("{stem}.medusa.gguf"))
-        .chain((2..).map(|n| format!("{stem}-{n}.medusa.gguf")))
+    let unused = engine::heads_file_names(&stem)
         .map(|name| dir.join(name))
-        .find(|path| !taken.contains(path) && std::fs::symlink_metadata(path).is_err())
-        .expect("an unused name")
+        .find(|path| !taken.contains(path) && std::fs::symlink_metadata(path).is_err());
+    unused.expect("an unused name")
 }
 
 /// Moves the finished heads from `staged` to `planned`, never over a file: when a file took

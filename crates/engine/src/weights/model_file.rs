@@ -79,13 +79,21 @@ pub(crate) fn partial_path(output: &Path) -> PathBuf {
 /// `general.architecture` of a Medusa heads file: heads, not a model llama.cpp can load.
 const HEADS_ARCHITECTURE: &str = "medusa";
 
-/// The model a heads file goes with by its name, if that model is beside it: heads for
-/// `m.gguf` are written as `m.medusa.gguf`, or `m-2.medusa.gguf` and so on when that is taken.
+const HEADS_SUFFIX: &str = ".medusa.gguf";
+
+/// The names heads for a model of file stem `model_stem` may take, in order of preference:
+/// `<stem>.medusa.gguf`, then `<stem>-2.medusa.gguf` and so on when one is taken.
+pub fn heads_file_names(model_stem: &str) -> impl Iterator<Item = String> + '_ {
+    std::iter::once(format!("{model_stem}{HEADS_SUFFIX}"))
+        .chain((2..).map(move |n| format!("{model_stem}-{n}{HEADS_SUFFIX}")))
+}
+
+/// The model a heads file goes with by its name (see [`heads_file_names`]), if that model is
+/// beside it.
 pub fn model_beside_heads(heads: &Path) -> Option<PathBuf> {
     let name = heads.file_name()?.to_str()?;
-    const SUFFIX: &str = ".medusa.gguf";
-    let cut = name.len().checked_sub(SUFFIX.len())?;
-    if !name.get(cut..)?.eq_ignore_ascii_case(SUFFIX) {
+    let cut = name.len().checked_sub(HEADS_SUFFIX.len())?;
+    if !name.get(cut..)?.eq_ignore_ascii_case(HEADS_SUFFIX) {
         return None;
     }
     let stem = &name[..cut];
@@ -218,6 +226,19 @@ mod tests {
         f.write_all(b"PK\x03\x04 this is a zip, not a model")
             .unwrap();
         assert_eq!(inspect(f.path()).unwrap_err().code(), "not_gguf");
+    }
+
+    #[test]
+    fn heads_are_named_after_their_model_and_numbered_after_the_first() {
+        let names: Vec<String> = heads_file_names("m.Q4_0").take(3).collect();
+        assert_eq!(
+            names,
+            [
+                "m.Q4_0.medusa.gguf",
+                "m.Q4_0-2.medusa.gguf",
+                "m.Q4_0-3.medusa.gguf"
+            ]
+        );
     }
 
     #[test]
