@@ -68,7 +68,7 @@ pub use speculative::tree::{TokenSource, TreeSpec};
 pub use step::profile::StepProfile;
 pub use token::TokenId;
 pub use weights::model_file::{
-    heads_file_names, inspect as inspect_model, model_beside_heads, GgufHeader,
+    heads_file_names, inspect as inspect_model, is_heads_file_of, model_beside_heads, GgufHeader,
 };
 pub use weights::quantize::{
     file_type_name, quantize, quantize_type_names, QuantType, QuantizeReport,

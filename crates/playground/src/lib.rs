@@ -50,3 +50,4 @@ pub use requests::{LoadModelRequest, PlaygroundRequest, SetTreeRequest, PLAYGROU
 pub use run_counters::{Histogram, RunCounters, RunCountsSnapshot, RunLatencies, SpecDecodeCounts};
 pub use runs::{Collected, RecordedEvent, RunHandle};
 pub use targets::RunTarget;
+pub use training_jobs::training_job_inputs;

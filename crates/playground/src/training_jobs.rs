@@ -129,6 +129,18 @@ impl Plan {
     }
 }
 
+/// The files a stored job reads when it resumes: its model and its prompt file, for a door
+/// that allows only some folders to check them.
+pub fn training_job_inputs(job: &TrainingJob) -> Vec<PathBuf> {
+    let prompts = serde_json::from_value::<TrainingSettings>(job.settings.clone())
+        .ok()
+        .and_then(|settings| settings.prompts_file);
+    std::iter::once(job.model_path.clone())
+        .chain(prompts)
+        .map(PathBuf::from)
+        .collect()
+}
+
 fn invalid(param: &'static str, message: impl Into<String>) -> AppError {
     let message = format!("{param}: {}", message.into());
     AppError::invalid_parameter(message).with_param(param)
@@ -233,17 +245,33 @@ impl Playground {
         let plan = Plan::of_job(&job)?;
         let taken = self.taken_heads_paths(Some(id)).await?;
         let mut job = job;
-        if job.heads_path.is_none() {
+        match job.heads_path.as_deref().map(Path::new) {
             // Recorded before jobs chose their heads file at the start: chosen now.
-            let heads = heads_path_for(&plan.model, &taken);
-            job.set_heads_path(Some(heads.display().to_string()));
+            None => {
+                let heads = heads_path_for(&plan.model, &taken);
+                job.set_heads_path(Some(heads.display().to_string()));
+            }
+            // A stored path may come from an import: heads are only ever written beside
+            // their model, under a heads file's name.
+            Some(heads) if !engine::is_heads_file_of(&plan.model, heads) => {
+                return Err(AppError::new(
+                    ErrorKind::Forbidden,
+                    "path_not_allowed",
+                    format!(
+                        "training job {id} would write its heads to {}, which is not a heads \
+                         file beside its model {}; start a new job for that model instead",
+                        heads.display(),
+                        plan.model.display()
+                    ),
+                ));
+            }
+            Some(_) => {}
         }
         let figures: TrainingFigures = serde_json::from_value(job.figures.clone())
             .map_err(|e| AppError::internal("training_figures", e.to_string()))?;
-        let data = match &job.data_path {
-            Some(path) => PathBuf::from(path),
-            None => data_file(&self.training_dir()?, id),
-        };
+        // The job's own file in this history's folder, whatever path the job holds: an
+        // imported job's would be another machine's, or anywhere.
+        let data = data_file(&self.training_dir()?, id);
         Ok(self.launch(reservation, job, plan, figures, data, taken))
     }
 

@@ -120,12 +120,36 @@ async fn export_ending(
     }
 }
 
+/// Imports an export. A training job whose model or prompt file this server may not read is
+/// left out (a resume would read them), and said so in the report.
 #[tracing::instrument(skip_all)]
 pub async fn import_runs(
-    State(playground): State<Playground>,
-    JsonBody(document): JsonBody<ExportDocument>,
+    State(state): State<ServerState>,
+    JsonBody(mut document): JsonBody<ExportDocument>,
 ) -> Result<Json<ImportReport>, ApiError> {
-    Ok(Json(playground.import_runs(&document).await?))
+    let loaded = state.playground.loaded_files();
+    let loadable = crate::paths::Loadable {
+        dirs: &state.access.loadable_dirs,
+        loaded: &loaded,
+    };
+    let mut refused = Vec::new();
+    document.training_jobs.retain(|job| {
+        let outside = playground::training_job_inputs(job)
+            .into_iter()
+            .find_map(|file| crate::paths::check_loadable(&loadable, &file).err());
+        if let Some(err) = &outside {
+            refused.push((
+                job.uid.to_string(),
+                format!("training job {}: {}", job.id, err.message),
+            ));
+        }
+        outside.is_none()
+    });
+    let mut report = state.playground.import_runs(&document).await?;
+    for (uid, reason) in refused {
+        report.reject(uid, reason);
+    }
+    Ok(Json(report))
 }
 
 #[derive(Debug, Default, Deserialize)]

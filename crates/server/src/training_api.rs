@@ -88,12 +88,23 @@ pub async fn cancel(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Resumes a stored job whose model and prompt file the server may still read: a job's paths
+/// may come from an import, so they are checked as a new job's are, each time.
 #[tracing::instrument(skip(state, _body))]
 pub async fn resume(
     State(state): State<ServerState>,
     RecordId(id): RecordId,
     _body: axum::body::Bytes,
 ) -> Result<Json<TrainingJob>, ApiError> {
+    let job = state.playground.get_training_job(id).await?;
+    let loaded = state.playground.loaded_files();
+    let loadable = crate::paths::Loadable {
+        dirs: &state.access.loadable_dirs,
+        loaded: &loaded,
+    };
+    for file in playground::training_job_inputs(&job) {
+        crate::paths::check_loadable(&loadable, &file)?;
+    }
     Ok(Json(state.playground.resume_training(id).await?))
 }
 

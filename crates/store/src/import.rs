@@ -87,7 +87,8 @@ pub struct ImportRejection {
 }
 
 impl ImportReport {
-    fn reject(&mut self, uid: String, reason: String) {
+    /// Counts a record left out, with why (the first ones listed).
+    pub fn reject(&mut self, uid: String, reason: String) {
         self.rejected += 1;
         if self.rejections.len() < LISTED_REJECTIONS {
             self.rejections.push(ImportRejection { uid, reason });

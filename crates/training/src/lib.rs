@@ -46,16 +46,53 @@ use vocab::HeadVocabulary;
 /// stories, rewriting, advice and more, one per line.
 pub const DEFAULT_PROMPTS: &str = include_str!("../prompts/distill.txt");
 
-/// Prompts from a file (one per line, blank lines skipped), or the project's set.
+/// The largest prompt file read: far more prompts than a job answers, and a bound on what a
+/// path from somebody else's input can make the process hold.
+pub const MAX_PROMPTS_FILE_BYTES: u64 = 16 << 20;
+
+/// Prompts from a file (one per line, blank lines skipped), or the project's set. Only a regular
+/// file of at most [`MAX_PROMPTS_FILE_BYTES`] is read: a device or a FIFO would never end or
+/// never answer.
 pub fn load_prompts(path: Option<&Path>) -> Result<Vec<String>, TrainError> {
     let text = match path {
-        Some(path) => std::fs::read_to_string(path).map_err(|e| TrainError::Prompts {
+        Some(path) => read_prompts_file(path).map_err(|message| TrainError::Prompts {
             path: path.display().to_string(),
-            message: e.to_string(),
+            message,
         })?,
         None => DEFAULT_PROMPTS.to_owned(),
     };
     Ok(engine::tuning::prompt_lines(&text))
+}
+
+fn read_prompts_file(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let not_regular = || "not a regular file".to_string();
+    // Looked at before opening, since opening a FIFO waits for a writer; then opened without
+    // waiting and looked at again, in case the name was swapped in between.
+    if !std::fs::metadata(path)
+        .map_err(|e| e.to_string())?
+        .is_file()
+    {
+        return Err(not_regular());
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    if !file.metadata().map_err(|e| e.to_string())?.is_file() {
+        return Err(not_regular());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_PROMPTS_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_PROMPTS_FILE_BYTES {
+        return Err(format!("larger than {} MiB", MAX_PROMPTS_FILE_BYTES >> 20));
+    }
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
 }
 
 #[derive(Debug, Clone)]
@@ -417,4 +454,43 @@ fn collect_data(
         &options.stop,
         &mut |event| progress(TrainProgress::Collect(event)),
     )
+}
+
+#[cfg(test)]
+mod prompt_file_tests {
+    use super::*;
+
+    fn refusal(path: &Path) -> String {
+        match load_prompts(Some(path)) {
+            Err(TrainError::Prompts { message, .. }) => message,
+            other => panic!("{} was not refused: {other:?}", path.display()),
+        }
+    }
+
+    #[test]
+    fn prompt_files_are_read_one_prompt_a_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prompts.txt");
+        std::fs::write(&file, "first\n\nsecond\n").unwrap();
+        assert_eq!(load_prompts(Some(&file)).unwrap(), ["first", "second"]);
+    }
+
+    #[test]
+    fn only_regular_files_of_bounded_size_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        // A FIFO with no writer: opening it to read would wait for one.
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path in a folder of this test's.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        assert_eq!(refusal(&fifo), "not a regular file");
+        assert_eq!(refusal(Path::new("/dev/zero")), "not a regular file");
+        assert_eq!(refusal(dir.path()), "not a regular file");
+        let large = dir.path().join("large.txt");
+        let file = std::fs::File::create(&large).unwrap();
+        file.set_len(MAX_PROMPTS_FILE_BYTES + 1).unwrap();
+        assert_eq!(refusal(&large), "larger than 16 MiB");
+        file.set_len(MAX_PROMPTS_FILE_BYTES).unwrap();
+        assert!(load_prompts(Some(&large)).is_ok());
+    }
 }

@@ -88,6 +88,30 @@ pub fn heads_file_names(model_stem: &str) -> impl Iterator<Item = String> + '_ {
         .chain((2..).map(move |n| format!("{model_stem}-{n}{HEADS_SUFFIX}")))
 }
 
+/// Whether `heads` is one of the names [`heads_file_names`] gives heads of `model`, in the
+/// model's own folder: the only place a heads file for it is written.
+pub fn is_heads_file_of(model: &Path, heads: &Path) -> bool {
+    let (Some(stem), Some(name)) = (
+        model.file_stem().and_then(|s| s.to_str()),
+        heads.file_name().and_then(|n| n.to_str()),
+    ) else {
+        return false;
+    };
+    let Some(tail) = name
+        .strip_prefix(stem)
+        .and_then(|rest| rest.strip_suffix(HEADS_SUFFIX))
+    else {
+        return false;
+    };
+    let numbered = |n: &str| {
+        !n.starts_with('0')
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && n.parse::<u64>().is_ok_and(|n| n >= 2)
+    };
+    heads.parent() == model.parent()
+        && (tail.is_empty() || tail.strip_prefix('-').is_some_and(numbered))
+}
+
 /// The model a heads file goes with by its name (see [`heads_file_names`]), if that model is
 /// beside it.
 pub fn model_beside_heads(heads: &Path) -> Option<PathBuf> {
@@ -263,6 +287,25 @@ mod tests {
         assert_eq!(beside("m.Q4_0-x.medusa.gguf"), None);
         assert_eq!(beside(".medusa.gguf"), None);
         assert_eq!(beside("-2.medusa.gguf"), None);
+    }
+
+    #[test]
+    fn only_heads_names_of_the_model_in_its_folder_are_its_heads_files() {
+        let model = Path::new("/models/m.Q4_0.gguf");
+        let is_heads = |heads: &str| is_heads_file_of(model, Path::new(heads));
+        assert!(is_heads("/models/m.Q4_0.medusa.gguf"));
+        assert!(is_heads("/models/./m.Q4_0-2.medusa.gguf"));
+        assert!(is_heads("/models/m.Q4_0-13.medusa.gguf"));
+        // Another folder, another model, or a name heads are never given.
+        assert!(!is_heads("/tmp/m.Q4_0.medusa.gguf"));
+        assert!(!is_heads("/models/sub/m.Q4_0.medusa.gguf"));
+        assert!(!is_heads("/models/n.Q4_0.medusa.gguf"));
+        assert!(!is_heads("/models/m.Q4_0.gguf"));
+        assert!(!is_heads("/models/m.Q4_0-1.medusa.gguf"));
+        assert!(!is_heads("/models/m.Q4_0-02.medusa.gguf"));
+        assert!(!is_heads("/models/m.Q4_0-+2.medusa.gguf"));
+        assert!(!is_heads("/models/m.Q4_0-x.medusa.gguf"));
+        assert!(!is_heads("/models/m.Q4_0.medusa.gguf.sh"));
     }
 
     #[test]

@@ -340,3 +340,134 @@ fn delete_job(base: &str, id: i64) -> (u16, Value) {
     let (status, response) = send(agent().delete(&format!("{base}/api/training/{id}")), None);
     (status, response.into_json().expect("JSON answer"))
 }
+
+/// A stored job as an export holds it, interrupted while it collected.
+fn exported_job(n: u32, model: &Path, prompts: &Path, heads: &Path, data: &Path) -> Value {
+    let settings = playground::training_figures::TrainingSettings {
+        prompts_file: Some(prompts.display().to_string()),
+        samples: 2,
+        max_tokens: 16,
+        epochs: 1,
+        heads: 2,
+        vocab_subset: Some(512),
+        path_input: true,
+        heldout_every: 10,
+        evaluations_per_epoch: 1,
+        tune_prompts: 1,
+        tune_max_tokens: 16,
+    };
+    let figures = playground::training_figures::TrainingFigures::planned(2, 1, 1);
+    json!({
+        "id": n, "uid": format!("00000000-0000-4000-8000-{n:012}"),
+        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+        "status": "interrupted", "phase": "collecting", "name": "",
+        "model_name": "tiny", "model_path": model, "settings": settings,
+        "data_path": data, "heads_path": heads, "figures": figures,
+        "report": null, "error": null,
+    })
+}
+
+/// An import's paths are somebody else's input: a job whose model or prompt file the server may
+/// not read is left out of the import; one imported is checked again when it resumes (its files
+/// may have changed since), writes its heads only beside its model, and keeps its answers in the
+/// history's own folder whatever path it holds.
+#[test]
+fn imported_jobs_read_and_write_only_where_a_new_job_may() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny.gguf");
+    std::fs::copy(models::default_model_path().unwrap(), &model).unwrap();
+    let prompts = dir.path().join("prompts.txt");
+    std::fs::write(&prompts, "Name a colour.\nName a fruit.\n").unwrap();
+    let swapped = dir.path().join("swapped.txt");
+    std::fs::write(&swapped, "Name a colour.\nName a fruit.\n").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "not for the server\n").unwrap();
+    let stray = |name: &str| outside.path().join(name);
+    let heads = dir.path().join("tiny.medusa.gguf");
+    let data = dir.path().join("job.data");
+    let base = start_in(dir.path());
+
+    let (status, mut export) = get_from(&base, "/api/runs/export?format=json");
+    assert_eq!(status, 200);
+    export["training_jobs"] = json!([
+        exported_job(1, &stray("tiny.gguf"), &prompts, &heads, &data),
+        exported_job(2, &model, Path::new("/dev/zero"), &heads, &data),
+        exported_job(3, &model, &prompts, &stray("tiny.medusa.gguf"), &data),
+        exported_job(4, &model, &swapped, &heads, &data),
+        exported_job(5, &model, &prompts, &heads, &stray("job.data")),
+    ]);
+    let (status, report) = post_to(&base, "/api/runs/import", &export.to_string());
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["training_jobs_imported"], 3, "{report}");
+    assert_eq!(report["rejected"], 2, "{report}");
+    let reasons: Vec<&str> = report["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap())
+        .collect();
+    assert!(
+        reasons[0].contains("training job 1:")
+            && reasons[0].contains("tiny.gguf is not a file in the models directory"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].contains("training job 2:") && reasons[1].contains("/dev/zero"),
+        "{reasons:?}"
+    );
+
+    let (_, jobs) = get_from(&base, "/api/training");
+    let id_of = |n: u32| {
+        let uid = format!("00000000-0000-4000-8000-{n:012}");
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .find(|job| job["uid"] == uid)
+            .unwrap_or_else(|| panic!("job {n} imported: {jobs}"))["id"]
+            .as_i64()
+            .unwrap()
+    };
+    let resume = |id: i64| post_to(&base, &format!("/api/training/{id}/resume"), "");
+
+    // Heads written anywhere but beside the model are refused.
+    let (status, refused) = resume(id_of(3));
+    assert_eq!(
+        (status, refused["error"]["code"].clone()),
+        (403, json!("path_not_allowed")),
+        "{refused}"
+    );
+    assert!(refused["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("not a heads file beside its model"));
+    // A prompt file that now leads out of the allowed folder is refused as at a start.
+    std::fs::remove_file(&swapped).unwrap();
+    std::os::unix::fs::symlink(&secret, &swapped).unwrap();
+    assert_error(resume(id_of(4)), 403, "path_not_allowed");
+
+    // A job whose only stray path is its answers' file keeps them in the history's folder.
+    let id = id_of(5);
+    let (status, resumed) = resume(id);
+    assert_eq!(status, 200, "{resumed}");
+    let kept = resumed["data_path"].as_str().unwrap();
+    assert!(
+        kept.ends_with(&format!("/training/job-{id}.data")),
+        "{kept}"
+    );
+    let cancel = agent().post(&format!("{base}/api/training/{id}/cancel"));
+    assert_eq!(send(cancel, Some("")).0, 204);
+    let last = follow(&base, id, |_| {}).pop().unwrap();
+    assert_ne!(last["status"], "running", "{last}");
+    let mut left: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["secret.txt"],
+        "nothing is written outside the allowed folders"
+    );
+    assert!(!data.exists());
+}
