@@ -95,3 +95,35 @@ fn the_most_requests_fit_the_smallest_context_and_batch() {
         &[GenerationMode::Lookup],
     );
 }
+
+/// A decode's threads split its rows, never a row's sum: on one thread and on every core, exact
+/// mode gives the same tokens and the same hidden states, bit for bit, alone and in Medusa's
+/// trees. (On a busy machine the engine decodes with fewer threads than it has cores.)
+#[test]
+fn exact_sums_are_the_same_on_one_thread_and_on_every_core() {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let answers = |threads: usize| {
+        let engine = Engine::load(config(|c| {
+            c.threads = Some(threads);
+            c.parallel = 1;
+            c.hidden_states = true;
+            c.heads_path = Some(heads());
+            c.decode_costs = Some(crate::common::cpu_decode_costs());
+        }))
+        .expect("model loads");
+        assert!(engine.info().exact);
+        [GenerationMode::Normal, GenerationMode::Medusa].map(|mode| {
+            let prompt = crate::common::chat("Name three rivers and a sea.");
+            let summary = run(&engine, greedy(prompt, 24, mode).with_hidden_states());
+            let bits: Vec<u32> = summary.hidden_states.iter().map(|x| x.to_bits()).collect();
+            (summary.token_ids, bits)
+        })
+    };
+    let one = answers(1);
+    let every = answers(cores.max(2));
+    for (mode, (one, every)) in ["normal", "medusa"].iter().zip(one.iter().zip(&every)) {
+        assert!(!one.0.is_empty(), "{mode}");
+        assert_eq!(one.0, every.0, "{mode}: tokens");
+        assert!(one.1 == every.1, "{mode}: hidden states differ");
+    }
+}
