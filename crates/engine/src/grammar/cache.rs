@@ -29,8 +29,12 @@ impl PreparedGrammars {
             return kept;
         }
         let prepared = prepare(gbnf.clone());
-        // Failing to start a thread says nothing of the grammar.
-        if !matches!(prepared, Err(EngineError::Context(_))) {
+        // Failing to start a thread, or finding every grammar thread taken, says nothing of the
+        // grammar: the next request tries it again.
+        if !matches!(
+            prepared,
+            Err(EngineError::Context(_) | EngineError::GrammarsBusy { .. })
+        ) {
             self.keep(gbnf, prepared.clone());
         }
         prepared
@@ -99,6 +103,29 @@ mod tests {
         };
         let _ = grammars.get_or_prepare("root ::= x".into(), no_thread);
         let _ = grammars.get_or_prepare("root ::= x".into(), no_thread);
+        assert_eq!(prepared.get(), 2);
+    }
+
+    #[test]
+    fn a_grammar_refused_while_every_grammar_thread_was_taken_is_prepared_again() {
+        let grammars = PreparedGrammars::default();
+        let prepared = Cell::new(0);
+        let busy_then_free = |text: String| {
+            prepared.set(prepared.get() + 1);
+            match prepared.get() {
+                1 => Err(EngineError::GrammarsBusy { overdue: 4 }),
+                _ => refused(text),
+            }
+        };
+        let first = grammars.get_or_prepare("root ::= x".into(), busy_then_free);
+        assert_eq!(first.err(), Some(EngineError::GrammarsBusy { overdue: 4 }));
+        let second = grammars.get_or_prepare("root ::= x".into(), busy_then_free);
+        assert_eq!(
+            second.err(),
+            Some(EngineError::InvalidGrammar("root ::= x".into()))
+        );
+        // What the grammar itself earned is kept.
+        let _ = grammars.get_or_prepare("root ::= x".into(), busy_then_free);
         assert_eq!(prepared.get(), 2);
     }
 }
