@@ -1,16 +1,15 @@
-//! Compiles csrc/cpu_device.c against ggml's private ggml-backend-impl.h, taken from the
+//! Compiles csrc/exact_kernels.c against ggml's private ggml-backend-impl.h, taken from the
 //! llama.cpp tree that llama-cpp-sys-2 compiled, so that the header matches the library linked.
-//! Without that tree the build goes on; exact mode then reports itself unavailable and decodes
-//! keep their configured thread count on a busy machine.
+//! Without that tree the build goes on and exact mode reports itself unavailable.
 
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-const SHIM: &str = "csrc/cpu_device.c";
+const SHIM: &str = "csrc/exact_kernels.c";
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(cpu_device_hooks)");
+    println!("cargo::rustc-check-cfg=cfg(exact_kernels)");
     println!("cargo:rerun-if-changed={SHIM}");
     println!("cargo:rerun-if-env-changed=DEP_LLAMA_GGML_CMAKE_DIR");
     match ggml_source_dir() {
@@ -22,14 +21,12 @@ fn main() {
                 .include(ggml.join("include"))
                 .include(ggml.join("src"))
                 .flag_if_supported("-Werror=incompatible-pointer-types")
-                .compile("medusa_cpu_device");
-            println!("cargo:rustc-cfg=cpu_device_hooks");
+                .compile("medusa_exact_kernels");
+            println!("cargo:rustc-cfg=exact_kernels");
         }
         Err(why) => {
-            println!(
-                "cargo:warning=exact mode and the thread cap are unavailable in this build: {why}"
-            );
-            println!("cargo:rustc-env=MEDUSA_CPU_DEVICE_HOOKS_UNAVAILABLE={why}");
+            println!("cargo:warning=exact mode is unavailable in this build: {why}");
+            println!("cargo:rustc-env=MEDUSA_EXACT_KERNELS_UNAVAILABLE={why}");
         }
     }
 }

@@ -16,8 +16,7 @@ pub struct ModelArgs {
     /// GGUF model file (default: the default model, fetched on first use).
     #[arg(long, short = 'm', env = "MEDUSA_MODEL")]
     pub model: Option<PathBuf>,
-    /// Decode threads, kept whatever else runs (default: one per core, one fewer for each core
-    /// other processes keep busy).
+    /// Decode threads (default: one per core).
     #[arg(long, short = 't')]
     pub threads: Option<usize>,
     /// Context length per request in tokens (default: min(4096, the model's training context)).

@@ -18,7 +18,6 @@ use crate::error::EngineError;
 use crate::info::{DraftModelInfo, ModelInfo};
 use crate::llama::backend::{backend, clear_recent_errors, take_recent_errors};
 use crate::llama::compute::ComputeInfo;
-use crate::llama::core_share::CoreShare;
 use crate::llama::draft_model::{Agreement, DraftModel, VocabSummary};
 use crate::llama::runtime::{LlamaRuntime, RuntimeSettings};
 use crate::medusa::heads::MedusaHeads;
@@ -34,21 +33,6 @@ use crate::step::batcher::{Batcher, SequenceIds};
 use crate::step::drafter_pool::{DrafterPool, MedusaSetup};
 use crate::weights::model_file;
 use crate::weights::quantize::file_type_name;
-
-/// What caps a CPU decode's threads by the machine's load, unless a thread count was asked for
-/// (that count is kept) or the layers are on a GPU.
-fn core_share_for(config: &EngineConfig, on_gpu: bool, threads: usize) -> Option<CoreShare> {
-    if on_gpu || config.threads.is_some() {
-        return None;
-    }
-    match crate::llama::thread_cap::install() {
-        Ok(()) => CoreShare::new(threads),
-        Err(err) => {
-            tracing::warn!(%err, "decodes keep every thread on a busy machine");
-            None
-        }
-    }
-}
 
 /// The batch a context is created with: `batch_size` (how much of a prompt one decode takes), or
 /// more when it must. A decode holds a whole draft tree and a root per request; and llama.cpp
@@ -139,8 +123,6 @@ pub(crate) fn engine_thread(
     } else {
         params
     };
-    // Before the context is made: it looks up the thread setter the cap wraps.
-    let core_share = core_share_for(&config, on_gpu, threads);
     let created = crate::llama::exact_kernels::creating_context(config.exact, || {
         model.new_context(backend, params)
     });
@@ -184,7 +166,6 @@ pub(crate) fn engine_thread(
             cost_cache,
             given_costs: config.decode_costs.clone(),
             cpu_threads: (!on_gpu).then_some(threads),
-            core_share,
         },
     );
     let draft_model = match &draft_llama {

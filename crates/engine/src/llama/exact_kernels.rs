@@ -10,7 +10,7 @@
 //! backend itself and offers no switch (no context parameter, environment variable or getter for
 //! the backend), so the CPU device's backend constructor is wrapped once per process to turn the
 //! reference path on for the backends created while exact kernels are asked for. The swap is
-//! done in C against ggml's own definition of the device (csrc/cpu_device.c, see build.rs).
+//! done in C against ggml's own definition of the device (csrc/exact_kernels.c, see build.rs).
 
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,16 +22,16 @@ use crate::error::EngineError;
 
 type InitBackend = unsafe extern "C" fn(ggml_backend_dev_t, *const c_char) -> ggml_backend_t;
 
-#[cfg(cpu_device_hooks)]
+#[cfg(exact_kernels)]
 unsafe extern "C" {
-    /// The device's backend constructor (csrc/cpu_device.c).
+    /// The device's backend constructor (csrc/exact_kernels.c).
     fn medusa_exact_get_init_backend(dev: ggml_backend_dev_t) -> Option<InitBackend>;
-    /// Replaces the device's backend constructor (csrc/cpu_device.c).
+    /// Replaces the device's backend constructor (csrc/exact_kernels.c).
     fn medusa_exact_set_init_backend(dev: ggml_backend_dev_t, init_backend: InitBackend);
 }
 
 /// The CPU device's own constructor, set before the wrapper is put in its place.
-#[cfg_attr(not(cpu_device_hooks), allow(dead_code))]
+#[cfg_attr(not(exact_kernels), allow(dead_code))]
 static ORIGINAL_INIT: OnceLock<InitBackend> = OnceLock::new();
 static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
 static EXACT: AtomicBool = AtomicBool::new(false);
@@ -42,7 +42,7 @@ static CREATING: Mutex<()> = Mutex::new(());
 #[cfg(test)]
 static LAST_WRAPPED: Mutex<Option<(usize, bool)>> = Mutex::new(None);
 
-#[cfg_attr(not(cpu_device_hooks), allow(dead_code))]
+#[cfg_attr(not(exact_kernels), allow(dead_code))]
 unsafe extern "C" fn init_backend(
     dev: ggml_backend_dev_t,
     params: *const c_char,
@@ -64,7 +64,7 @@ unsafe extern "C" fn init_backend(
     backend
 }
 
-#[cfg(cpu_device_hooks)]
+#[cfg(exact_kernels)]
 fn wrap_cpu_device() -> Result<(), String> {
     // SAFETY: the registry's CPU device is a static that lives as long as the process; its
     // constructor is replaced before any context of this process is created (the engine asks
@@ -87,11 +87,11 @@ fn wrap_cpu_device() -> Result<(), String> {
     Ok(())
 }
 
-#[cfg(not(cpu_device_hooks))]
+#[cfg(not(exact_kernels))]
 fn wrap_cpu_device() -> Result<(), String> {
     Err(format!(
         "this build could not compile against ggml's sources: {}",
-        env!("MEDUSA_CPU_DEVICE_HOOKS_UNAVAILABLE")
+        env!("MEDUSA_EXACT_KERNELS_UNAVAILABLE")
     ))
 }
 

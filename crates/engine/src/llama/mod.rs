@@ -1,15 +1,12 @@
 //! What touches llama.cpp: the process-wide backend and its log, the runtime a step decodes
-//! through, exact mode's kernels and cell order, the threads a decode takes on a busy machine,
-//! prompt templating, the draft model and embeddings in contexts of their own, and where a
-//! model runs.
+//! through, exact mode's kernels and cell order, prompt templating, the draft model and
+//! embeddings in contexts of their own, and where a model runs.
 
 pub(crate) mod backend;
 pub(crate) mod cell_order;
 pub(crate) mod compute;
-pub(crate) mod core_share;
 pub(crate) mod draft_model;
 pub(crate) mod embeddings;
 pub(crate) mod exact_kernels;
 pub(crate) mod prompt;
 pub(crate) mod runtime;
-pub(crate) mod thread_cap;

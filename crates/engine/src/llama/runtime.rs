@@ -14,7 +14,6 @@ use crate::config::{LoadProgress, LoadStage};
 use crate::cost_cache::{CostCache, CostKey};
 use crate::error::EngineError;
 use crate::llama::cell_order::CellOrder;
-use crate::llama::core_share::CoreShare;
 use crate::llama::prompt;
 use crate::llama::prompt::RenderedPrompt;
 use crate::request::Prompt;
@@ -48,9 +47,6 @@ pub(crate) struct LlamaRuntime<'m> {
     /// Threads decoding on the CPU, whose share of the cores tells a busy machine; `None` when
     /// the model's layers are on a GPU.
     cpu_threads: Option<usize>,
-    /// Follows the machine's load to cap the threads of each decode; `None` where the thread
-    /// count was asked for, the layers are on a GPU or the cap is unavailable.
-    core_share: Option<CoreShare>,
     /// Exact mode: each sequence's cells kept in position order (see `cell_order`).
     cell_order: Option<CellOrder>,
     /// Sequence ids that may hold cells.
@@ -73,8 +69,6 @@ pub(crate) struct RuntimeSettings {
     pub(crate) given_costs: Option<Vec<CostPoint>>,
     /// Threads decoding on the CPU; `None` when the model's layers are on a GPU.
     pub(crate) cpu_threads: Option<usize>,
-    /// Caps the threads of each decode by the machine's load (see `core_share`).
-    pub(crate) core_share: Option<CoreShare>,
 }
 
 impl<'m> LlamaRuntime<'m> {
@@ -102,7 +96,6 @@ impl<'m> LlamaRuntime<'m> {
             cost_cache: settings.cost_cache,
             steps_since_drift_check: 0,
             cpu_threads: settings.cpu_threads,
-            core_share: settings.core_share,
             cell_order: settings.retired_seq.map(|seq| CellOrder::new(seq, n_cells)),
             n_seq_max: settings.max_seqs_per_token,
             calibration_progress: None,
@@ -306,9 +299,6 @@ impl StepBackend for LlamaRuntime<'_> {
     fn decode(&mut self) -> Result<DecodeTimes, EngineError> {
         if let Some(order) = self.cell_order.as_mut() {
             order.took(self.batch.n_tokens() as usize);
-        }
-        if let Some(share) = self.core_share.as_mut() {
-            crate::llama::thread_cap::set(share.threads());
         }
         let started = Instant::now();
         self.decoded_outputs.clear();

@@ -98,7 +98,7 @@ fn the_most_requests_fit_the_smallest_context_and_batch() {
 
 /// A decode's threads split its rows, never a row's sum: on one thread and on every core, exact
 /// mode gives the same tokens and the same hidden states, bit for bit, alone and in Medusa's
-/// trees. (On a busy machine the engine decodes with fewer threads than it has cores.)
+/// trees, so a decode's thread count may follow the machine's load without changing a result.
 #[test]
 fn exact_sums_are_the_same_on_one_thread_and_on_every_core() {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
