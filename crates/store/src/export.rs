@@ -155,10 +155,16 @@ impl<'a> CsvRow<'a> {
     }
 }
 
-/// A text cell that a spreadsheet will show as text: one starting with `=`, `+`, `-`, `@`, a tab
-/// or a carriage return would be read as a formula (CSV injection), so it gets a leading `'`.
+/// What starts a formula in a spreadsheet, full-width forms included (some spreadsheets read
+/// `＝` as `=`).
+const FORMULA_STARTS: [char; 8] = ['=', '+', '-', '@', '＝', '＋', '－', '＠'];
+
+/// A text cell that a spreadsheet will show as text: one that starts with a tab or a carriage
+/// return, or whose first character after any leading white space starts a formula, would be
+/// read as a formula (CSV injection), so it gets a leading `'`. Spreadsheets skip leading
+/// spaces and line breaks before they look for a formula.
 fn spreadsheet_safe(text: &str) -> Cow<'_, str> {
-    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+    if text.starts_with(['\t', '\r']) || text.trim_start().starts_with(FORMULA_STARTS) {
         Cow::Owned(format!("'{text}"))
     } else {
         Cow::Borrowed(text)
@@ -340,10 +346,18 @@ mod tests {
             "\tx",
             "\rx",
             "=HYPERLINK(\"http://x\")",
+            " =1+1",
+            "\n=1+1",
+            "\u{3000}=1+1",
+            "＝1+1",
+            "＋1",
+            "  ＠SUM(A1)",
         ] {
             assert_eq!(spreadsheet_safe(formula), format!("'{formula}"));
         }
-        for text in ["", "plain", "a=b", " =x", "'quoted", "1-2"] {
+        for text in [
+            "", "plain", "a=b", "x =1", "'quoted", "1-2", " 1-2", "\nplain",
+        ] {
             assert_eq!(spreadsheet_safe(text), text);
         }
     }
