@@ -133,18 +133,16 @@ pub async fn import_runs(
         loaded: &loaded,
     };
     let mut refused = Vec::new();
-    document.training_jobs.retain(|job| {
-        let outside = playground::training_job_inputs(job)
-            .into_iter()
-            .find_map(|file| crate::paths::check_loadable(&loadable, &file).err());
-        if let Some(err) = &outside {
-            refused.push((
-                job.uid.to_string(),
-                format!("training job {}: {}", job.id, err.message),
-            ));
-        }
-        outside.is_none()
-    });
+    document.training_jobs.retain(
+        |job| match crate::paths::check_training_job(&loadable, job) {
+            Ok(()) => true,
+            Err(err) => {
+                let reason = format!("training job {}: {}", job.id, err.message);
+                refused.push((job.uid.to_string(), reason));
+                false
+            }
+        },
+    );
     let mut report = state.playground.import_runs(&document).await?;
     for (uid, reason) in refused {
         report.reject(uid, reason);

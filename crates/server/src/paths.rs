@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use engine::TreeSpec;
 use playground::{AppError, ErrorKind, LoadModelRequest};
+use store::TrainingJob;
 
 /// Where files may be loaded from: directories, and files loaded already.
 pub(crate) struct Loadable<'a> {
@@ -31,6 +32,17 @@ pub(crate) fn check_load_request(
         }
     }
     Ok(())
+}
+
+/// Refuses a stored training job whose model or prompt file is not loadable: its paths may
+/// come from an import, and a resume reads them.
+pub(crate) fn check_training_job(
+    loadable: &Loadable<'_>,
+    job: &TrainingJob,
+) -> Result<(), AppError> {
+    playground::training_job_inputs(job)
+        .iter()
+        .try_for_each(|file| check_loadable(loadable, file))
 }
 
 pub(crate) fn check_loadable(loadable: &Loadable<'_>, path: &Path) -> Result<(), AppError> {

@@ -102,9 +102,7 @@ pub async fn resume(
         dirs: &state.access.loadable_dirs,
         loaded: &loaded,
     };
-    for file in playground::training_job_inputs(&job) {
-        crate::paths::check_loadable(&loadable, &file)?;
-    }
+    crate::paths::check_training_job(&loadable, &job)?;
     Ok(Json(state.playground.resume_training(id).await?))
 }
 
