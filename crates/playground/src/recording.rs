@@ -117,10 +117,19 @@ pub(crate) async fn record(
         run_id,
     };
     loop {
-        let event = stream
-            .next()
-            .await
-            .unwrap_or(GenerationEvent::Failed(engine::EngineError::EngineStopped));
+        let event = tokio::select! {
+            event = stream.next() => {
+                event.unwrap_or(GenerationEvent::Failed(engine::EngineError::EngineStopped))
+            }
+            // Noticed while the run has nothing to send (a long prompt being read), not only
+            // when its next event finds nobody to take it.
+            () = tx.closed(), if !client_gone => {
+                client_gone = true;
+                stream.cancel();
+                tracing::info!("client went away; cancelling the run");
+                continue;
+            }
+        };
         let ending = match &event {
             GenerationEvent::Text {
                 text, token_ids, ..

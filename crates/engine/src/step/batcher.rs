@@ -48,6 +48,10 @@ pub(crate) struct QueuedRequest {
 /// Prompt tokens per step while other requests are decoding, so that a long prompt does not
 /// stall them for a whole batch.
 const PREFILL_CHUNK_WHEN_BUSY: usize = 64;
+/// Prompt tokens per step while nothing decodes: a request that arrives meanwhile waits for at
+/// most one such step before its own prompt is read (with exact kernels a prompt token costs
+/// about what a decoded one does on a CPU, so a smaller chunk costs the prompt little).
+const PREFILL_CHUNK_ALONE: usize = 256;
 
 /// How the sequence ids of the KV cache are shared out.
 pub(crate) struct SequenceIds {
@@ -499,22 +503,34 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         prepared
     }
 
-    /// Then prompt chunks, oldest request first, in what is left of the batch.
+    /// Then prompt chunks in what is left of the batch, the request with the least of its
+    /// prompt left first: a short prompt does not wait behind a long one, and starts decoding
+    /// (which then holds the long one to a small chunk a step).
     fn add_prompt_chunks(&mut self, batch: &mut StepBatch) {
         let n_batch = self.backend.n_batch();
         let prefill_limit = if batch.trees.is_empty() {
-            n_batch
+            PREFILL_CHUNK_ALONE
         } else {
             PREFILL_CHUNK_WHEN_BUSY
         };
-        for slot in 0..self.slots.len() {
-            let space = (n_batch - batch.tokens).min(prefill_limit - batch.prompt_tokens);
+        let mut prefilling: Vec<(usize, usize)> = (0..self.slots.len())
+            .filter_map(|slot| {
+                let running = self.slots[slot].as_ref()?;
+                let wants = !running.prefill_done() && running.ending.is_none();
+                wants.then(|| (running.cells_wanted(), slot))
+            })
+            .collect();
+        prefilling.sort_unstable();
+        for (_, slot) in prefilling {
+            let space = n_batch
+                .saturating_sub(batch.tokens)
+                .min(prefill_limit.saturating_sub(batch.prompt_tokens));
+            if space == 0 {
+                break;
+            }
             let Some(running) = self.slots[slot].as_mut() else {
                 continue;
             };
-            if running.prefill_done() || running.ending.is_some() || space == 0 {
-                continue;
-            }
             match running.add_prompt_chunk(&mut self.backend, space) {
                 Ok((added, completes)) => {
                     let last_index = (batch.tokens + added - 1) as i32;

@@ -12,6 +12,7 @@ mod faults;
 mod hostile;
 mod hostile_remotes;
 mod http;
+mod long_prompts;
 mod plain_remote;
 mod remote;
 mod training;

@@ -393,3 +393,49 @@ fn a_run_that_ends_at_its_first_token_has_no_steps() {
     assert_eq!(summary.acceptance_by_depth, Vec::<f64>::new());
     assert_eq!(summary.accepted_draft_tokens, Some(0));
 }
+
+/// Whether `events` holds generated text yet.
+fn has_text(events: &mut UnboundedReceiver<GenerationEvent>) -> bool {
+    let mut text = false;
+    while let Ok(event) = events.try_recv() {
+        text |= matches!(event, GenerationEvent::Text { .. });
+    }
+    text
+}
+
+#[test]
+fn a_short_prompt_starts_within_a_step_of_arriving_beside_a_long_prompt() {
+    let mut batcher = batcher(ToyModel::new(8192, 2048, 2048), 2);
+    let long_prompt = "abcdefghij".repeat(100);
+    let normal = |prompt: &str| request(prompt, GenerationMode::Normal, DraftPolicy::Auto);
+    let (mut long, _) = submit(&mut batcher, normal(&long_prompt));
+    batcher.admit();
+    batcher.guarded_step();
+    let long_slot = batcher.slots.iter().position(Option::is_some).unwrap();
+    let prefilled =
+        |batcher: &Batcher<'_, ToyModel>| batcher.slots[long_slot].as_ref().unwrap().prefilled;
+    // Alone, the long prompt is read a bounded chunk a step, not a whole batch.
+    assert_eq!(prefilled(&batcher), PREFILL_CHUNK_ALONE);
+
+    // A short prompt that arrives meanwhile is read whole in the next step, before the rest of
+    // the long one, and writes its first token there.
+    let (mut short, _) = submit(&mut batcher, normal("abcab"));
+    batcher.admit();
+    batcher.guarded_step();
+    assert!(has_text(&mut short), "the short prompt waited");
+    assert_eq!(prefilled(&batcher), 2 * PREFILL_CHUNK_ALONE - 5);
+    // While it decodes, the long prompt goes on a small chunk a step.
+    batcher.guarded_step();
+    assert_eq!(
+        prefilled(&batcher),
+        2 * PREFILL_CHUNK_ALONE - 5 + PREFILL_CHUNK_WHEN_BUSY
+    );
+    assert!(!has_text(&mut long));
+    run(&mut batcher);
+    let (long, short) = (outcome(&mut long).unwrap(), outcome(&mut short).unwrap());
+    assert_eq!(
+        long.text,
+        ToyModel::continuation(&long_prompt, TOKENS as usize)
+    );
+    assert_eq!(short.text, ToyModel::continuation("abcab", TOKENS as usize));
+}
