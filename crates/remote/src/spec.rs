@@ -147,29 +147,46 @@ fn is_link_local_or_metadata_v4(v4: Ipv4Addr) -> bool {
 /// The IPv4 addresses an IPv6 address carries in one of the standard forms that reach them
 /// (or are routed towards them) from an IPv6 socket, each to be checked as the IPv4 address
 /// itself would be:
-/// - IPv4-mapped `::ffff:a.b.c.d` and IPv4-compatible `::a.b.c.d` (the last 32 bits);
-/// - NAT64 `64:ff9b::a.b.c.d` (RFC 6052's well-known /96 prefix, the last 32 bits);
+/// - IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d` and SIIT's IPv4-translated
+///   `::ffff:0:a.b.c.d` (RFC 6145) (the last 32 bits);
+/// - NAT64 `64:ff9b::a.b.c.d` (RFC 6052's well-known /96 prefix, the last 32 bits), and NAT64's
+///   local-use `64:ff9b:1::/48` (RFC 8215), whose operator picks the prefix length: the address
+///   where a /48, /56, /64 or /96 prefix would put it (RFC 6052, section 2.2);
 /// - 6to4 `2002:AABB:CCDD::/48` (RFC 3056, bits 16 to 48);
 /// - Teredo `2001:0::/32` (RFC 4380): its server in bits 32 to 64, and its client in the last
 ///   32 bits, inverted.
-fn embedded_ipv4(v6: Ipv6Addr) -> [Option<Ipv4Addr>; 2] {
+fn embedded_ipv4(v6: Ipv6Addr) -> [Option<Ipv4Addr>; 4] {
     let bits = u128::from(v6);
-    let low32 = Ipv4Addr::from(bits as u32);
+    let low32 = Some(Ipv4Addr::from(bits as u32));
     let segments = v6.segments();
-    if bits >> 32 == 0xffff || bits >> 32 == 0 {
-        return [Some(low32), None];
+    if matches!(
+        bits >> 32,
+        0 | 0xffff | 0xffff_0000 | 0x0064_ff9b_0000_0000_0000_0000
+    ) {
+        return [low32, None, None, None];
     }
-    if bits >> 32 == 0x0064_ff9b_0000_0000_0000_0000 {
-        return [Some(low32), None];
+    if bits >> 80 == 0x0064_ff9b_0001 {
+        return [48, 56, 64, 96].map(|prefix| Some(rfc6052_ipv4(bits, prefix)));
     }
     match segments[..2] {
-        [0x2002, _] => [Some(Ipv4Addr::from((bits >> 80) as u32)), None],
+        [0x2002, _] => [Some(Ipv4Addr::from((bits >> 80) as u32)), None, None, None],
         [0x2001, 0] => [
             Some(Ipv4Addr::from((bits >> 64) as u32)),
             Some(Ipv4Addr::from(!(bits as u32))),
+            None,
+            None,
         ],
-        _ => [None, None],
+        _ => [None; 4],
     }
+}
+
+/// The IPv4 address that an IPv4-embedded IPv6 address with a prefix of `prefix` bits (48, 56,
+/// 64 or 96) carries: RFC 6052 puts it right after the prefix, skipping bits 64 to 72.
+fn rfc6052_ipv4(bits: u128, prefix: u32) -> Ipv4Addr {
+    // The address without bits 64 to 72: 120 bits, the IPv4 address at `prefix` from the top.
+    let without_u = ((bits >> 64) << 56) | (bits & ((1 << 56) - 1));
+    let from_top = if prefix >= 72 { prefix - 8 } else { prefix };
+    Ipv4Addr::from((without_u >> (120 - 32 - from_top)) as u32)
 }
 
 /// `NAME=URL[,KEY]`.
@@ -346,27 +363,38 @@ mod tests {
 
     #[test]
     fn ipv4_addresses_carried_in_ipv6_are_found() {
-        let v4 = |text: &str| Some(text.parse::<Ipv4Addr>().unwrap());
         for (v6, expected) in [
-            ("::ffff:169.254.169.254", [v4("169.254.169.254"), None]),
-            ("::169.254.169.254", [v4("169.254.169.254"), None]),
-            ("::a9fe:a9fe", [v4("169.254.169.254"), None]),
-            ("::1", [v4("0.0.0.1"), None]),
-            ("64:ff9b::10.1.2.3", [v4("10.1.2.3"), None]),
-            ("2002:a9fe:a9fe::", [v4("169.254.169.254"), None]),
-            ("2002:6464:64c8:1:2:3:4:5", [v4("100.100.100.200"), None]),
+            ("::ffff:169.254.169.254", &["169.254.169.254"][..]),
+            ("::169.254.169.254", &["169.254.169.254"]),
+            ("::a9fe:a9fe", &["169.254.169.254"]),
+            ("::1", &["0.0.0.1"]),
+            ("::ffff:0:169.254.169.254", &["169.254.169.254"]),
+            ("64:ff9b::10.1.2.3", &["10.1.2.3"]),
+            // NAT64's local-use /48: where each prefix length would put the address.
+            (
+                "64:ff9b:1:a9fe:a9:fe00::",
+                &["169.254.169.254", "254.169.254.0", "169.254.0.0", "0.0.0.0"],
+            ),
+            (
+                "64:ff9b:1::a9fe:a9fe",
+                &["0.0.0.0", "0.0.0.0", "0.0.0.169", "169.254.169.254"],
+            ),
+            ("2002:a9fe:a9fe::", &["169.254.169.254"]),
+            ("2002:6464:64c8:1:2:3:4:5", &["100.100.100.200"]),
             // Teredo: server 65.54.227.120, client 169.254.169.254 (inverted).
             (
                 "2001:0:4136:e378:8000:63bf:5601:5601",
-                [v4("65.54.227.120"), v4("169.254.169.254")],
+                &["65.54.227.120", "169.254.169.254"],
             ),
-            ("2001:db8::a9fe:a9fe", [None, None]),
-            ("2001:1::a9fe:a9fe", [None, None]),
-            ("64:ff9b:1::a9fe:a9fe", [None, None]),
-            ("fe80::1", [None, None]),
+            ("2001:db8::a9fe:a9fe", &[]),
+            ("2001:1::a9fe:a9fe", &[]),
+            ("64:ff9b:2::a9fe:a9fe", &[]),
+            ("fe80::1", &[]),
         ] {
             let parsed: Ipv6Addr = v6.parse().unwrap();
-            assert_eq!(embedded_ipv4(parsed), expected, "{v6}");
+            let found: Vec<Ipv4Addr> = embedded_ipv4(parsed).into_iter().flatten().collect();
+            let expected: Vec<Ipv4Addr> = expected.iter().map(|a| a.parse().unwrap()).collect();
+            assert_eq!(found, expected, "{v6}");
         }
     }
 
@@ -379,9 +407,16 @@ mod tests {
             "http://[::a9fe:1]:8000",
             // IPv4-mapped.
             "http://[::ffff:a9fe:a9fe]",
+            // SIIT's IPv4-translated form.
+            "http://[::ffff:0:169.254.169.254]",
             // NAT64.
             "http://[64:ff9b::169.254.169.254]",
             "http://[64:ff9b::100.100.100.200]",
+            // NAT64's local-use prefix, as a /48, /56, /64 and /96.
+            "http://[64:ff9b:1:a9fe:a9:fe00::]",
+            "http://[64:ff9b:1:a9:fe:a9fe::]",
+            "http://[64:ff9b:1:0:a9:fea9:fe00:0]",
+            "http://[64:ff9b:1::169.254.169.254]",
             // 6to4.
             "http://[2002:a9fe:a9fe::]/",
             "http://[2002:a9fe:1::1]",
