@@ -44,6 +44,15 @@ def test_models_lists_the_loaded_model(client):
     assert len(models) == 1 and models[0].id
 
 
+def test_a_model_is_retrieved_by_its_id(client, model):
+    card = client.models.retrieve(model)
+    assert card.id == model and card.object == "model" and card.owned_by
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("no-such-model")
+    assert missing.value.code == "model_not_found"
+    assert missing.value.body["param"] == "model"
+
+
 def test_chat_completion(client):
     model = client.models.list().data[0].id
     answer = client.chat.completions.create(
@@ -114,6 +123,14 @@ def test_errors_raise_the_client_exceptions(client, model):
         assert err.value.code == "invalid_parameter"
         assert err.value.param == "temperature"
         assert set(err.value.body) >= {"type", "code", "param", "message"}
+    # A value of the wrong type names its field, in the client's words.
+    for field, value in (("temperature", "hot"), ("max_tokens", -1)):
+        with pytest.raises(openai.BadRequestError) as err:
+            client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "Hi"}], **{field: value})
+        assert err.value.code == "invalid_parameter"
+        assert err.value.param == field, err.value.body
+        assert "line 1" not in err.value.body["message"], err.value.body
 
 
 def test_what_is_not_supported_yet_is_refused_by_name(client, model):

@@ -23,6 +23,7 @@ use tokio::io::{AsyncReadExt, DuplexStream};
 
 use crate::error::ApiError;
 use crate::extract::{JsonBody, QueryParams, RecordId};
+use crate::import_turn::ImportTurn;
 use crate::ServerState;
 
 #[tracing::instrument(skip_all)]
@@ -120,11 +121,12 @@ async fn export_ending(
     }
 }
 
-/// Imports an export. A training job whose model or prompt file this server may not read is
+/// Imports an export, one at a time (see [`ImportTurn`]). A training job whose model or prompt file this server may not read is
 /// left out (a resume would read them), and said so in the report.
 #[tracing::instrument(skip_all)]
 pub async fn import_runs(
     State(state): State<ServerState>,
+    _turn: ImportTurn,
     JsonBody(mut document): JsonBody<ExportDocument>,
 ) -> Result<Json<ImportReport>, ApiError> {
     let loaded = state.playground.loaded_files();

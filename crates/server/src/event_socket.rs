@@ -11,10 +11,11 @@
 //! dropped meanwhile rather than queued behind it.
 //!
 //! A socket holds a connection place for as long as it is open, so the sockets are few and
-//! must stay alive: at most [`EventSockets`]' bound are open at once (more are answered 503
-//! `too_many_event_sockets`), each is pinged every so often, and one whose peer answers no ping
-//! by the next, or takes no write for two rounds, is cut off the same way (1008, `unresponsive`).
-//! Browsers answer pings themselves, whatever the page does.
+//! must stay alive: at most [`EventSockets`]' bound are open at once (a newcomer takes the place
+//! of the one without a generation the longest, see `event_socket_places`), each is pinged every
+//! so often, and one whose peer answers no ping by the next, or takes no write for two rounds,
+//! is cut off the same way (1008, `unresponsive`). Browsers answer pings themselves, whatever
+//! the page does.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -29,14 +30,14 @@ use axum::Extension;
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use playground::event_socket::{StreamMessage, StreamRequest, MAX_STREAM_RUNS, STATUS_EVERY_MS};
-use playground::{AppError, ErrorBody, ErrorKind, Playground, PlaygroundRequest};
+use playground::{AppError, ErrorBody, Playground, PlaygroundRequest};
 use tokio::sync::mpsc::{self, UnboundedSender};
-use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tracing::Instrument;
 
-use crate::error::ApiError;
+use crate::event_socket_places::{EventSockets, Place};
 use crate::listener::ConnectionControl;
 
 /// Largest message a page may send (a long conversation fits).
@@ -48,48 +49,10 @@ const MAX_UNREAD_BYTES: usize = 4 << 20;
 const MAX_UNREAD_MESSAGES: usize = 4096;
 /// How long a page that fell behind gets to take the close frame.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
-/// How long a page refused a socket is told to wait before it asks again (`Retry-After`).
-const RETRY_AFTER_S: u64 = 5;
 
 /// The page fell behind: it is being cut off.
 #[derive(Debug)]
 struct Lagged;
-
-/// The event sockets open at once, and how they are kept alive.
-pub(crate) struct EventSockets {
-    open: Arc<Semaphore>,
-    max_open: usize,
-    /// How often the peer is pinged; it must have answered by the next ping.
-    ping_every: Duration,
-}
-
-impl EventSockets {
-    pub(crate) fn new(max_open: usize, ping_every: Duration) -> Self {
-        Self {
-            open: Arc::new(Semaphore::new(max_open)),
-            max_open,
-            // A zero interval would ping without end.
-            ping_every: ping_every.max(Duration::from_millis(10)),
-        }
-    }
-
-    /// A place for one more socket, if one is free.
-    fn try_open(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        self.open.clone().try_acquire_owned().map_err(|_| {
-            let mut err = AppError::new(
-                ErrorKind::Unavailable,
-                "too_many_event_sockets",
-                format!(
-                    "{} event sockets are open already, the most this server keeps; close \
-                     another page of the playground, or try again later",
-                    self.max_open
-                ),
-            );
-            err.retry_after_s = Some(RETRY_AFTER_S);
-            ApiError(err)
-        })
-    }
-}
 
 /// A message serialized and waiting for the writer.
 struct Queued {
@@ -112,6 +75,8 @@ struct Backlog {
     /// A ping went out that no pong has answered yet.
     awaiting_pong: AtomicBool,
     lagged: watch::Sender<bool>,
+    /// A newcomer took the socket's place: it closes.
+    replaced: watch::Sender<bool>,
 }
 
 impl Backlog {
@@ -134,6 +99,12 @@ impl Backlog {
         let _ = lagged.wait_for(|lagged| *lagged).await;
     }
 
+    /// Resolves once a newcomer took the socket's place.
+    async fn replaced(&self) {
+        let mut replaced = self.replaced.subscribe();
+        let _ = replaced.wait_for(|replaced| *replaced).await;
+    }
+
     /// `queued` left the queue.
     fn taken(&self, queued: &Queued) {
         self.unread.fetch_sub(queued.text.len(), Ordering::SeqCst);
@@ -151,6 +122,7 @@ impl Outgoing {
             status_waiting: AtomicBool::new(false),
             awaiting_pong: AtomicBool::new(false),
             lagged: watch::channel(false).0,
+            replaced: watch::channel(false).0,
         });
         let outgoing = Self {
             queue,
@@ -195,6 +167,8 @@ enum WriterEnd {
     Lagged,
     /// The peer answered no ping in time, or took no write for two rounds.
     Unresponsive,
+    /// A newcomer took the socket's place.
+    Replaced,
     /// The socket failed.
     Broken,
 }
@@ -216,6 +190,7 @@ async fn write(
         let message = tokio::select! {
             biased;
             () = backlog.lagged() => break WriterEnd::Lagged,
+            () = backlog.replaced() => break WriterEnd::Replaced,
             _ = ping.tick() => {
                 if backlog.awaiting_pong.swap(true, Ordering::SeqCst) {
                     break WriterEnd::Unresponsive;
@@ -247,6 +222,8 @@ async fn write(
             tracing::debug!("event socket closed: the peer stopped answering");
             (close_code::POLICY, "unresponsive")
         }
+        // Try again later: the page reopens its socket when it next needs one.
+        WriterEnd::Replaced => (close_code::AGAIN, "replaced"),
         WriterEnd::Done | WriterEnd::Broken => (close_code::NORMAL, ""),
     };
     if end != WriterEnd::Broken {
@@ -259,21 +236,22 @@ async fn write(
     end
 }
 
-/// Opens the socket if a place is free for it, else answers 503 `too_many_event_sockets`.
-/// `connection` is there when the server's own listener serves the request.
+/// Opens the socket if it gets a place (see [`EventSockets::open`]), else answers 503
+/// `too_many_event_sockets`. `connection` is there when the server's own listener serves the
+/// request.
 pub async fn upgrade(
     State(playground): State<Playground>,
     State(sockets): State<Arc<EventSockets>>,
     connection: Option<Extension<ConnectionControl>>,
     socket: WebSocketUpgrade,
 ) -> Response {
-    let place = match sockets.try_open() {
+    let place = match sockets.open() {
         Ok(place) => place,
         Err(err) => {
             // Not an error of the server's, and anyone can cause many: debug.
             tracing::debug!(
-                max_open = sockets.max_open,
-                "event socket refused: too many open"
+                max_open = sockets.max_open(),
+                "event socket refused: too many open, each with a generation going"
             );
             return err.unlogged_response();
         }
@@ -296,14 +274,14 @@ struct Ended {
     id: u32,
 }
 
-/// Serves one socket; `_place` is its place among the open sockets, given back when it ends.
+/// Serves one socket; `place` is its place among the open sockets, given back when it ends.
 #[tracing::instrument(name = "event_socket", skip_all)]
 async fn serve(
     playground: Playground,
     socket: WebSocket,
     ping_every: Duration,
     connection: Option<ConnectionControl>,
-    _place: OwnedSemaphorePermit,
+    mut place: Place,
 ) {
     let (sink, mut incoming) = socket.split();
     let (outgoing, to_send, backlog) = Outgoing::new();
@@ -315,6 +293,10 @@ async fn serve(
     loop {
         tokio::select! {
             () = backlog.lagged() => break,
+            Ok(()) = &mut place.replaced => {
+                backlog.replaced.send_replace(true);
+                break;
+            }
             // The writer gave up on the peer (unresponsive, or the socket failed): so does the
             // reader.
             end = &mut writer => {
@@ -361,6 +343,7 @@ async fn serve(
                                     run.instrument(tracing::info_span!("stream_run", id)),
                                 );
                                 generations.insert(id, Generation { task, cancel: Some(cancel) });
+                                place.set_generations(generations.len());
                             }
                         }
                     }
@@ -386,6 +369,7 @@ async fn serve(
             }
             Some(Ended { id }) = ended.recv() => {
                 generations.remove(&id);
+                place.set_generations(generations.len());
             }
             _ = tick(&mut status) => {
                 // One waiting is enough (see `Outgoing::send`): spare building another.

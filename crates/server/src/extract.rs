@@ -223,15 +223,75 @@ async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
 }
 
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|err| {
+    let malformed = |err: serde_json::Error| {
+        ApiError::bad_request("invalid_json", format!("malformed JSON: {err}"))
+    };
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         use serde_json::error::Category;
-        match err.classify() {
-            Category::Data => ApiError::invalid_parameter(err.to_string()),
-            Category::Io | Category::Syntax | Category::Eof => {
-                ApiError::bad_request("invalid_json", format!("malformed JSON: {err}"))
-            }
+        let path = openai_param(err.path());
+        let err = err.into_inner();
+        if err.classify() != Category::Data {
+            return malformed(err);
         }
-    })
+        let param = path.or_else(|| field_at_fault::<T>(bytes));
+        // serde's own words, without where in the text: the field is named instead.
+        let message = err.to_string();
+        let message = message
+            .rsplit_once(" at line ")
+            .map_or(message.as_str(), |(message, _)| message);
+        match param {
+            Some(param) => ApiError::invalid_parameter(format!("{param}: {message}")).param(&param),
+            None => ApiError::invalid_parameter(message),
+        }
+    })?;
+    // Characters after the value are malformed JSON too.
+    deserializer.end().map_err(malformed)?;
+    Ok(value)
+}
+
+/// Most top-level fields [`field_at_fault`] leaves out one by one; more than any request type
+/// has.
+const MAX_FIELDS_TRIED: usize = 64;
+/// Largest body [`field_at_fault`] reads again: each try costs a read of the whole body.
+const MAX_BYTES_TRIED: usize = 64 << 10;
+
+/// The top-level field without which `bytes` would be read as a `T`: serde loses the path of
+/// an error inside a flattened struct (the request types flatten their shared field groups), so
+/// the field is found by leaving each out in turn. None when no one field is at fault.
+fn field_at_fault<T: DeserializeOwned>(bytes: &[u8]) -> Option<String> {
+    if bytes.len() > MAX_BYTES_TRIED {
+        return None;
+    }
+    let serde_json::Value::Object(fields) = serde_json::from_slice(bytes).ok()? else {
+        return None;
+    };
+    if fields.len() > MAX_FIELDS_TRIED {
+        return None;
+    }
+    let mut at_fault = fields.keys().filter(|&key| {
+        let mut without = fields.clone();
+        without.remove(key);
+        serde_json::from_value::<T>(serde_json::Value::Object(without)).is_ok()
+    });
+    let key = at_fault.next()?;
+    at_fault.next().is_none().then(|| key.clone())
+}
+
+/// The field a deserializing error is at, written as OpenAI names fields in its errors
+/// (`messages.[0].content`); none at the document's top.
+fn openai_param(path: &serde_path_to_error::Path) -> Option<String> {
+    use serde_path_to_error::Segment;
+    let parts: Vec<String> = path
+        .iter()
+        .map(|segment| match segment {
+            Segment::Seq { index } => format!("[{index}]"),
+            Segment::Map { key } => key.clone(),
+            Segment::Enum { variant } => variant.clone(),
+            Segment::Unknown => "?".to_owned(),
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("."))
 }
 
 /// A query string; a malformed one answers 400 `invalid_parameter`.
@@ -270,5 +330,74 @@ where
         text.parse()
             .map(RecordId)
             .map_err(|_| ApiError::not_found(format!("no record has the id {text:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Request {
+        temperature: Option<f32>,
+        max_tokens: Option<u32>,
+        messages: Option<Vec<Message>>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Message {
+        content: String,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Flattened {
+        model: String,
+        #[serde(flatten)]
+        sampling: Sampling,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Sampling {
+        temperature: Option<f32>,
+    }
+
+    fn refusal(body: &str) -> (&'static str, Option<String>, String) {
+        let err = parse_json::<Request>(body.as_bytes()).unwrap_err().0;
+        (err.code, err.param, err.message)
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_named_as_openai_names_it() {
+        let (code, param, message) = refusal(r#"{"temperature": "hot"}"#);
+        assert_eq!(
+            (code, param.as_deref()),
+            ("invalid_parameter", Some("temperature"))
+        );
+        assert!(
+            message.starts_with("temperature: invalid type"),
+            "{message}"
+        );
+        assert!(!message.contains("line 1"), "{message}");
+        let (_, param, _) = refusal(r#"{"max_tokens": -1}"#);
+        assert_eq!(param.as_deref(), Some("max_tokens"));
+        let (_, param, _) = refusal(r#"{"messages": [{"content": "hi"}, {"content": 7}]}"#);
+        assert_eq!(param.as_deref(), Some("messages.[1].content"));
+        // A field of a flattened group, whose path serde does not keep.
+        let err = parse_json::<Flattened>(br#"{"model": "m", "temperature": "hot"}"#).unwrap_err();
+        assert_eq!(err.0.param.as_deref(), Some("temperature"));
+        assert!(
+            err.0.message.starts_with("temperature: invalid type"),
+            "{}",
+            err.0.message
+        );
+        // Malformed text is not a field's fault.
+        let (code, param, _) = refusal(r#"{"temperature": 0.5} x"#);
+        assert_eq!((code, param), ("invalid_json", None));
+        let (code, _, _) = refusal(r#"{"temperature": "#);
+        assert_eq!(code, "invalid_json");
     }
 }

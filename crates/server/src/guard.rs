@@ -22,7 +22,7 @@ use axum::http::{header, HeaderMap, Method, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use playground::{AppError, ErrorKind};
-use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use crate::auth::{self, Admission, ApiKey};
 use crate::error::ApiError;
@@ -60,8 +60,8 @@ impl AccessPolicy {
     }
 
     /// Why a request may not proceed, if it may not.
-    pub fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), AppError> {
-        let authority = authority(headers);
+    pub fn check(&self, method: &Method, uri: &Uri, headers: &HeaderMap) -> Result<(), AppError> {
+        let authority = authority(uri, headers);
         let (host, _) = split_authority(authority);
         // With a key, every request proves itself, and the browser's cookie is bound to the
         // name the user opened: a rebinding name gets nothing. Any name the server is reached
@@ -122,7 +122,7 @@ impl AccessPolicy {
         let Some(key) = &self.api_key else {
             return false;
         };
-        let (_, port) = split_authority(authority(&request.headers));
+        let (_, port) = split_authority(authority(&request.uri, &request.headers));
         matches!(
             key.admit(
                 &request.method,
@@ -158,7 +158,7 @@ pub async fn guard(
             "request refused"
         );
     };
-    if let Err(err) = policy.check(request.method(), request.headers()) {
+    if let Err(err) = policy.check(request.method(), request.uri(), request.headers()) {
         refused(&err);
         return ApiError(err).into_response();
     }
@@ -168,7 +168,7 @@ pub async fn guard(
         .as_ref()
         .filter(|_| request.method() != Method::OPTIONS)
     {
-        let (_, port) = split_authority(authority(request.headers()));
+        let (_, port) = split_authority(authority(request.uri(), request.headers()));
         match key.admit(
             request.method(),
             request.uri(),
@@ -198,7 +198,9 @@ pub fn cors(policy: &AccessPolicy) -> Option<CorsLayer> {
         CorsLayer::new()
             .allow_origin(AllowOrigin::list(origins))
             .allow_methods([Method::GET, Method::POST])
-            .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
+            // Whatever headers the page's client sends (the openai SDK's `x-stainless-*`, say):
+            // the origin is one the operator allowed, and the key is checked all the same.
+            .allow_headers(AllowHeaders::mirror_request())
     })
 }
 
@@ -223,12 +225,17 @@ fn changes_state(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
-/// The request's `Host` header value, empty when it has none.
-fn authority(headers: &HeaderMap) -> &str {
-    headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or_default()
+/// The host the request is addressed to: its URI's authority where it has one (HTTP/2's
+/// `:authority`, or an HTTP/1 request in absolute form, where `Host` is to be ignored), else its
+/// `Host` header; empty when it has neither.
+fn authority<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> &'a str {
+    match uri.authority() {
+        Some(authority) => authority.as_str(),
+        None => headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default(),
+    }
 }
 
 /// A `Host` header value as its host (an IPv6 address without its brackets) and its port, when
@@ -281,7 +288,7 @@ mod tests {
         origin: Option<&str>,
     ) -> Option<&'static str> {
         policy
-            .check(&method, &headers(host, origin))
+            .check(&method, &Uri::from_static("/"), &headers(host, origin))
             .err()
             .map(|e| e.code)
     }
@@ -347,6 +354,33 @@ mod tests {
     }
 
     #[test]
+    fn an_http2_request_is_addressed_by_its_authority() {
+        let policy = AccessPolicy::default();
+        // HTTP/2 carries the host as `:authority`, in the URI, and no `Host` header.
+        let check = |uri: &'static str, host: Option<&str>| {
+            policy
+                .check(&Method::GET, &Uri::from_static(uri), &headers(host, None))
+                .err()
+                .map(|e| e.code)
+        };
+        assert_eq!(check("http://127.0.0.1:8080/api/info", None), None);
+        assert_eq!(check("https://[::1]/health", None), None);
+        assert_eq!(
+            check("http://attacker.example/api/info", None),
+            Some("forbidden_host")
+        );
+        // The authority decides where both are given, as HTTP/1.1 says of the absolute form.
+        assert_eq!(
+            check("http://attacker.example/", Some("127.0.0.1:8080")),
+            Some("forbidden_host")
+        );
+        assert_eq!(
+            check("http://localhost:8080/", Some("attacker.example")),
+            None
+        );
+    }
+
+    #[test]
     fn pages_of_other_origins_cannot_change_state() {
         let policy = AccessPolicy {
             allowed_origins: vec!["http://localhost:5173/".into()],
@@ -389,7 +423,10 @@ mod tests {
         let check = |method: Method, site: &str, origin: Option<&str>| {
             let mut headers = headers(Some("127.0.0.1:8080"), origin);
             headers.insert("sec-fetch-site", HeaderValue::from_str(site).unwrap());
-            policy.check(&method, &headers).err().map(|e| e.code)
+            policy
+                .check(&method, &Uri::from_static("/"), &headers)
+                .err()
+                .map(|e| e.code)
         };
         for site in ["cross-site", "Cross-Site", "same-site"] {
             assert_eq!(
@@ -446,7 +483,10 @@ mod tests {
         let upgrade = |origin: &str| {
             let mut headers = headers(Some("127.0.0.1:8080"), Some(origin));
             headers.insert(header::UPGRADE, HeaderValue::from_static("WebSocket"));
-            policy.check(&Method::GET, &headers).err().map(|e| e.code)
+            policy
+                .check(&Method::GET, &Uri::from_static("/"), &headers)
+                .err()
+                .map(|e| e.code)
         };
         assert_eq!(upgrade("https://evil.example"), Some("forbidden_origin"));
         assert_eq!(upgrade("http://127.0.0.1:8080"), None);

@@ -10,9 +10,11 @@ mod catalog_api;
 mod conversations_api;
 mod error;
 mod event_socket;
+mod event_socket_places;
 mod extract;
 mod guard;
 mod headers;
+mod import_turn;
 mod listener;
 mod metrics;
 mod openai;
@@ -32,8 +34,9 @@ use axum::extract::FromRef;
 use axum::http::StatusCode;
 use axum::routing::{any, delete, get, post, put};
 use axum::{Extension, Router};
-use event_socket::EventSockets;
+use event_socket_places::EventSockets;
 use extract::BodyLimit;
+use import_turn::ImportPlace;
 use metrics::RequestCounts;
 use playground::catalog::Catalog;
 use playground::Playground;
@@ -86,6 +89,13 @@ pub struct ServerState {
     access: Arc<AccessPolicy>,
     catalog: Arc<Catalog>,
     event_sockets: Arc<EventSockets>,
+    imports: ImportPlace,
+}
+
+impl FromRef<ServerState> for ImportPlace {
+    fn from_ref(state: &ServerState) -> Self {
+        state.imports.clone()
+    }
 }
 
 impl FromRef<ServerState> for Arc<EventSockets> {
@@ -144,6 +154,7 @@ fn router_within(
             limits.max_event_sockets,
             limits.keep_alive_interval,
         )),
+        imports: ImportPlace::default(),
     };
     let api_not_found = || async { ApiError::not_found("no such endpoint") };
     let router = Router::new()
@@ -155,11 +166,13 @@ fn router_within(
         .route("/v1/responses", post(openai::responses))
         .route("/v1/embeddings", post(openai::embeddings))
         .route("/v1/models", get(openai::models))
+        .route("/v1/models/{*id}", get(openai::model))
         .route("/chat/completions", post(openai::chat_completions))
         .route("/completions", post(openai::completions))
         .route("/responses", post(openai::responses))
         .route("/embeddings", post(openai::embeddings))
         .route("/models", get(openai::models))
+        .route("/models/{*id}", get(openai::model))
         .route("/api/runs", get(api::list_runs))
         .route("/api/runs/export", get(api::export_runs))
         .route(

@@ -10,17 +10,25 @@
 //!   rather than held to the total deadline;
 //! - HTTP/2 connections are pinged, and closed after [`ConnectionLimits::idle_timeout`] without a
 //!   request in flight;
+//! - an answer whose peer takes none of it for [`ConnectionLimits::write_timeout`] closes its
+//!   connection (reset, so that the kernel drops what is left unsent): hyper asks an answer's
+//!   body for more only once what it has written so far is gone, so the time since a body's last
+//!   part was taken, with no request for the next, is the time the peer has not read (the
+//!   socket's buffer full, or HTTP/2's window closed);
 //! - at most [`ConnectionLimits::max_connections`] connections are held, at most
 //!   [`ConnectionLimits::max_connections_per_client`] of them by one client, every loopback
 //!   address counting as one client (any local user can pick any of 127.0.0.0/8). A connection
 //!   beyond a cap takes the place of one that serves nothing (no request in flight; first those
-//!   that never sent a request head), so an attacker's idle connections cannot lock anyone out;
+//!   that never sent a request head), else of one whose answer has waited at least
+//!   [`STALLED_EVICTABLE`] for its peer to read (the longest waiting first), so that neither an
+//!   attacker's idle connections nor answers it never reads can lock anyone out;
 //! - when every place in the way is busy, the new connection takes one of
 //!   [`ConnectionLimits::reserved_connections`] places kept for health checks and for requests
 //!   that carry the API key (the operator's own clients): any other request on it is answered
 //!   503 `server_busy` and the connection closed, and a reserved place that serves nothing is
-//!   taken by the next newcomer. Only when even those are busy is a new connection closed at
-//!   once rather than left in the listen backlog.
+//!   taken by the next newcomer. Only when even those are busy is a new connection answered
+//!   an HTTP/1.1 503 `server_busy` at once and closed (rather than left in the listen backlog,
+//!   or reset, which clients report as a network failure rather than a busy server).
 //!
 //! A connection's place is held by its socket, so a WebSocket keeps it after the upgrade; the
 //! event sockets bound their own number and close peers that stop answering pings (see
@@ -32,7 +40,7 @@ use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -49,7 +57,7 @@ use hyper_util::service::TowerToHyperService;
 use playground::{AppError, ErrorKind};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
 use tokio::time::{Instant, Sleep};
 
 use crate::body_timeout::BodyTimeout;
@@ -86,7 +94,14 @@ pub struct ConnectionLimits {
     pub reserved_connections: usize,
     /// Event sockets (`/api/events`) open at once; more are answered 503.
     pub max_event_sockets: usize,
+    /// How long an answer may wait for its peer to take any of it before the connection is
+    /// closed (nginx's `send_timeout`).
+    pub write_timeout: Duration,
 }
+
+/// How long an answer must have waited for its peer to read before its connection may be
+/// closed to make room for a newcomer: far longer than a reading peer ever leaves one waiting.
+const STALLED_EVICTABLE: Duration = Duration::from_secs(2);
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
@@ -105,6 +120,8 @@ impl Default for ConnectionLimits {
             reserved_connections: 16,
             // One a browser tab: many tabs, and an eighth of the places.
             max_event_sockets: 64,
+            // nginx's default send_timeout is 60 s; an answer nobody reads holds a place.
+            write_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -132,6 +149,7 @@ pub(crate) async fn serve(
     // Every connection task holds a sender; once all are dropped, every connection has ended.
     let (running, mut all_ended) = mpsc::channel::<()>(1);
     let (stopping, stop) = watch::channel(false);
+    let turning_away = Arc::new(Semaphore::new(MAX_TURNING_AWAY));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -149,10 +167,10 @@ pub(crate) async fn serve(
         let accepted_at = Instant::now();
         let client = ClientId::of(peer.ip());
         let Some(admitted) = registry.admit(client) else {
-            // Every place, the reserved ones too, is busy with requests: closing now tells the
-            // client at once, where the backlog would keep it waiting for a place.
+            // Every place, the reserved ones too, is busy with requests: answering now tells
+            // the client at once, where the backlog would keep it waiting for a place.
             tracing::debug!(%peer, "connection refused: every place is busy");
-            drop(stream);
+            turn_away(stream, &turning_away);
             continue;
         };
         let Admitted {
@@ -201,6 +219,49 @@ pub(crate) async fn serve(
     let _ = all_ended.recv().await;
 }
 
+/// Connections being answered 503 at once because every place is busy; beyond them, new ones
+/// are closed unanswered.
+const MAX_TURNING_AWAY: usize = 64;
+/// How long a connection turned away gets to take its 503, and then to finish sending what it
+/// had started (read and dropped, so that closing does not reset the connection and lose the
+/// answer).
+const TURN_AWAY_WAIT: Duration = Duration::from_secs(1);
+/// The most a connection turned away may send before it is closed regardless.
+const TURN_AWAY_DRAIN_BYTES: usize = 64 << 10;
+
+/// Answers a connection no place was found for with an HTTP/1.1 503 `server_busy` and closes
+/// it, rather than resetting it unanswered; within [`MAX_TURNING_AWAY`] at once.
+fn turn_away(stream: TcpStream, turning_away: &Arc<Semaphore>) {
+    let Ok(permit) = turning_away.clone().try_acquire_owned() else {
+        return;
+    };
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let _permit = permit;
+        let mut stream = stream;
+        let body = busy_body();
+        let answer = format!(
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+             retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let answered = async {
+            stream.write_all(answer.as_bytes()).await?;
+            stream.shutdown().await?;
+            let mut buf = [0u8; 4096];
+            let mut drained = 0;
+            while drained < TURN_AWAY_DRAIN_BYTES {
+                match stream.read(&mut buf).await? {
+                    0 => break,
+                    n => drained += n,
+                }
+            }
+            Ok::<_, io::Error>(())
+        };
+        let _ = tokio::time::timeout(TURN_AWAY_WAIT, answered).await;
+    });
+}
+
 /// Who a connection counts against: its IPv4 address, or the /64 network of its IPv6 address
 /// (one host commonly has a whole /64 to pick addresses from), or this machine for every
 /// loopback address (127.0.0.0/8 and ::1: any local user can connect from any of them).
@@ -238,6 +299,13 @@ struct ConnState {
     close: AtomicBool,
     /// Reset the connection when its socket closes (see [`ConnectionControl`]).
     reset_on_close: AtomicBool,
+    /// Closed for idling: whatever the kernel still holds unsent for it then, the peer has left
+    /// unread all that while, and is dropped with a reset.
+    closing_idle: AtomicBool,
+    /// Answers waiting for the peer to take what was written of them: since when, by request.
+    stalls: Mutex<HashMap<u64, Instant>>,
+    /// The number the next request gets.
+    next_request: AtomicU64,
     /// Wakes the connection's task to look at the above again.
     wake: Notify,
 }
@@ -252,8 +320,20 @@ impl ConnState {
             idle_since: Mutex::new(Instant::now()),
             close: AtomicBool::new(false),
             reset_on_close: AtomicBool::new(false),
+            closing_idle: AtomicBool::new(false),
+            stalls: Mutex::default(),
+            next_request: AtomicU64::new(0),
             wake: Notify::new(),
         }
+    }
+
+    fn stalls(&self) -> MutexGuard<'_, HashMap<u64, Instant>> {
+        self.stalls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Since when the answer that has waited longest for the peer to read has waited.
+    fn stalled_since(&self) -> Option<Instant> {
+        self.stalls().values().min().copied()
     }
 
     fn idle_since(&self) -> Instant {
@@ -266,7 +346,10 @@ impl ConnState {
     fn begin_request(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         self.served.store(true, Ordering::SeqCst);
-        InFlight(self.clone())
+        InFlight {
+            state: self.clone(),
+            request: self.next_request.fetch_add(1, Ordering::SeqCst),
+        }
     }
 }
 
@@ -285,11 +368,31 @@ impl ConnectionControl {
 }
 
 /// A request in flight; dropped when its answer is done (or abandoned).
-struct InFlight(Arc<ConnState>);
+struct InFlight {
+    state: Arc<ConnState>,
+    request: u64,
+}
+
+impl InFlight {
+    /// Part of the answer was handed to hyper: until hyper asks for more, the peer has yet to
+    /// take what hyper has written.
+    fn waits_for_peer(&self) {
+        self.state
+            .stalls()
+            .entry(self.request)
+            .or_insert_with(Instant::now);
+    }
+
+    /// Hyper asks for more of the answer: the peer took what was written.
+    fn peer_caught_up(&self) {
+        self.state.stalls().remove(&self.request);
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let state = &self.0;
+        self.peer_caught_up();
+        let state = &self.state;
         if state.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
             *state
                 .idle_since
@@ -405,16 +508,30 @@ impl Registry {
 impl Table {
     /// The connection to close to make room, among those on reserved places or on ordinary
     /// ones (of `client` only, when given): the oldest that never sent a request head, else the
-    /// one idle the longest; never one with a request in flight.
+    /// one idle the longest, else the one whose answer has waited longest, at least
+    /// [`STALLED_EVICTABLE`], for its peer to read; never one whose answers are being taken.
     fn victim(&self, client: Option<ClientId>, reserved: bool) -> Option<u64> {
         let candidates = self.open.iter().filter(|(_, entry)| {
             entry.evict.is_some()
                 && entry.state.reserved == reserved
                 && client.is_none_or(|c| c == entry.client)
-                && entry.state.in_flight.load(Ordering::SeqCst) == 0
         });
+        let now = Instant::now();
         let mut idle_longest: Option<(Instant, u64)> = None;
+        let mut stalled_longest: Option<(Instant, u64)> = None;
         for (&id, entry) in candidates {
+            if entry.state.in_flight.load(Ordering::SeqCst) > 0 {
+                let stalled = entry
+                    .state
+                    .stalled_since()
+                    .filter(|&since| since + STALLED_EVICTABLE <= now);
+                if let Some(since) = stalled {
+                    if stalled_longest.is_none_or(|(oldest, _)| since < oldest) {
+                        stalled_longest = Some((since, id));
+                    }
+                }
+                continue;
+            }
             if !entry.state.served.load(Ordering::SeqCst) {
                 return Some(id);
             }
@@ -423,7 +540,7 @@ impl Table {
                 idle_longest = Some((since, id));
             }
         }
-        idle_longest.map(|(_, id)| id)
+        idle_longest.or(stalled_longest).map(|(_, id)| id)
     }
 
     /// Closes connection `id` and gives its place to the newcomer at once.
@@ -471,11 +588,34 @@ struct Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if self.state.reset_on_close.load(Ordering::SeqCst) {
+        let left_unread = self.state.closing_idle.load(Ordering::SeqCst) && self.unsent() > 0;
+        if left_unread || self.state.reset_on_close.load(Ordering::SeqCst) {
             if let Err(err) = self.stream.set_zero_linger() {
                 tracing::debug!(%err, "cannot reset a connection");
             }
         }
+    }
+}
+
+impl Held {
+    /// Bytes the kernel holds for the peer that it has not taken yet (sent or not); 0 where
+    /// the system does not say.
+    #[cfg(target_os = "linux")]
+    fn unsent(&self) -> usize {
+        use std::os::fd::AsRawFd;
+        let mut unsent: libc::c_int = 0;
+        // SAFETY: TIOCOUTQ writes one int, into `unsent`, for a socket this value owns.
+        let read = unsafe { libc::ioctl(self.stream.as_raw_fd(), libc::TIOCOUTQ, &mut unsent) };
+        if read == 0 {
+            usize::try_from(unsent).unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn unsent(&self) -> usize {
+        0
     }
 }
 
@@ -548,12 +688,12 @@ impl Watch {
                 close_by
             } else if !state.served.load(Ordering::SeqCst) {
                 Some(self.accepted_at + self.limits.header_timeout)
+            } else if state.in_flight.load(Ordering::SeqCst) > 0 {
+                Some(self.stall_check())
             } else if stopping {
                 None
-            } else if state.in_flight.load(Ordering::SeqCst) == 0 {
-                Some(state.idle_since() + self.limits.idle_timeout)
             } else {
-                None
+                Some(state.idle_since() + self.limits.idle_timeout)
             };
             let close_requested =
                 !stopping && close_by.is_none() && state.close.load(Ordering::SeqCst);
@@ -573,6 +713,10 @@ impl Watch {
                 evicted = &mut self.evicted, if watching_eviction => {
                     if evicted.is_ok() {
                         tracing::debug!("connection closed to make room for another");
+                        if state.stalled_since().is_some() {
+                            // What its peer left unread is dropped, not kept by the kernel.
+                            state.reset_on_close.store(true, Ordering::SeqCst);
+                        }
                         return;
                     }
                     // The registry let go of it: nothing will ask any more.
@@ -593,16 +737,48 @@ impl Watch {
                         tracing::debug!("no request head in time: connection closed");
                         return;
                     }
+                    if self.stalled_past_timeout() {
+                        tracing::debug!(
+                            write_timeout = ?self.limits.write_timeout,
+                            "connection closed: its peer took none of an answer in time"
+                        );
+                        state.reset_on_close.store(true, Ordering::SeqCst);
+                        return;
+                    }
                     let idle = !stopping
                         && state.in_flight.load(Ordering::SeqCst) == 0
                         && state.idle_since() + self.limits.idle_timeout <= Instant::now();
                     if idle {
                         connection.as_mut().graceful_shutdown();
                         close_by = Some(Instant::now() + self.limits.header_timeout);
+                        state.closing_idle.store(true, Ordering::SeqCst);
                     }
                 }
             }
         }
+    }
+}
+
+impl Watch {
+    /// The write timeout, never so short that the connection is looked at without end.
+    fn write_timeout(&self) -> Duration {
+        self.limits.write_timeout.max(Duration::from_millis(100))
+    }
+
+    /// When to look again at a connection with requests in flight: when its longest-waiting
+    /// answer runs out of time, or, with none waiting, after a quarter of the write timeout (a
+    /// wait that begins meanwhile still has most of its time left then).
+    fn stall_check(&self) -> Instant {
+        match self.state.stalled_since() {
+            Some(since) => since + self.write_timeout(),
+            None => Instant::now() + self.write_timeout() / 4,
+        }
+    }
+
+    fn stalled_past_timeout(&self) -> bool {
+        self.state
+            .stalled_since()
+            .is_some_and(|since| since + self.write_timeout() <= Instant::now())
     }
 }
 
@@ -672,9 +848,8 @@ where
     }
 }
 
-/// The answer to a request on a reserved place that has no priority. Its body is left unread,
-/// so an HTTP/1 connection closes after it (said so), giving the place to the next newcomer.
-fn busy(http1: bool) -> Response {
+/// The error of a request turned away because every connection place is busy.
+fn busy_error() -> AppError {
     let mut err = AppError::new(
         ErrorKind::Unavailable,
         "server_busy",
@@ -682,6 +857,18 @@ fn busy(http1: bool) -> Response {
          served now: try again shortly",
     );
     err.retry_after_s = Some(1);
+    err
+}
+
+/// [`busy_error`] as a JSON body.
+fn busy_body() -> String {
+    serde_json::to_string(&ApiError(busy_error()).body()).unwrap_or_default()
+}
+
+/// The answer to a request on a reserved place that has no priority. Its body is left unread,
+/// so an HTTP/1 connection closes after it (said so), giving the place to the next newcomer.
+fn busy(http1: bool) -> Response {
+    let err = busy_error();
     // Logged where it is decided, at debug: an attack makes many.
     let mut response = ApiError(err).unlogged_response();
     if http1 {
@@ -697,7 +884,7 @@ fn tracked(response: Response, in_flight: InFlight) -> Response {
     response.map(|body| {
         Body::new(Tracked {
             inner: body,
-            _in_flight: in_flight,
+            in_flight,
         })
     })
 }
@@ -835,10 +1022,11 @@ where
     }
 }
 
-/// An answer body that keeps its request counted in flight until it is done or dropped.
+/// An answer body that keeps its request counted in flight until it is done or dropped, and
+/// tells when the peer leaves what was written unread.
 struct Tracked {
     inner: Body,
-    _in_flight: InFlight,
+    in_flight: InFlight,
 }
 
 impl HttpBody for Tracked {
@@ -849,7 +1037,12 @@ impl HttpBody for Tracked {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        self.in_flight.peer_caught_up();
+        let frame = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(_))) = frame {
+            self.in_flight.waits_for_peer();
+        }
+        frame
     }
 
     fn is_end_stream(&self) -> bool {
@@ -980,6 +1173,45 @@ mod tests {
         let mut new_evicted = new.evicted;
         assert!(new_evicted.try_recv().is_err());
         assert_eq!(registry.table().open.len(), 3);
+    }
+
+    #[test]
+    fn answers_left_unread_make_room_after_idle_connections_and_longest_waiting_first() {
+        let registry = registry(10, 3);
+        let reading = registry.admit(client(1)).unwrap();
+        let unread = registry.admit(client(1)).unwrap();
+        let unread_longer = registry.admit(client(1)).unwrap();
+        let requests = [&reading, &unread, &unread_longer].map(|c| c.state.begin_request());
+        let waited = |seconds| {
+            Instant::now()
+                .checked_sub(Duration::from_secs(seconds))
+                .unwrap()
+        };
+        // One answer is being read (its wait just began); two have waited for seconds.
+        requests[0].waits_for_peer();
+        for (request, seconds) in [(&requests[1], 3), (&requests[2], 5)] {
+            request
+                .state
+                .stalls()
+                .insert(request.request, waited(seconds));
+        }
+        let fourth = registry.admit(client(1)).unwrap();
+        let [mut reading_evicted, mut unread_evicted, mut longer_evicted] =
+            [reading.evicted, unread.evicted, unread_longer.evicted];
+        assert!(longer_evicted.try_recv().is_ok());
+        assert!(unread_evicted.try_recv().is_err());
+        // An idle connection goes before an answer left unread.
+        drop(fourth.state.begin_request());
+        let fifth = registry.admit(client(1)).unwrap();
+        let mut fourth_evicted = fourth.evicted;
+        assert!(fourth_evicted.try_recv().is_ok());
+        assert!(unread_evicted.try_recv().is_err());
+        // The peer took the rest and asked for more: its answer no longer waits.
+        requests[1].peer_caught_up();
+        let _busy = fifth.state.begin_request();
+        assert!(registry.admit(client(1)).is_none());
+        assert!(reading_evicted.try_recv().is_err());
+        assert!(unread_evicted.try_recv().is_err());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use engine::{ChatMessage, GenerateRequest, GenerationMode, Prompt, SamplingParam
 use openai_wire::{ModelCard, ModelList};
 use serde::Deserialize;
 
-use playground::{DraftFields, Playground, RunHandle, RunTarget};
+use playground::{AppError, DraftFields, ErrorKind, Playground, RunHandle, RunTarget};
 
 use crate::error::ApiError;
 use crate::extract::JsonBody;
@@ -437,6 +437,30 @@ async fn echoed(
 }
 
 pub async fn models(State(playground): State<Playground>) -> Result<Json<ModelList>, ApiError> {
+    Ok(Json(ModelList::new(vec![served_model(&playground)?])))
+}
+
+/// `GET /v1/models/{id}`: the served model's card when `id` names it (as `client.models.retrieve`
+/// asks), else 404 `model_not_found`.
+pub async fn model(
+    State(playground): State<Playground>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Json<ModelCard>, ApiError> {
+    let card = served_model(&playground)?;
+    if card.id == id {
+        return Ok(Json(card));
+    }
+    let message = format!(
+        "the model {id:?} does not exist here: this server serves {:?} (see /v1/models)",
+        card.id
+    );
+    Err(ApiError(
+        AppError::new(ErrorKind::NotFound, "model_not_found", message).with_param("model"),
+    ))
+}
+
+/// The card of the model served here.
+fn served_model(playground: &Playground) -> Result<ModelCard, ApiError> {
     let info = playground.model_info()?;
     let created = std::fs::metadata(&info.path)
         .and_then(|m| m.modified())
@@ -449,10 +473,5 @@ pub async fn models(State(playground): State<Playground>) -> Result<Json<ModelLi
         .into_iter()
         .map(|m| m.as_str().to_owned())
         .collect();
-    Ok(Json(ModelList::new(vec![ModelCard::new(
-        info.name,
-        created,
-        "medusa-playground",
-    )
-    .with_modes(modes)])))
+    Ok(ModelCard::new(info.name, created, "medusa-playground").with_modes(modes))
 }

@@ -1004,10 +1004,10 @@ mod tests {
             r#"{"input": "Hi", "background": false, "include": [], "conversation": null}"#
         )
         .is_ok());
-        // A call without its name is malformed.
+        // A call without its name is malformed, and named by its place.
         let (code, param, message) =
             refusal(r#"{"input": [{"type": "function_call", "call_id": "c", "arguments": "{}"}]}"#);
-        assert_eq!((code, param), (invalid, None));
+        assert_eq!((code, param.as_deref()), (invalid, Some("input.[0]")));
         assert!(
             message.contains("a function_call item needs name"),
             "{message}"

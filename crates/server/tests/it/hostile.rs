@@ -170,10 +170,19 @@ impl LoopbackDialer {
 
     /// A connection from 127.0.0.`host`.
     fn connect(&self, host: u8) -> TcpStream {
+        self.connect_receiving(host, None)
+    }
+
+    /// A connection from 127.0.0.`host`, its receive buffer set to `receive_buffer` bytes
+    /// before it connects (so that the window it offers stays that small).
+    fn connect_receiving(&self, host: u8, receive_buffer: Option<u32>) -> TcpStream {
         let from = std::net::SocketAddr::from(([127, 0, 0, host], 0));
         self.runtime
             .block_on(async {
                 let socket = tokio::net::TcpSocket::new_v4()?;
+                if let Some(size) = receive_buffer {
+                    socket.set_recv_buffer_size(size)?;
+                }
                 socket.bind(from)?;
                 let stream = socket.connect(self.server).await?.into_std()?;
                 stream.set_nonblocking(false)?;
@@ -619,34 +628,19 @@ fn event_sockets_from_many_loopback_addresses_lock_nobody_out() {
     raise_descriptor_limit();
     let base = server();
     let dialer = LoopbackDialer::new(base);
-    // Sockets of a client with the key, even: they cannot hold every place either.
-    let (mut upgraded, mut refused) = (Vec::new(), Vec::new());
+    // Sockets of a client with the key, even: they cannot hold every place either. None has a
+    // generation going, so each newcomer takes the place of the oldest, which is closed.
+    let mut upgraded = Vec::new();
     for attempt in 0..515u32 {
         let mut stream = dialer.connect(2 + (attempt % 5) as u8);
         let answer = open_event_socket(&mut stream, Some(KEY));
-        match status_of(&answer) {
-            Some(101) => upgraded.push(stream),
-            Some(503) => {
-                let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap())
-                    .unwrap_or_else(|_| panic!("not JSON: {answer}"));
-                assert_eq!(body["error"]["code"], "too_many_event_sockets", "{body}");
-                assert!(
-                    body["error"]["message"]
-                        .as_str()
-                        .is_some_and(|m| !m.is_empty()),
-                    "{body}"
-                );
-                assert!(
-                    answer.to_ascii_lowercase().contains("retry-after:"),
-                    "{answer}"
-                );
-                refused.push(stream);
-            }
-            _ => panic!("attempt {attempt} answered {answer:?}"),
-        }
+        assert_eq!(
+            status_of(&answer),
+            Some(101),
+            "attempt {attempt}: {answer:?}"
+        );
+        upgraded.push(stream);
     }
-    assert!(!upgraded.is_empty(), "no event socket opened");
-    assert!(!refused.is_empty(), "515 event sockets were never refused");
 
     // While they are held, health checks and clients with the key get in.
     for _ in 0..3 {
@@ -666,50 +660,243 @@ fn event_sockets_from_many_loopback_addresses_lock_nobody_out() {
     assert_eq!(probe(base, "/health", None), 200);
 }
 
+/// An event socket that answers pings and reads what comes until it closes, on a thread of its
+/// own; the thread ends with the close frame's code and reason.
+fn idle_event_socket(base: &str) -> thread::JoinHandle<Option<(u16, String)>> {
+    let url = format!("{}/api/events", base.replace("http://", "ws://"));
+    let (mut socket, response) = tungstenite::connect(url).expect("the event socket opens");
+    assert_eq!(response.status(), 101);
+    thread::spawn(move || loop {
+        match socket.read() {
+            Ok(Message::Close(frame)) => {
+                return frame.map(|frame| (u16::from(frame.code), frame.reason.to_string()));
+            }
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    })
+}
+
 #[test]
-fn event_sockets_are_bounded_and_a_closed_one_gives_its_place_back() {
+fn event_sockets_held_open_doing_nothing_give_their_place_to_a_page() {
     if crate::alone::in_group_process(
         "hostile::",
-        "hostile::event_sockets_are_bounded_and_a_closed_one_gives_its_place_back",
+        "hostile::event_sockets_held_open_doing_nothing_give_their_place_to_a_page",
     ) {
         return;
     }
     let _one_at_a_time = exclusive();
-    raise_descriptor_limit();
-    let base = patient_server();
-    let max = patient_limits().max_event_sockets;
-    let mut open = Vec::new();
-    for socket in 0..max {
-        let mut stream = TcpStream::connect(address(base)).expect("connects");
-        let answer = open_event_socket(&mut stream, None);
-        assert_eq!(status_of(&answer), Some(101), "socket {socket}: {answer}");
-        open.push(stream);
-    }
-    let refused_one = || {
-        let mut stream = TcpStream::connect(address(base)).expect("connects");
-        let answer = open_event_socket(&mut stream, None);
-        (status_of(&answer), answer)
+    logs();
+    let limits = ConnectionLimits {
+        max_event_sockets: 4,
+        ..patient_limits()
     };
-    let (status, answer) = refused_one();
-    assert_eq!(status, Some(503), "{answer}");
-    assert!(answer.contains("too_many_event_sockets"), "{answer}");
-    assert_eq!(probe(base, "/health", None), 200);
+    let base = serve_limited(default_playground, None, AccessPolicy::default(), limits);
+    // Another local client holds every place with sockets that answer pings and do nothing.
+    let mut held: Vec<_> = (0..limits.max_event_sockets)
+        .map(|_| idle_event_socket(&base))
+        .collect();
 
-    // One page closes: its place is the next one's.
-    drop(open.pop());
-    let deadline = Instant::now() + SLACK;
-    loop {
-        let (status, answer) = refused_one();
-        if status == Some(101) {
-            break;
+    // The page still gets its socket: the oldest idle one gives its place up, told why.
+    let url = format!("{}/api/events", base.replace("http://", "ws://"));
+    let (mut page, response) = tungstenite::connect(url).expect("the page's socket opens");
+    assert_eq!(response.status(), 101);
+    let first = held.remove(0).join().expect("reader");
+    assert_eq!(first, Some((1013, "replaced".to_owned())));
+
+    // The page chats on it while the other client opens more: those replace its own idle
+    // sockets, never the page's while its generation goes.
+    let request = json!({
+        "messages": [{"role": "user", "content": "Count to twenty."}],
+        "max_tokens": 48,
+        "sampling": {"temperature": 0.0},
+    });
+    page.send(Message::Text(
+        json!({"type": "generate", "id": 1, "request": request})
+            .to_string()
+            .into(),
+    ))
+    .expect("sends the request");
+    let mut newer: Vec<_> = (0..limits.max_event_sockets - 1)
+        .map(|_| idle_event_socket(&base))
+        .collect();
+    let finished = loop {
+        match page.read().expect("the page's socket stays open") {
+            Message::Text(text) => {
+                let message: Value = serde_json::from_str(text.as_str()).expect("JSON");
+                assert_ne!(message["type"], "refused", "{message}");
+                if message["event"]["type"] == "finished" {
+                    break message;
+                }
+            }
+            Message::Close(frame) => panic!("the page's socket was closed: {frame:?}"),
+            _ => {}
         }
-        assert_eq!(status, Some(503), "{answer}");
+    };
+    assert_ne!(finished["event"]["stop_reason"], "cancelled", "{finished}");
+    for socket in held.drain(..) {
+        assert_eq!(
+            socket.join().expect("reader"),
+            Some((1013, "replaced".to_owned()))
+        );
+    }
+    page.close(None).expect("closes");
+    drop(page);
+    newer.clear();
+}
+
+/// The limits of the server that [`answers_nobody_reads_lock_nobody_out_and_are_cut_off_at_the_write_deadline`]
+/// fills: a client's share small enough to fill with exports.
+fn small_share_limits() -> ConnectionLimits {
+    ConnectionLimits {
+        max_connections_per_client: 6,
+        write_timeout: Duration::from_secs(6),
+        ..limits()
+    }
+}
+
+/// A connection from 127.0.0.`host` whose receive buffer holds little, so that what the server
+/// writes to it and nobody reads soon fills every buffer on the way.
+fn non_reading_connection(dialer: &LoopbackDialer, host: u8) -> TcpStream {
+    dialer.connect_receiving(host, Some(4096))
+}
+
+/// Whether the peer has closed or reset `stream`, seen from its TCP state without reading what
+/// it holds unread.
+fn peer_gone(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: getsockopt writes at most `length` bytes into `info`, which has that size.
+    unsafe {
+        let mut info = std::mem::zeroed::<libc::tcp_info>();
+        let mut length = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let read = libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut length,
+        );
+        assert_eq!(read, 0, "TCP_INFO");
+        // ESTABLISHED is 1; a reset leaves CLOSE (7), an orderly close CLOSE_WAIT (8).
+        info.tcpi_state != 1
+    }
+}
+
+#[test]
+fn answers_nobody_reads_lock_nobody_out_and_are_cut_off_at_the_write_deadline() {
+    if crate::alone::in_group_process(
+        "hostile::",
+        "hostile::answers_nobody_reads_lock_nobody_out_and_are_cut_off_at_the_write_deadline",
+    ) {
+        return;
+    }
+    let _one_at_a_time = exclusive();
+    logs();
+    let limits = small_share_limits();
+    let base = serve_limited(default_playground, None, AccessPolicy::default(), limits);
+    // An export of 12 MB: far more than the buffers between server and client hold.
+    let (status, report) = post_to(&base, "/api/runs/import", &heavy_document(2, 3_000_000));
+    assert_eq!(status, 200, "{report}");
+
+    // The client's whole share asks for the export and reads only the answer's head.
+    let dialer = LoopbackDialer::new(&base);
+    let mut unread: Vec<TcpStream> = (0..limits.max_connections_per_client)
+        .map(|i| {
+            let mut stream = non_reading_connection(&dialer, 2 + i as u8);
+            stream
+                .write_all(b"GET /api/runs/export?format=json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                .expect("asks for the export");
+            let head = read_until(&mut stream, PROBE_TIMEOUT, |text| text.contains("\r\n\r\n"));
+            assert_eq!(status_of(&head), Some(200), "{head}");
+            stream
+        })
+        .collect();
+    // Long enough for every answer to have filled the buffers and waited past the point where
+    // its place may go to a newcomer.
+    thread::sleep(Duration::from_secs(4));
+
+    // The same client (every loopback address is one) is still served: each newcomer takes the
+    // place of an answer nobody reads, not a reserved place that serves only health checks.
+    assert_eq!(probe(&base, "/api/info", None), 200);
+    let events = generate(
+        &base,
+        &json!({"messages": [{"role": "user", "content": "Count to three."}], "max_tokens": 4}),
+    )
+    .expect("a generation beside answers nobody reads");
+    let finished = events.last().expect("events");
+    assert_eq!(finished["type"], "finished", "{finished}");
+
+    // Every one of them is closed by the write deadline, reset rather than left to drain.
+    let deadline = Instant::now() + limits.write_timeout + SLACK;
+    while unread.iter().any(|stream| !peer_gone(stream)) {
         assert!(
             Instant::now() < deadline,
-            "the closed socket's place never came back"
+            "an answer nobody reads kept its connection past the write deadline"
         );
-        thread::sleep(Duration::from_millis(100));
+        thread::sleep(Duration::from_millis(200));
     }
+    assert!(logged_lines()
+        .iter()
+        .any(|line| line.contains("its peer took none of an answer in time")));
+    unread.clear();
+    assert_eq!(probe(&base, "/api/info", None), 200);
+}
+
+#[test]
+fn a_connection_beyond_every_place_is_answered_busy_not_reset() {
+    if crate::alone::in_group_process(
+        "hostile::",
+        "hostile::a_connection_beyond_every_place_is_answered_busy_not_reset",
+    ) {
+        return;
+    }
+    let _one_at_a_time = exclusive();
+    logs();
+    let limits = ConnectionLimits {
+        max_connections: 2,
+        max_connections_per_client: 2,
+        reserved_connections: 1,
+        ..patient_limits()
+    };
+    let access = AccessPolicy {
+        api_key: Some(ApiKey::new(KEY).unwrap()),
+        ..AccessPolicy::default()
+    };
+    let base = serve_limited(default_playground, None, access, limits);
+    // Every place, the reserved one too, holds a request with the key whose body is still on
+    // its way; each is in flight once the server asks for its body (100 Continue).
+    let held: Vec<TcpStream> = (0..limits.max_connections + limits.reserved_connections)
+        .map(|_| {
+            let mut stream = TcpStream::connect(address(&base)).expect("connects");
+            let head = format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                 Authorization: Bearer {KEY}\r\nContent-Type: application/json\r\n\
+                 Content-Length: 1000\r\nExpect: 100-continue\r\n\r\n"
+            );
+            stream.write_all(head.as_bytes()).expect("sends the head");
+            let interim = read_until(&mut stream, PROBE_TIMEOUT, |text| text.contains("\r\n\r\n"));
+            assert!(interim.starts_with("HTTP/1.1 100"), "{interim:?}");
+            stream.write_all(b"{").expect("sends a byte of the body");
+            stream
+        })
+        .collect();
+    // The next connection, even with the key, finds no place: it is told the server is busy,
+    // not reset.
+    let mut stream = TcpStream::connect(address(&base)).expect("connects");
+    let request =
+        format!("GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .expect("sends the request");
+    let answer = read_to_close(&mut stream, Instant::now() + PROBE_TIMEOUT)
+        .expect("the connection is closed after its answer");
+    assert_eq!(status_of(&answer), Some(503), "{answer}");
+    assert!(answer.contains("server_busy"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1"),
+        "{answer}"
+    );
+    drop(held);
 }
 
 #[test]

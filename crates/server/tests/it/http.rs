@@ -1123,34 +1123,73 @@ fn history_lists_exports_and_imports() {
     );
 }
 
-/// An export document of `count` finished runs holding `tokens` token ids each, as JSON text.
-fn heavy_document(count: usize, tokens: usize) -> String {
-    let token_ids = format!("[{}7]", "7,".repeat(tokens - 1));
-    let runs: Vec<String> = (0..count)
-        .map(|i| {
-            let run = json!({
-                "id": i + 1,
-                "uid": uuid::Uuid::new_v4(),
-                "status": "finished",
-                "created_at": "2025-03-01T12:00:00Z",
-                "mode": "normal",
-                "model": {"name": "heavy", "path": "/models/heavy.gguf", "file_type": "Q4_1"},
-                "prompt": {"kind": "text", "content": format!("heavy run {i}")},
-                "sampling": {"temperature": 0.0},
-                "max_tokens": tokens,
-                "stop": [],
-                "output": "7777",
-                "tokens_generated": tokens,
-                "token_ids": "TOKEN_IDS",
-            });
-            let run = run.to_string().replace("\"TOKEN_IDS\"", &token_ids);
-            format!(r#"{{"run": {run}, "steps": []}}"#)
-        })
-        .collect();
-    format!(
-        r#"{{"version": 1, "exported_at": "2025-03-01T12:00:00Z", "runs": [{}], "comparisons": []}}"#,
-        runs.join(",")
-    )
+#[test]
+fn a_page_of_an_allowed_origin_may_send_the_openai_sdks_headers() {
+    let base = serve_without_model_under(server::AccessPolicy {
+        allowed_origins: vec!["http://localhost:5173".into()],
+        ..server::AccessPolicy::default()
+    });
+    let asked = "authorization,content-type,x-stainless-os,x-stainless-retry-count";
+    let (status, answer) = raw_http(
+        &base,
+        &format!(
+            "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+             Origin: http://localhost:5173\r\nAccess-Control-Request-Method: POST\r\n\
+             Access-Control-Request-Headers: {asked}\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let answer = answer.to_ascii_lowercase();
+    assert!(
+        answer.contains(&format!("access-control-allow-headers: {asked}")),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("access-control-allow-origin: http://localhost:5173"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn imports_are_read_one_at_a_time_and_a_second_is_refused_before_it_is_read() {
+    use std::io::{Read, Write};
+    let base = serve_without_model();
+    let document = heavy_document(1, 1_000);
+    // The first import sends its head and half its body, then waits.
+    let mut first = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    let head = format!(
+        "POST /api/runs/import HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        document.len()
+    );
+    let (half, rest) = document.as_bytes().split_at(document.len() / 2);
+    first.write_all(head.as_bytes()).unwrap();
+    first.write_all(half).unwrap();
+    // Another import meanwhile is refused, once the first holds the place (until then it is
+    // taken, and the first's later finds its runs there already).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refusal = loop {
+        let (status, answer) = post_to(&base, "/api/runs/import", &document);
+        if status == 503 {
+            break answer;
+        }
+        assert_eq!(status, 200, "{answer}");
+        assert!(
+            Instant::now() < deadline,
+            "the second import was never refused"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(refusal["error"]["code"], "import_busy", "{refusal}");
+    // The first goes on to the end.
+    first.write_all(rest).unwrap();
+    let mut answer = String::new();
+    first.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // Then the place is free again.
+    let (status, report) = post_to(&base, "/api/runs/import", &document);
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["skipped_duplicates"], 1, "{report}");
 }
 
 #[test]

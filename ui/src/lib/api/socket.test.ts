@@ -9,7 +9,7 @@ class FakeSocket {
   sent: unknown[] = [];
   onopen: (() => void) | null = null;
   onmessage: ((event: { data: string }) => void) | null = null;
-  onclose: (() => void) | null = null;
+  onclose: ((event?: { code: number }) => void) | null = null;
   onerror: (() => void) | null = null;
 
   constructor(readonly url: string) {
@@ -28,6 +28,11 @@ class FakeSocket {
 
   receive(message: StreamMessage) {
     this.onmessage?.({ data: JSON.stringify(message) });
+  }
+
+  /** Closed by the server with `code`. */
+  closeWith(code: number) {
+    this.onclose?.({ code });
   }
 
   /** As browsers do: an error, then the close. */
@@ -278,6 +283,27 @@ describe('EventSocket', () => {
     expect(last().sent).toEqual([{ type: 'status', every_ms: 1000 }]);
     last().receive({ type: 'status', info: info(3) });
     expect(seen).toEqual([3]);
+  });
+
+  it('carries its watchers on a new socket when the server gives an idle one away', async () => {
+    const { socket, connect } = events();
+    const ended: ApiError[] = [];
+    const seen: number[] = [];
+    socket.watch(1000, (i) => seen.push(i.metrics!.active), (e) => ended.push(e));
+    last().open();
+    last().closeWith(1013);
+    // Nothing ended: a new socket asks for the status again.
+    expect(ended).toEqual([]);
+    expect(connect).toHaveBeenCalledTimes(2);
+    last().open();
+    expect(last().sent).toEqual([{ type: 'status', every_ms: 1000 }]);
+    last().receive({ type: 'status', info: info(4) });
+    expect(seen).toEqual([4]);
+    // A socket with a run going is never given away; closed with any other code, it ends.
+    const run = socket.generate({ prompt: 'hi' } as never, () => {});
+    last().closeWith(1008);
+    await expect(run.done).rejects.toThrow('closed');
+    expect(ended).toHaveLength(1);
   });
 
   it('ends a run whose view failed on one of its events', async () => {

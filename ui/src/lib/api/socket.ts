@@ -17,6 +17,11 @@ export function eventsUrl(base: string, page: { protocol: string; host: string }
 
 const CLOSED = 'the connection to the server closed';
 /**
+ * The close code (1013, try again later) of a socket whose place the server gave to a newcomer
+ * because it carried no generation while every place was taken.
+ */
+const REPLACED = 1013;
+/**
  * A socket that never opened: the backend is down or gone (the browser says nothing more), told
  * with the server's address as the page's requests are.
  */
@@ -184,7 +189,11 @@ export class EventSocket {
       if (this.socket !== socket) return;
       this.receive(event.data);
     };
-    socket.onclose = () => {
+    socket.onclose = (event?: CloseEvent) => {
+      if (this.opened && event?.code === REPLACED && this.generations.size === 0) {
+        this.reopen(socket);
+        return;
+      }
       this.closed(socket, this.opened ? CLOSED : socketNotAnswering(url));
     };
     return socket;
@@ -230,6 +239,20 @@ export class EventSocket {
         console.warn(`event stream: ${message.error.code}: ${message.error.message}`);
         return;
     }
+  }
+
+  /**
+   * The server gave this idle socket's place to a newcomer (every place was taken): a new
+   * socket carries the status watchers on, as the page still needs one, and nothing ends.
+   */
+  private reopen(socket: WebSocket): void {
+    if (this.socket !== socket) return;
+    this.socket = null;
+    this.opened = false;
+    this.statusEvery = 0;
+    if (this.watchers.size === 0) return;
+    this.statusEvery = this.fastestWatch();
+    this.send({ type: 'status', every_ms: this.statusEvery });
   }
 
   /** Ends everything the socket carried; `reason` says what happened to it. */

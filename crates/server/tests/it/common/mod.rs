@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use engine::{Engine, EngineConfig};
 use playground::Playground;
-use serde_json::Value;
+use serde_json::{json, Value};
 use server::{Server, ServerConfig};
 
 /// Starts a server on a free loopback port in a thread of its own, with a fresh database.
@@ -31,6 +31,11 @@ pub fn start(configure: impl FnOnce(&mut EngineConfig)) -> String {
 /// A server on a fresh history whose model never loads (its file does not exist): the routes
 /// that need no model answer, generations are refused.
 pub fn serve_without_model() -> String {
+    serve_without_model_under(server::AccessPolicy::default())
+}
+
+/// [`serve_without_model`] under `access`.
+pub fn serve_without_model_under(access: server::AccessPolicy) -> String {
     serve(
         |store| {
             Playground::loading(
@@ -47,7 +52,7 @@ pub fn serve_without_model() -> String {
             )
         },
         None,
-        server::AccessPolicy::default(),
+        access,
     )
 }
 
@@ -240,4 +245,34 @@ pub fn spawn_server(make: impl FnOnce() -> Router + Send + 'static) -> String {
         });
     });
     format!("http://{address}")
+}
+
+/// An export document of `count` finished runs holding `tokens` token ids each, as JSON text.
+pub fn heavy_document(count: usize, tokens: usize) -> String {
+    let token_ids = format!("[{}7]", "7,".repeat(tokens - 1));
+    let runs: Vec<String> = (0..count)
+        .map(|i| {
+            let run = json!({
+                "id": i + 1,
+                "uid": uuid::Uuid::new_v4(),
+                "status": "finished",
+                "created_at": "2025-03-01T12:00:00Z",
+                "mode": "normal",
+                "model": {"name": "heavy", "path": "/models/heavy.gguf", "file_type": "Q4_1"},
+                "prompt": {"kind": "text", "content": format!("heavy run {i}")},
+                "sampling": {"temperature": 0.0},
+                "max_tokens": tokens,
+                "stop": [],
+                "output": "7777",
+                "tokens_generated": tokens,
+                "token_ids": "TOKEN_IDS",
+            });
+            let run = run.to_string().replace("\"TOKEN_IDS\"", &token_ids);
+            format!(r#"{{"run": {run}, "steps": []}}"#)
+        })
+        .collect();
+    format!(
+        r#"{{"version": 1, "exported_at": "2025-03-01T12:00:00Z", "runs": [{}], "comparisons": []}}"#,
+        runs.join(",")
+    )
 }

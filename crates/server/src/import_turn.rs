@@ -1,0 +1,79 @@
+//! One import at a time. An import is read whole and checked before anything is written, so
+//! it holds several times its size in memory while it is read (a 169 MB document peaks at about
+//! 3 GB): two or three at once can take more memory than the machine has. A second import while
+//! one is read is answered 503 `import_busy` before its body is read, and once an import ends
+//! the allocator is asked to give back what it freed (glibc keeps freed memory otherwise).
+
+use std::sync::Arc;
+
+use axum::extract::{FromRef, FromRequestParts};
+use axum::http::request::Parts;
+use playground::{AppError, ErrorKind};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::error::ApiError;
+
+/// How long a refused import is told to wait before it tries again (`Retry-After`).
+const RETRY_AFTER_S: u64 = 5;
+
+/// The server's one place for an import being read.
+#[derive(Clone)]
+pub(crate) struct ImportPlace(Arc<Semaphore>);
+
+impl Default for ImportPlace {
+    fn default() -> Self {
+        Self(Arc::new(Semaphore::new(1)))
+    }
+}
+
+/// The import holding the place: an extractor that must come before the body's, so that a
+/// refused import is refused before it is read.
+pub(crate) struct ImportTurn {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl<S> FromRequestParts<S> for ImportTurn
+where
+    ImportPlace: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(_parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let ImportPlace(place) = ImportPlace::from_ref(state);
+        place
+            .try_acquire_owned()
+            .map(|permit| ImportTurn { _permit: permit })
+            .map_err(|_| {
+                let mut err = AppError::new(
+                ErrorKind::Unavailable,
+                "import_busy",
+                "another import is being read; imports are taken one at a time, try again when \
+                 it has ended",
+            );
+                err.retry_after_s = Some(RETRY_AFTER_S);
+                ApiError(err)
+            })
+    }
+}
+
+impl Drop for ImportTurn {
+    fn drop(&mut self) {
+        give_memory_back();
+    }
+}
+
+/// Returns the memory the allocator holds free to the system, off the async threads.
+fn give_memory_back() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let trim = || {
+            // SAFETY: malloc_trim only releases free memory of glibc's own heaps.
+            unsafe { libc::malloc_trim(0) };
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(trim)),
+            Err(_) => trim(),
+        }
+    }
+}
