@@ -33,14 +33,21 @@ pub(super) fn raw_greedy_decode(
     let decode_err = |e: &dyn std::fmt::Display| EngineError::Decode(e.to_string());
     let started = Instant::now();
     ctx.clear_kv_cache();
-    let mut batch = LlamaBatch::new(prompt.len().max(1), 1);
-    let last = prompt.len() - 1;
-    for (i, &token) in prompt.iter().enumerate() {
-        batch
-            .add(LlamaToken(token), i as i32, &[0], i == last)
-            .map_err(|e| decode_err(&e))?;
+    // llama.cpp aborts the process on a decode of more than n_batch tokens: the prompt goes in
+    // chunks of that many.
+    let n_batch = (ctx.n_batch() as usize).max(1);
+    let mut batch = LlamaBatch::new(prompt.len().clamp(1, n_batch), 1);
+    let last = prompt.len().saturating_sub(1);
+    for (start, chunk) in (0..).step_by(n_batch).zip(prompt.chunks(n_batch)) {
+        batch.clear();
+        for (offset, &token) in chunk.iter().enumerate() {
+            let i = start + offset;
+            batch
+                .add(LlamaToken(token), i as i32, &[0], i == last)
+                .map_err(|e| decode_err(&e))?;
+        }
+        ctx.decode(&mut batch).map_err(|e| decode_err(&e))?;
     }
-    ctx.decode(&mut batch).map_err(|e| decode_err(&e))?;
 
     let vocab = model.vocab();
     let mut generated = Vec::new();
