@@ -131,6 +131,13 @@ def test_errors_raise_the_client_exceptions(client, model):
         assert err.value.code == "invalid_parameter"
         assert err.value.param == field, err.value.body
         assert "line 1" not in err.value.body["message"], err.value.body
+    # Nothing to answer names the field that is empty.
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model=model, messages=[], max_tokens=2)
+    assert (err.value.code, err.value.param) == ("empty_prompt", "messages")
+    with pytest.raises(openai.BadRequestError) as err:
+        client.embeddings.create(model=model, input="")
+    assert (err.value.code, err.value.param) == ("empty_prompt", "input")
 
 
 def test_what_is_not_supported_yet_is_refused_by_name(client, model):

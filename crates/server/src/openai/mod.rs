@@ -103,6 +103,7 @@ fn openai_error(err: ApiError, prompt_field: &str) -> ApiError {
             err.code = "context_length_exceeded";
             err.param = Some(prompt_field.to_owned());
         }
+        "empty_prompt" if err.param.is_none() => err.param = Some(prompt_field.to_owned()),
         "invalid_grammar" | "grammar_too_complex" if err.param.is_none() => {
             err.param = Some("grammar".to_owned())
         }
