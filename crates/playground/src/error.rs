@@ -99,6 +99,12 @@ impl AppError {
         self
     }
 
+    /// Tells the client how many seconds to wait before it tries again (`Retry-After`).
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after_s = Some(seconds);
+        self
+    }
+
     /// Names the request field at fault.
     pub fn with_param(mut self, param: impl Into<String>) -> Self {
         self.param = Some(param.into());

@@ -37,14 +37,20 @@ impl Playground {
             });
         }
         // While no model is loaded, say so rather than that the name is unknown.
-        let served = local?.name;
+        Err(self.model_not_found(name, &local?.name))
+    }
+
+    /// 404 `model_not_found` for `name`, naming what is served instead: `served`, the model
+    /// served here, and the remote engines.
+    pub fn model_not_found(&self, name: &str, served: &str) -> AppError {
         let mut message = format!(
             "the model {name:?} does not exist here: this server serves {served:?} (see /v1/models)"
         );
+        let remotes = self.remotes().list();
         if !remotes.is_empty() {
             let names: Vec<_> = remotes.iter().map(|r| format!("{:?}", r.name)).collect();
             message.push_str(&format!(", and the remote engines {}", names.join(", ")));
         }
-        Err(AppError::new(ErrorKind::NotFound, "model_not_found", message).with_param("model"))
+        AppError::new(ErrorKind::NotFound, "model_not_found", message).with_param("model")
     }
 }

@@ -121,8 +121,9 @@ async fn export_ending(
     }
 }
 
-/// Imports an export, one at a time (see [`ImportTurn`]). A training job whose model or prompt file this server may not read is
-/// left out (a resume would read them), and said so in the report.
+/// Imports an export, one at a time (see [`ImportTurn`]). A training job whose model or prompt
+/// file this server may not read is left out (a resume would read them), and said so in the
+/// report.
 #[tracing::instrument(skip_all)]
 pub async fn import_runs(
     State(state): State<ServerState>,

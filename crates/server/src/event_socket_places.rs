@@ -147,17 +147,18 @@ impl EventSockets {
     }
 
     fn refusal(&self) -> ApiError {
-        let mut err = AppError::new(
-            ErrorKind::Unavailable,
-            "too_many_event_sockets",
-            format!(
-                "{} event sockets are open already, each with a generation going, the most \
-                 this server keeps; close another page of the playground, or try again later",
-                self.max_open
-            ),
-        );
-        err.retry_after_s = Some(RETRY_AFTER_S);
-        ApiError(err)
+        ApiError(
+            AppError::new(
+                ErrorKind::Unavailable,
+                "too_many_event_sockets",
+                format!(
+                    "{} event sockets are open already, each with a generation going, the most \
+                     this server keeps; close another page of the playground, or try again later",
+                    self.max_open
+                ),
+            )
+            .with_retry_after(RETRY_AFTER_S),
+        )
     }
 }
 

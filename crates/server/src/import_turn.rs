@@ -45,14 +45,15 @@ where
             .try_acquire_owned()
             .map(|permit| ImportTurn { _permit: permit })
             .map_err(|_| {
-                let mut err = AppError::new(
-                ErrorKind::Unavailable,
-                "import_busy",
-                "another import is being read; imports are taken one at a time, try again when \
-                 it has ended",
-            );
-                err.retry_after_s = Some(RETRY_AFTER_S);
-                ApiError(err)
+                ApiError(
+                    AppError::new(
+                        ErrorKind::Unavailable,
+                        "import_busy",
+                        "another import is being read; imports are taken one at a time, try \
+                         again when it has ended",
+                    )
+                    .with_retry_after(RETRY_AFTER_S),
+                )
             })
     }
 }

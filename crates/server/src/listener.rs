@@ -850,14 +850,13 @@ where
 
 /// The error of a request turned away because every connection place is busy.
 fn busy_error() -> AppError {
-    let mut err = AppError::new(
+    AppError::new(
         ErrorKind::Unavailable,
         "server_busy",
         "every connection place is busy; only /health and requests with the API key are \
          served now: try again shortly",
-    );
-    err.retry_after_s = Some(1);
-    err
+    )
+    .with_retry_after(1)
 }
 
 /// [`busy_error`] as a JSON body.

@@ -10,7 +10,7 @@ use engine::{ChatMessage, GenerateRequest, GenerationMode, Prompt, SamplingParam
 use openai_wire::{ModelCard, ModelList};
 use serde::Deserialize;
 
-use playground::{AppError, DraftFields, ErrorKind, Playground, RunHandle, RunTarget};
+use playground::{DraftFields, Playground, RunHandle, RunTarget};
 
 use crate::error::ApiError;
 use crate::extract::JsonBody;
@@ -451,13 +451,7 @@ pub async fn model(
     if card.id == id {
         return Ok(Json(card));
     }
-    let message = format!(
-        "the model {id:?} does not exist here: this server serves {:?} (see /v1/models)",
-        card.id
-    );
-    Err(ApiError(
-        AppError::new(ErrorKind::NotFound, "model_not_found", message).with_param("model"),
-    ))
+    Err(ApiError(playground.model_not_found(&id, &card.id)))
 }
 
 /// The card of the model served here.
