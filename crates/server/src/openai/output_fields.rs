@@ -135,8 +135,16 @@ impl OutputFields {
                 Ok(None)
             }
             (Flavor::Chat, Some(Value::Bool(true))) => Ok(Some(self.top_logprobs.unwrap_or(0))),
+            // Checked here so that the refusal names the field this client sent.
             (Flavor::Completion, Some(Value::Number(n))) => match n.as_u64() {
-                Some(n) => Ok(Some(n as usize)),
+                Some(n) if n <= engine::MAX_TOP_LOGPROBS as u64 => Ok(Some(n as usize)),
+                Some(n) => Err(invalid(
+                    "logprobs",
+                    format!(
+                        "logprobs must be between 0 and {}, got {n}",
+                        engine::MAX_TOP_LOGPROBS
+                    ),
+                )),
                 None => Err(invalid("logprobs", "logprobs must be a count from 0")),
             },
             (Flavor::Completion, Some(Value::Bool(true))) => Ok(Some(0)),

@@ -580,12 +580,18 @@ impl Builder {
     /// The whole response of a finished run.
     fn finished(&self, summary: &RunSummary) -> ResponseObject {
         let mut response = self.response.clone();
+        let cut = matches!(
+            summary.stop_reason,
+            StopReason::MaxTokens | StopReason::ContextFull
+        );
+        // The items end as the response does: a cut one is incomplete.
+        let status = if cut { "incomplete" } else { "completed" };
         let (content, calls) = self.envelope.read(&summary.text);
         response.output = if calls.is_empty() {
             vec![message_item(
                 &short_id("msg"),
-                "completed",
-                content.unwrap_or_default(),
+                status,
+                Some(content.unwrap_or_default()),
             )]
         } else {
             calls
@@ -595,15 +601,11 @@ impl Builder {
                     call_id: call.id,
                     name: call.function.name,
                     arguments: call.function.arguments,
-                    status: "completed".into(),
+                    status: status.into(),
                 })
                 .collect()
         };
-        let cut = matches!(
-            summary.stop_reason,
-            StopReason::MaxTokens | StopReason::ContextFull
-        );
-        response.status = if cut { "incomplete" } else { "completed" }.into();
+        response.status = status.into();
         response.incomplete_details = cut.then(|| IncompleteDetails {
             reason: "max_output_tokens".into(),
         });
@@ -617,16 +619,13 @@ impl Builder {
     }
 }
 
-fn message_item(id: &str, status: &str, text: String) -> OutputItem {
+/// A message item; `text` is `None` while it is in progress (its text then comes as deltas).
+fn message_item(id: &str, status: &str, text: Option<String>) -> OutputItem {
     OutputItem::Message {
         id: id.to_owned(),
         status: status.into(),
         role: "assistant".into(),
-        content: if status == "completed" {
-            vec![OutputText::new(text)]
-        } else {
-            Vec::new()
-        },
+        content: text.map(OutputText::new).into_iter().collect(),
     }
 }
 
@@ -664,7 +663,7 @@ impl StreamState {
     fn open_message(&mut self) -> Vec<Event> {
         let id = short_id("msg");
         self.message_id = Some(id.clone());
-        let item = message_item(&id, "in_progress", String::new());
+        let item = message_item(&id, "in_progress", None);
         vec![
             self.event(ResponseEvent::OutputItemAdded {
                 output_index: 0,
@@ -797,7 +796,7 @@ impl StreamState {
     fn close_message(&mut self, response: &mut ResponseObject) -> Vec<Event> {
         let id = self.message_id.clone().unwrap_or_default();
         let text = std::mem::take(&mut self.text);
-        let item = message_item(&id, "completed", text.clone());
+        let item = message_item(&id, &response.status, Some(text.clone()));
         response.output = vec![item.clone()];
         vec![
             self.event(ResponseEvent::OutputTextDone {

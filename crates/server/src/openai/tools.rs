@@ -335,32 +335,60 @@ pub(super) fn read_answer(text: &str) -> (Option<String>, Vec<ToolCall>) {
     }
 }
 
-/// An answer cut short: the reply so far, or the first call so far (its name once complete,
-/// its arguments as far as written, as OpenAI sends a call cut by the limit), else an empty
-/// reply.
+/// An answer cut short: the reply so far, or the calls so far (each once its name is complete,
+/// its arguments exactly as the model wrote them: a whole JSON value, or as far as it got, as
+/// OpenAI sends a call cut by the limit), else an empty reply.
 fn read_cut_answer(text: &str) -> (Option<String>, Vec<ToolCall>) {
-    let value_of = |key: &str| {
-        let at = text.find(&format!("\"{key}\""))? + key.len() + 2;
-        let rest = text[at..].trim_start().strip_prefix(':')?;
-        Some(rest.trim_start())
-    };
-    if let Some(reply) = value_of("response") {
+    if let Some(reply) = value_of(text, "response") {
         return match reply.strip_prefix('"') {
             Some(string) => (Some(string_prefix(string).0), Vec::new()),
             None => (Some(reply.to_owned()), Vec::new()),
         };
     }
-    let name = value_of("name")
-        .and_then(|v| v.strip_prefix('"'))
-        .map(string_prefix)
-        .filter(|(_, complete)| *complete)
-        .map(|(name, _)| name);
-    match name {
-        Some(name) => {
-            let arguments = value_of("arguments").unwrap_or_default().to_owned();
-            (None, vec![tool_call(name, arguments)])
+    let calls = read_cut_calls(text);
+    if calls.is_empty() {
+        (Some(String::new()), Vec::new())
+    } else {
+        (None, calls)
+    }
+}
+
+/// The text after `"key":` in `text`, from its value's first character.
+fn value_of<'t>(text: &'t str, key: &str) -> Option<&'t str> {
+    let at = text.find(&format!("\"{key}\""))? + key.len() + 2;
+    let rest = text[at..].trim_start().strip_prefix(':')?;
+    Some(rest.trim_start())
+}
+
+/// The calls of a cut answer, in order, up to the one the limit cut.
+fn read_cut_calls(mut text: &str) -> Vec<ToolCall> {
+    let mut calls = Vec::new();
+    loop {
+        let Some((name, complete)) = value_of(text, "name")
+            .and_then(|v| v.strip_prefix('"'))
+            .map(string_prefix)
+        else {
+            return calls;
+        };
+        if !complete {
+            return calls;
         }
-        None => (Some(String::new()), Vec::new()),
+        let Some(arguments) = value_of(text, "arguments") else {
+            calls.push(tool_call(name, String::new()));
+            return calls;
+        };
+        // The arguments end where their JSON value does, before the wrapper's `}]`.
+        let mut values = serde_json::Deserializer::from_str(arguments).into_iter::<Value>();
+        match values.next() {
+            Some(Ok(whole)) => {
+                calls.push(tool_call(name, whole.to_string()));
+                text = &arguments[values.byte_offset()..];
+            }
+            _ => {
+                calls.push(tool_call(name, arguments.to_owned()));
+                return calls;
+            }
+        }
     }
 }
 
@@ -545,6 +573,30 @@ mod tests {
         assert_eq!(content, None);
         assert_eq!(calls[0].function.name, "final_result");
         assert_eq!(calls[0].function.arguments, r#"{"city": "Os"#);
+        // Cut after the arguments: they are the JSON the model wrote, never the wrapper.
+        for cut in [
+            r#"{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}"#,
+            r#"{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}"#,
+            r#"{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]"#,
+            r#"{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}], "x"#,
+        ] {
+            let (content, calls) = read_answer(cut);
+            assert_eq!(content, None, "{cut}");
+            assert_eq!(calls.len(), 1, "{cut}");
+            assert_eq!(calls[0].function.arguments, r#"{"city":"Paris"}"#, "{cut}");
+        }
+        // Parallel calls cut in the second: the first whole, the second as far as written.
+        let (_, calls) = read_answer(
+            r#"{"tool_calls": [{"name": "a", "arguments": {"n": 1}}, {"name": "b", "arguments": {"n": [2,"#,
+        );
+        let calls: Vec<_> = calls
+            .iter()
+            .map(|c| (c.function.name.as_str(), c.function.arguments.as_str()))
+            .collect();
+        assert_eq!(calls, [("a", r#"{"n":1}"#), ("b", r#"{"n": [2,"#)]);
+        let (_, calls) =
+            read_answer(r#"{"tool_calls": [{"name": "a", "arguments": {}}, {"name": "b"#);
+        assert_eq!(calls.len(), 1);
         assert_eq!(
             read_answer(r#"{"response": "Hello \"you\"\nand th"#),
             (Some("Hello \"you\"\nand th".into()), Vec::new())

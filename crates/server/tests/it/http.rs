@@ -280,6 +280,17 @@ fn openai_fields_not_supported_yet_are_refused_by_name_not_ignored() {
         );
     }
 
+    // Legacy completions count alternatives in `logprobs` itself: the refusal names that field.
+    let (status, answer) = post(
+        "/v1/completions",
+        &json!({"prompt": "Hi", "max_tokens": 1, "logprobs": 50}),
+    );
+    assert_eq!(
+        (status, answer["error"]["param"].as_str()),
+        (400, Some("logprobs")),
+        "{answer}"
+    );
+
     // Values that ask for nothing pass, and the routes answer without `/v1` too.
     let (status, answer) = post(
         "/chat/completions",
@@ -605,6 +616,74 @@ fn openai_tools_are_called_under_their_grammar_and_results_go_back_in() {
 }
 
 #[test]
+fn a_tool_call_cut_by_the_token_limit_carries_only_the_arguments_the_model_wrote() {
+    let ask = json!([{"role": "user", "content": "What is the weather in Paris?"}]);
+    let tools = json!([{"type": "function", "function": {"name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
+                       "required": ["city"]}}}]);
+    let body = |max_tokens: u32| {
+        json!({"messages": ask, "tools": tools, "tool_choice": "required",
+               "max_tokens": max_tokens, "temperature": 0})
+    };
+    let (status, whole) = post("/v1/chat/completions", &body(64));
+    assert_eq!(status, 200, "{whole}");
+    assert_eq!(
+        whole["choices"][0]["finish_reason"], "tool_calls",
+        "{whole}"
+    );
+    let full = whole["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bare = |text: &str| -> String { text.chars().filter(|c| !c.is_whitespace()).collect() };
+    let mut cut_calls = 0;
+    for max_tokens in 20..=36 {
+        let (status, answer) = post("/v1/chat/completions", &body(max_tokens));
+        assert_eq!(status, 200, "{answer}");
+        let choice = &answer["choices"][0];
+        if choice["finish_reason"] != "length" {
+            continue;
+        }
+        let Some(call) = choice["message"]["tool_calls"].get(0) else {
+            continue;
+        };
+        cut_calls += 1;
+        let arguments = call["function"]["arguments"].as_str().unwrap();
+        // Whole arguments are the call's own; cut ones a prefix of what the model wrote.
+        match serde_json::from_str::<Value>(arguments) {
+            Ok(value) => assert_eq!(value, serde_json::from_str::<Value>(&full).unwrap()),
+            Err(_) => assert!(
+                bare(&full).starts_with(&bare(arguments)),
+                "max_tokens {max_tokens}: {arguments:?} is not a prefix of {full:?}"
+            ),
+        }
+    }
+    assert!(cut_calls > 0, "no limit from 20 to 36 cut the call");
+
+    // On the Responses API the cut call is an incomplete item of an incomplete response.
+    let cut_at = |max_output_tokens: u32| {
+        let (status, response) = post(
+            "/v1/responses",
+            &json!({"input": "What is the weather in Paris?", "tool_choice": "required",
+                    "tools": [{"type": "function", "name": "get_weather",
+                               "parameters": tools[0]["function"]["parameters"]}],
+                    "max_output_tokens": max_output_tokens, "temperature": 0}),
+        );
+        assert_eq!(status, 200, "{response}");
+        response
+    };
+    let whole = cut_at(64);
+    assert_eq!(whole["status"], "completed", "{whole}");
+    assert_eq!(whole["output"][0]["status"], "completed", "{whole}");
+    let response = (20..=36)
+        .map(cut_at)
+        .find(|r| r["output"][0]["type"] == "function_call")
+        .expect("a call cut between 20 and 36 tokens");
+    assert_eq!(response["status"], "incomplete", "{response}");
+    assert_eq!(response["output"][0]["status"], "incomplete", "{response}");
+}
+
+#[test]
 fn the_responses_api_answers_whole_and_as_typed_events() {
     let (status, whole) = post(
         "/v1/responses",
@@ -622,6 +701,10 @@ fn the_responses_api_answers_whole_and_as_typed_events() {
     assert_eq!(
         (item["type"].as_str(), item["role"].as_str()),
         (Some("message"), Some("assistant"))
+    );
+    assert_eq!(
+        item["status"], whole["status"],
+        "the item ends as the response does"
     );
     let text = item["content"][0]["text"].as_str().unwrap().to_owned();
     assert_eq!(item["content"][0]["type"], "output_text");
