@@ -3,7 +3,7 @@
 // Settings names the draft model, the mode menus offer it, Compare runs it beside normal
 // decoding with its nodes in its own colour in the step inspector, and History keeps it. Last,
 // Settings says why drafting does or does not pay here, and converts the model's Q4_1 weights
-// to Q4_0 (a copy of the default model, so the conversion is written beside the copy).
+// to IQ4_NL (a copy of the default model, so the conversion is written beside the copy).
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -128,24 +128,24 @@ test("Settings counts the draft model's decodes once it has drafted", async () =
   assert.match(await line.innerText(), /^[1-9]\d* decodes?, \d+ tokens? \([\d.]+ per decode, every drafting request's in the same ones\)$/);
 });
 
-test('Settings says why drafting pays or not here, and converts the weights to Q4_0 in one click', async () => {
+test('Settings says why drafting pays or not here, and converts the weights to IQ4_NL in one click', async () => {
   await openTab(page, 'settings');
   const outlook = page.getByTestId('settings-drafting-outlook');
   await outlook.waitFor();
   assert.match(await outlook.innerText(), /^Here a decode of 2 tokens costs [\d.]+x one, and 4 cost [\d.]+x: .+ more than \d+% of the time/s);
   const note = page.getByTestId('settings-format-note');
-  assert.match(await note.innerText(), /^Q4_1 weights are not repacked for the CPU's batched kernels in llama\.cpp; Q4_0/);
+  assert.match(await note.innerText(), /^Q4_1 weights are not repacked for the CPU's batched kernels in llama\.cpp; IQ4_NL, .+ quantizes the weights a second time/s);
   await page.getByTestId('settings-convert').click();
   const status = page.getByTestId('settings-convert-status');
   await status.waitFor();
-  const converted = served.replace(/Q4_1\.gguf$/, 'Q4_0.gguf');
-  assert.equal(await status.innerText(), `Loaded Q4_0 weights from ${converted}; the original file is kept.`);
+  const converted = served.replace(/Q4_1\.gguf$/, 'IQ4_NL.gguf');
+  assert.equal(await status.innerText(), `Loaded IQ4_NL weights from ${converted}; the original file is kept.`);
   const info = await (await fetch(`${server.url}/api/info`)).json();
-  assert.equal(info.model.file_type, 'Q4_0');
+  assert.equal(info.model.file_type, 'IQ4_NL');
   assert.equal(info.model.path, converted);
   assert.ok(existsSync(served), 'the original is kept');
   assert.ok(info.heads !== null && info.model.draft_model !== null, 'heads and draft model come along');
   // The new file's decode costs are measured when a run first drafts with it.
   await page.getByTestId('settings-drafting-outlook-pending').waitFor();
-  assert.equal(await page.getByTestId('settings-format-note').count(), 0, 'Q4_0 is repacked: nothing left to convert');
+  assert.equal(await page.getByTestId('settings-format-note').count(), 0, 'IQ4_NL is repacked: nothing left to convert');
 });

@@ -54,27 +54,54 @@ const COMPUTE_BOUND: f64 = 1.6;
 /// Below it, extra tokens are nearly free (memory-bound).
 const MEMORY_BOUND: f64 = 1.25;
 
-/// Weight formats llama.cpp does not repack for the CPU's batched kernels (Q4_0 is repacked at
-/// load for the CPU's vector units), and what converting to Q4_0 changes in size.
-const FORMATS_NOT_REPACKED: &[(&str, &str)] = &[
-    ("Q4_1", "of about the same size"),
-    ("Q5_0", "a little smaller"),
-    ("Q5_1", "a little smaller"),
-    ("F16", "a quarter of the size, at some loss of precision"),
-    ("BF16", "a quarter of the size, at some loss of precision"),
-    ("F32", "an eighth of the size, at some loss of precision"),
+/// The format suggested for the CPU's batched kernels. llama.cpp repacks IQ4_NL and Q4_0 at
+/// load for the same AVX2 kernels; IQ4_NL keeps more of a model's choices (measured on the
+/// default model, docs/BENCHMARKS.md "Weight formats").
+const FORMAT_THAT_BATCHES: &str = "IQ4_NL";
+
+/// Weight formats llama.cpp does not repack for the CPU's batched kernels, what converting to
+/// [`FORMAT_THAT_BATCHES`] changes in size, and whether they are quantized already (converting
+/// then quantizes twice).
+const FORMATS_NOT_REPACKED: &[(&str, &str, bool)] = &[
+    ("Q4_1", "of about the same size", true),
+    ("Q5_0", "a little smaller", true),
+    ("Q5_1", "a little smaller", true),
+    (
+        "F16",
+        "a quarter of the size, at some loss of precision",
+        false,
+    ),
+    (
+        "BF16",
+        "a quarter of the size, at some loss of precision",
+        false,
+    ),
+    (
+        "F32",
+        "an eighth of the size, at some loss of precision",
+        false,
+    ),
 ];
 
 /// The format to convert `file_type` weights to for the CPU's batched kernels, and why, in
 /// plain words; `None` for formats that have them.
 pub fn format_that_batches(file_type: &str) -> Option<(&'static str, String)> {
-    let (from, size) = FORMATS_NOT_REPACKED
+    let (from, size, quantized) = FORMATS_NOT_REPACKED
         .iter()
-        .find(|(from, _)| from.eq_ignore_ascii_case(file_type))?;
-    Some((
-        "Q4_0",
+        .find(|(from, _, _)| from.eq_ignore_ascii_case(file_type))?;
+    let to = FORMAT_THAT_BATCHES;
+    let precision = if *quantized {
         format!(
-            "{from} weights are not repacked for the CPU's batched kernels in llama.cpp; Q4_0, {size}, is, so a decode of several tokens costs less with it. Convert with `medusa quantize --type q4_0` or in Settings (the new file is kept beside this one)."
+            " Converting quantizes the weights a second time, which costs precision (the default model's {to} copy of its Q4_1 file picks another next token than the original at about 1 place in 5); where the model is published in {to} or Q4_0, that file keeps more."
+        )
+    } else {
+        String::new()
+    };
+    Some((
+        to,
+        format!(
+            "{from} weights are not repacked for the CPU's batched kernels in llama.cpp; {to}, {size}, is, so each decode costs less with it, most of all a decode of several tokens.{precision} Convert with `medusa quantize --type {}` or in Settings (the new file is kept beside this one).",
+            to.to_ascii_lowercase()
         ),
     ))
 }
@@ -179,7 +206,14 @@ mod tests {
             outlook.explanation
         );
         assert!(outlook.explanation.contains("more than 82% of the time"));
-        assert_eq!(outlook.better_format.as_deref(), Some("Q4_0"));
+        assert_eq!(outlook.better_format.as_deref(), Some("IQ4_NL"));
+        let note = outlook.format_note.unwrap();
+        assert!(
+            note.starts_with("Q4_1 weights are not repacked")
+                && note.contains("quantizes the weights a second time")
+                && note.contains("`medusa quantize --type iq4_nl`"),
+            "{note}"
+        );
         assert!(outlook.model_size.contains("medusa bench --wide 4"));
     }
 
@@ -189,6 +223,12 @@ mod tests {
         let outlook = drafting_outlook(&flat, "Q4_0", false, None).unwrap();
         assert_eq!(outlook.regime, CostRegime::MemoryBound);
         assert_eq!(outlook.better_format, None);
+        for repacked in ["IQ4_NL", "iq4_nl"] {
+            assert_eq!(format_that_batches(repacked), None);
+        }
+        // A float model is quantized once: no word of a second quantization.
+        let (_, note) = format_that_batches("F16").unwrap();
+        assert!(!note.contains("second time"), "{note}");
         // On a GPU the CPU kernels do not matter.
         let on_gpu = drafting_outlook(&flat, "Q4_1", true, None).unwrap();
         assert_eq!(on_gpu.better_format, None);

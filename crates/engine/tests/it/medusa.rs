@@ -770,7 +770,7 @@ fn trained_heads_size_their_tree_from_the_given_decode_costs() {
     assert_eq!(outlook.regime, CostRegime::ComputeBound);
     assert_eq!(
         outlook.better_format.as_deref(),
-        Some("Q4_0"),
+        Some("IQ4_NL"),
         "the default model is Q4_1"
     );
     let plan = engine.info().medusa_plan.clone().unwrap();
