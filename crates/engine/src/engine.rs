@@ -250,8 +250,9 @@ impl Engine {
         })
     }
 
-    /// Makes the next decoding step panic part-way, after its decode: a fault to show that a
-    /// panic ends that step's requests with an error and the engine goes on.
+    /// Makes the next decoding step panic part-way, after its decode (or the next diagnostic,
+    /// if one runs first, as it starts): a fault to show that a panic ends that step's requests
+    /// with an error and the engine goes on.
     #[doc(hidden)]
     pub fn inject_step_panic(&self) -> Result<(), EngineError> {
         self.commands
@@ -326,7 +327,19 @@ impl Engine {
         self.reserve_queue_place()?;
         let (reply, answer) = std_mpsc::channel();
         self.queue(Command::Diagnostic(diagnostic(reply)))?;
-        answer.recv().map_err(|_| EngineError::EngineStopped)?
+        answer.recv().map_err(|_| self.unanswered_diagnostic())?
+    }
+
+    /// Why a diagnostic was dropped unanswered: the engine thread drops one only when it
+    /// panicked (the engine then starts afresh) or when the thread has ended.
+    fn unanswered_diagnostic(&self) -> EngineError {
+        match &self.thread {
+            Some(thread) if !thread.is_finished() => EngineError::StepFailed(
+                "the diagnostic failed part-way (a panic in the engine); the engine started afresh"
+                    .into(),
+            ),
+            _ => EngineError::EngineStopped,
+        }
     }
 
     /// How likely each of `tokens` is as the next token after `prompt` followed by

@@ -167,12 +167,15 @@ impl<'m> Scheduler<'m> {
     }
 
     /// Diagnostics clear the KV cache, and with it what the prompt cache kept. One that panics
-    /// answers nothing (its caller sees the engine stop answering it) and the engine starts
-    /// afresh.
+    /// answers nothing (its caller, still seeing the engine run, reports the failure) and the
+    /// engine starts afresh.
     fn run_diagnostic(&mut self, diagnostic: Diagnostic) {
         self.shared.queued.fetch_sub(1, Ordering::Relaxed);
         self.batcher.drop_prompt_cache();
         let ran = panic::catch_unwind(AssertUnwindSafe(|| {
+            if self.batcher.take_injected_panic() {
+                panic!("a fault injected into this diagnostic");
+            }
             let heads = self.batcher.heads().cloned();
             diagnostic.run(self.batcher.backend_mut(), heads.as_deref())
         }));

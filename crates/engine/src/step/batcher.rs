@@ -145,6 +145,11 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         self.panic_in_next_step = true;
     }
 
+    /// Takes a fault injected for the next step, for a diagnostic that runs first.
+    pub(crate) fn take_injected_panic(&mut self) -> bool {
+        std::mem::take(&mut self.panic_in_next_step)
+    }
+
     /// Publishes the decode costs when they are new or changed, for the drafting outlook.
     pub(crate) fn publish_costs(&mut self) {
         let version = self.backend.cost_version();

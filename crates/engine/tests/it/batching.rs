@@ -516,6 +516,23 @@ fn an_embedding_call_over_the_budget_is_refused_before_it_queues() {
 }
 
 #[test]
+fn a_diagnostic_that_panics_answers_a_step_failure_and_the_engine_goes_on() {
+    let engine = engine(1, 8);
+    let prompt = chat("Name three colours.");
+    let before = engine.prompt_logprobs(prompt.clone(), 2).unwrap();
+    engine.inject_step_panic().unwrap();
+    let err = engine
+        .prompt_logprobs(prompt.clone(), 2)
+        .expect_err("the diagnostic panicked");
+    assert_eq!(err.code(), "engine_step_failed", "{err}");
+    assert_eq!(engine.prompt_logprobs(prompt.clone(), 2).unwrap(), before);
+    assert_eq!(
+        run(&engine, greedy(prompt, 4, GenerationMode::Normal)).tokens_generated,
+        4
+    );
+}
+
+#[test]
 fn a_step_that_panics_fails_its_requests_and_the_next_ones_succeed() {
     let engine = engine(2, 8);
     let prompt = chat("Write a short story about a robot who learns to paint.");
