@@ -365,7 +365,8 @@ impl Playground {
             })
     }
 
-    /// Marks `job` running in the slot and starts its threads.
+    /// Marks `job` running in the slot and starts its threads: only its tune where an earlier
+    /// run of it trained already.
     fn launch(
         &self,
         reservation: Reservation<'_>,
@@ -375,13 +376,19 @@ impl Playground {
         data: PathBuf,
         taken: HashSet<PathBuf>,
     ) -> TrainingJob {
+        let trained = trained_before(&job);
         job.status = TrainingStatus::Running;
         job.phase = TrainingPhase::Starting.as_str().to_owned();
         job.error = None;
+        if trained.is_none() {
+            // An earlier run's report, whose heads are gone: this run writes its own.
+            job.report = None;
+        }
         job.data_path = Some(data.display().to_string());
         let (sender, updates) = watch::channel(job.clone());
         let stop = StopFlag::default();
-        let cancellable = Arc::new(AtomicBool::new(true));
+        // A tune runs to its end.
+        let cancellable = Arc::new(AtomicBool::new(trained.is_none()));
         reservation.fill(ActiveJob {
             id: job.id,
             stop: stop.clone(),
@@ -396,6 +403,7 @@ impl Playground {
             data,
             stop,
             cancellable,
+            trained,
         };
         let playground = self.clone();
         tokio::spawn(async move { playground.supervise(context, reporter, updates).await });
@@ -528,11 +536,47 @@ struct JobContext {
     /// The job's model with the served model's loading settings (threads, cost cache), for the
     /// tune's engine.
     tune_config: EngineConfig,
+    /// What an earlier run of the job trained, when only its tune is left.
+    trained: Option<TrainingReport>,
 }
 
-/// Collects, trains, writes the heads and tunes them (on a blocking thread).
+/// What a job stopped while tuning had trained: its report so far, while the heads file it
+/// names is still there. Its resume then only tunes, rather than training again and writing
+/// a second heads file beside the first.
+fn trained_before(job: &TrainingJob) -> Option<TrainingReport> {
+    if job.phase != TrainingPhase::Tuning.as_str() {
+        return None;
+    }
+    let report: TrainingReport = serde_json::from_value(job.report.clone()?).ok()?;
+    let finished = report.tune.is_none()
+        && job.heads_path.as_deref() == Some(report.heads_path.as_str())
+        && Path::new(&report.heads_path).is_file();
+    finished.then_some(report)
+}
+
+/// Collects, trains, writes the heads and tunes them (on a blocking thread); a job that had
+/// trained already only tunes.
 fn run_job(context: &JobContext, reporter: &mut Reporter) -> Result<TrainingReport, TrainError> {
     let _span = tracing::info_span!("training_job", id = reporter.job.id).entered();
+    let mut report = match &context.trained {
+        Some(trained) => trained.clone(),
+        None => {
+            let trained = train(context, reporter)?;
+            // Kept with the job before the tune: a job stopped while tuning resumes from it.
+            reporter.job.report = Some(serde_json::to_value(&trained).expect("report serializes"));
+            trained
+        }
+    };
+    context.cancellable.store(false, Ordering::Release);
+    reporter.enter(TrainingPhase::Tuning);
+    let tune = tune_heads(context, Path::new(&report.heads_path), reporter)?;
+    report.tune = Some(summary(&tune));
+    reporter.enter(TrainingPhase::Done);
+    Ok(report)
+}
+
+/// Collects, trains and writes the heads: the report without its tune.
+fn train(context: &JobContext, reporter: &mut Reporter) -> Result<TrainingReport, TrainError> {
     let planned = match &reporter.job.heads_path {
         Some(path) => PathBuf::from(path),
         None => heads_path_for(&context.plan.model, &context.taken_heads),
@@ -547,11 +591,6 @@ fn run_job(context: &JobContext, reporter: &mut Reporter) -> Result<TrainingRepo
     reporter
         .job
         .set_heads_path(Some(heads_path.display().to_string()));
-    context.cancellable.store(false, Ordering::Release);
-
-    reporter.enter(TrainingPhase::Tuning);
-    let tune = tune_heads(context, &heads_path, reporter)?;
-    reporter.enter(TrainingPhase::Done);
     Ok(TrainingReport {
         heads_path: heads_path.display().to_string(),
         file_bytes: trained.file_bytes,
@@ -565,7 +604,7 @@ fn run_job(context: &JobContext, reporter: &mut Reporter) -> Result<TrainingRepo
         tree_nodes: trained.tree.len(),
         expected_tokens_per_step: trained.expected_tokens_per_step,
         tree_tokens_per_step: trained.trained.tree_tokens_per_step,
-        tune: Some(summary(&tune)),
+        tune: None,
     })
 }
 

@@ -471,3 +471,71 @@ fn imported_jobs_read_and_write_only_where_a_new_job_may() {
     );
     assert!(!data.exists());
 }
+
+/// A job stopped while tuning (the process killed, say) had trained and written its heads: its
+/// resume tunes those heads and keeps them, rather than training again beside them.
+#[test]
+fn a_job_stopped_while_tuning_resumes_with_its_tune_and_keeps_its_heads() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny.gguf");
+    std::fs::copy(models::default_model_path().unwrap(), &model).unwrap();
+    let heads = dir.path().join("tiny.medusa.gguf");
+    std::fs::copy(models::default_heads_path().unwrap(), &heads).unwrap();
+    let prompts = dir.path().join("prompts.txt");
+    std::fs::write(&prompts, "Name a colour.\nName a fruit.\n").unwrap();
+    let data = dir.path().join("job.data");
+    let trained = json!({
+        "heads_path": heads, "file_bytes": 1234, "prompts": 2, "generated_tokens": 32,
+        "train_positions": 28, "heldout_positions": 4, "untrained_top1": [0.0, 0.0],
+        "heldout_top1": [0.5, 0.25], "heldout_top5": [0.75, 0.5], "tree_nodes": 3,
+        "expected_tokens_per_step": 1.5, "tree_tokens_per_step": 1.6, "tune": null,
+    });
+    let mut job = exported_job(1, &model, &prompts, &heads, &data);
+    job["phase"] = json!("tuning");
+    job["report"] = trained.clone();
+    let base = start_in(dir.path());
+    let (_, mut export) = get_from(&base, "/api/runs/export?format=json");
+    export["training_jobs"] = json!([job]);
+    let (status, report) = post_to(&base, "/api/runs/import", &export.to_string());
+    assert_eq!(
+        (status, report["training_jobs_imported"].clone()),
+        (200, json!(1)),
+        "{report}"
+    );
+    let (_, jobs) = get_from(&base, "/api/training");
+    let id = jobs[0]["id"].as_i64().unwrap();
+    let heads_before = std::fs::read(&heads).unwrap();
+
+    let (status, resumed) = post_to(&base, &format!("/api/training/{id}/resume"), "");
+    assert_eq!(status, 200, "{resumed}");
+    let snapshots = follow(&base, id, |_| {});
+    let last = snapshots.last().unwrap();
+    assert_eq!(last["status"], "finished", "{last}");
+    let phases: Vec<&str> = snapshots
+        .iter()
+        .map(|job| job["phase"].as_str().unwrap())
+        .collect();
+    assert!(
+        phases
+            .iter()
+            .all(|phase| ["starting", "tuning", "done"].contains(phase)),
+        "nothing collected or trained again: {phases:?}"
+    );
+    let report = &last["report"];
+    assert!(report["tune"].is_object(), "{report}");
+    for field in ["heads_path", "prompts", "heldout_top1", "tree_nodes"] {
+        assert_eq!(report[field], trained[field], "{field}: {report}");
+    }
+    assert_eq!(last["heads_path"], json!(heads));
+    assert_eq!(std::fs::read(&heads).unwrap(), heads_before);
+    let mut files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["prompts.txt", "tiny.gguf", "tiny.medusa.gguf"],
+        "no second heads file"
+    );
+}
