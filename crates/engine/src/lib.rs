@@ -57,9 +57,9 @@ pub use output::utf8::Utf8Stream;
 pub use request::draft::RequestDraft;
 pub use request::valid::ValidRequest;
 pub use request::{
-    AcceptanceRule, ChatMessage, DraftPolicy, GenerateRequest, GenerationMode, LogitBias, Prompt,
-    SamplingParams, CHAT_ROLES, MAX_DRAFT_TOKENS, MAX_LOGIT_BIAS, MAX_TOKENS_LIMIT,
-    MAX_TOP_LOGPROBS,
+    check_top_logprobs, AcceptanceRule, ChatMessage, DraftPolicy, GenerateRequest, GenerationMode,
+    LogitBias, Prompt, SamplingParams, CHAT_ROLES, MAX_DRAFT_TOKENS, MAX_LOGIT_BIAS,
+    MAX_TOKENS_LIMIT, MAX_TOP_LOGPROBS,
 };
 pub use sampling::defaults::SamplingDefaults;
 pub use sampling::sampler::{argmax, Sampler, TokenProb};

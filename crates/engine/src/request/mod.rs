@@ -291,7 +291,7 @@ fn yes() -> bool {
 pub const MAX_TOP_LOGPROBS: usize = 20;
 
 /// Refuses more alternatives per token than [`MAX_TOP_LOGPROBS`], naming the field `name`.
-pub(crate) fn check_top_logprobs(name: &'static str, top: usize) -> Result<(), EngineError> {
+pub fn check_top_logprobs(name: &'static str, top: usize) -> Result<(), EngineError> {
     if top > MAX_TOP_LOGPROBS {
         return Err(invalid(
             name,

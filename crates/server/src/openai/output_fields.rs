@@ -1,6 +1,7 @@
 //! The fields that constrain or report the output (JSON mode, JSON schemas, grammars,
 //! log-probabilities), and those not honoured, which are refused by name.
 
+use playground::AppError;
 use serde::Deserialize;
 
 use super::answer::Flavor;
@@ -137,14 +138,11 @@ impl OutputFields {
             (Flavor::Chat, Some(Value::Bool(true))) => Ok(Some(self.top_logprobs.unwrap_or(0))),
             // Checked here so that the refusal names the field this client sent.
             (Flavor::Completion, Some(Value::Number(n))) => match n.as_u64() {
-                Some(n) if n <= engine::MAX_TOP_LOGPROBS as u64 => Ok(Some(n as usize)),
-                Some(n) => Err(invalid(
-                    "logprobs",
-                    format!(
-                        "logprobs must be between 0 and {}, got {n}",
-                        engine::MAX_TOP_LOGPROBS
-                    ),
-                )),
+                Some(n) => {
+                    let n = usize::try_from(n).unwrap_or(usize::MAX);
+                    engine::check_top_logprobs("logprobs", n).map_err(AppError::from)?;
+                    Ok(Some(n))
+                }
                 None => Err(invalid("logprobs", "logprobs must be a count from 0")),
             },
             (Flavor::Completion, Some(Value::Bool(true))) => Ok(Some(0)),
