@@ -8,8 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
-  # llama.cpp
-  cmake clang libclang-dev pkg-config build-essential python3-venv
+  # llama.cpp (patch: the build applies patches/ggml to its CPU backend)
+  cmake patch clang libclang-dev pkg-config build-essential python3-venv
   # the desktop app (Tauri on WebKitGTK)
   libwebkit2gtk-4.1-dev libxdo-dev libssl-dev libayatana-appindicator3-dev librsvg2-dev file
   # the web UI's build and browser tests, and the desktop app's smoke test

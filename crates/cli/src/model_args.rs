@@ -68,6 +68,11 @@ pub struct ModelArgs {
     /// decode sums in the same order, so that they are identical bit for bit.
     #[arg(long)]
     pub no_exact: bool,
+    /// CPU kernels for decodes of several tokens (a drafted tree, several requests): `batched`
+    /// unpacks each Q4_1 weight block once for up to 4 tokens, `stock` is ggml's own, for
+    /// comparison. Both compute the same bits.
+    #[arg(long, value_name = "KIND", default_value = "batched")]
+    pub kernels: engine::CpuKernels,
     /// How sure auto drafting must be that a draft pays, in standard deviations below the
     /// acceptance seen so far: higher drafts later and less, 0 trusts the rate seen.
     #[arg(long, value_name = "Z", default_value_t = engine::DEFAULT_DRAFT_CONFIDENCE)]
@@ -125,6 +130,7 @@ impl ModelArgs {
         config.batch_size = self.batch_size;
         config.heads_placement = self.heads_on;
         config.exact = !self.no_exact;
+        config.cpu_kernels = self.kernels;
         config.draft_confidence = self.draft_confidence;
         if let Some(layers) = self.gpu_layers {
             config.gpu_layers = layers;
@@ -218,6 +224,7 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
                 "by batch shape (--no-exact): outputs may part from normal decoding at near-ties"
             }
         );
+        println!("kernels      {}", info.cpu_kernels.describe());
         println!(
             "chat template {}",
             if info.has_chat_template { "yes" } else { "no" }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::EngineError;
+use crate::llama::cpu_kernels::CpuKernels;
 use crate::medusa::heads::HeadsPlacement;
 use crate::speculative::budget::CONFIDENCE_Z;
 use crate::speculative::costs::CostPoint;
@@ -57,6 +58,9 @@ pub struct EngineConfig {
     /// so that greedy speculative and batched output is identical to plain decoding, bit for bit.
     /// CPU only: with layers on a GPU the engine decodes with the GPU's kernels instead.
     pub exact: bool,
+    /// The CPU kernels for decodes of several tokens; process-wide, so the last engine loaded
+    /// sets them for all (see [`crate::llama::cpu_kernels`]).
+    pub cpu_kernels: CpuKernels,
     /// How sure the draft budget must be that a draft pays: it plans with each drafter's
     /// acceptance this many standard deviations below the rate seen (a Wilson lower bound).
     /// Higher drafts later and less; 0 plans with the rate seen.
@@ -118,6 +122,7 @@ impl EngineConfig {
             load_progress: None,
             hidden_states: false,
             exact: true,
+            cpu_kernels: CpuKernels::default(),
             draft_confidence: DEFAULT_DRAFT_CONFIDENCE,
         }
     }

@@ -10,6 +10,7 @@ use std::time::UNIX_EPOCH;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::llama::cpu_kernels::CpuKernels;
 use crate::speculative::costs::CostPoint;
 use crate::speculative::outlook::WidenedCosts;
 
@@ -29,6 +30,8 @@ pub struct CostKey {
     /// Batch-invariant kernels (exact mode), which cost differently.
     #[serde(default)]
     pub exact: bool,
+    /// Batched or stock kernels for decodes of several tokens: the curve they draw differs.
+    pub cpu_kernels: CpuKernels,
 }
 
 impl CostKey {
@@ -40,6 +43,7 @@ impl CostKey {
         n_batch: u32,
         n_ctx: u32,
         exact: bool,
+        cpu_kernels: CpuKernels,
     ) -> Self {
         let metadata = std::fs::metadata(model_path).ok();
         let model_path = std::fs::canonicalize(model_path).unwrap_or_else(|_| model_path.into());
@@ -60,6 +64,7 @@ impl CostKey {
             n_batch,
             n_ctx,
             exact,
+            cpu_kernels,
         }
     }
 
@@ -145,6 +150,7 @@ impl CostCache {
                     && k.threads == like.threads
                     && k.gpu_layers == like.gpu_layers
                     && k.exact == like.exact
+                    && k.cpu_kernels == like.cpu_kernels
                     && is_widened(&k.model_path)
             })
             .max_by_key(|e| e.key.model_bytes)
@@ -187,6 +193,7 @@ mod tests {
             n_batch: 512,
             n_ctx: 4096,
             exact: true,
+            cpu_kernels: CpuKernels::Batched,
         }
     }
 
@@ -248,6 +255,11 @@ mod tests {
             ..key(2)
         };
         assert_eq!(cache.load(&inexact), None, "other kernels, other costs");
+        let stock = CostKey {
+            cpu_kernels: CpuKernels::Stock,
+            ..key(2)
+        };
+        assert_eq!(cache.load(&stock), None, "stock kernels, other costs");
         // Measuring again replaces the entry.
         cache
             .store(&key(2), &[CostPoint::without_spread(1, 7.0)])

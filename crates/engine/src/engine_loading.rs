@@ -123,6 +123,7 @@ pub(crate) fn engine_thread(
     } else {
         params
     };
+    crate::llama::cpu_kernels::select(config.cpu_kernels);
     let created = crate::llama::exact_kernels::creating_context(config.exact, || {
         model.new_context(backend, params)
     });
@@ -149,6 +150,7 @@ pub(crate) fn engine_thread(
             n_batch,
             n_ctx_total,
             config.exact,
+            crate::llama::cpu_kernels::in_effect(),
         );
         (CostCache::new(dir), key)
     });
@@ -448,6 +450,7 @@ fn model_info(
         draft_model: None,
         parallel: 1,
         exact: config.exact,
+        cpu_kernels: crate::llama::cpu_kernels::in_effect(),
     }
 }
 

@@ -7,6 +7,7 @@ use serde::Serialize;
 use ts_rs::TS;
 
 use crate::llama::compute::ComputeInfo;
+use crate::llama::cpu_kernels::CpuKernels;
 use crate::medusa::heads::HeadsInfo;
 use crate::medusa::plan::MedusaPlan;
 use crate::sampling::defaults::SamplingDefaults;
@@ -59,6 +60,8 @@ pub struct ModelInfo {
     /// Exact mode: batch-invariant kernels and cells in position order, so that greedy
     /// speculative and batched output is plain decoding's, bit for bit.
     pub exact: bool,
+    /// The CPU kernels decodes of several tokens ran with when the model loaded.
+    pub cpu_kernels: CpuKernels,
 }
 
 /// A draft model: a smaller model with the same vocabulary that drafts for the served one.

@@ -49,6 +49,7 @@ pub use grammar::prep::{GRAMMAR_PREPARE_DEADLINE, GRAMMAR_STEP_LIMIT};
 pub use grammar::{json_object_grammar, json_schema_grammar};
 pub use info::{DraftModelInfo, ModelInfo};
 pub use llama::compute::{ComputeDevice, ComputeInfo};
+pub use llama::cpu_kernels::CpuKernels;
 pub use llama::embeddings::{
     Embedding, EmbeddingCall, EmbeddingInput, EMBEDDING_CHUNK, MAX_EMBEDDING_INPUTS,
 };
