@@ -10,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 const SHIM: &str = "csrc/exact_kernels.c";
-const KERNEL_PATCH: &str = "../../patches/ggml/batched-q4_1-verification.patch";
+const KERNEL_PATCH: &str = "../../patches/ggml/batched-verification.patch";
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(exact_kernels)");

@@ -8,7 +8,7 @@
 cmake_minimum_required(VERSION 3.21) # cmake_language(DEFER), file(COPY_FILE)
 
 function(medusa_patch_ggml_cpu ggml_dir)
-    set(MEDUSA_GGML_PATCH "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/batched-q4_1-verification.patch")
+    set(MEDUSA_GGML_PATCH "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/batched-verification.patch")
     set(original "${ggml_dir}/src/ggml-cpu/ggml-cpu.c")
     set(work "${CMAKE_BINARY_DIR}/medusa-patched")
     file(REMOVE_RECURSE "${work}/scratch")

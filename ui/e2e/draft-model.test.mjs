@@ -3,7 +3,8 @@
 // Settings names the draft model, the mode menus offer it, Compare runs it beside normal
 // decoding with its nodes in its own colour in the step inspector, and History keeps it. Last,
 // Settings says why drafting does or does not pay here, and converts the model's Q4_1 weights
-// to IQ4_NL (a copy of the default model, so the conversion is written beside the copy).
+// to IQ4_NL (a copy of the default model, so the conversion is written beside the copy). The
+// server runs ggml's stock kernels, under which Q4_1 does not batch and the conversion is offered.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -25,7 +26,7 @@ before(async () => {
   const model = execFileSync(medusa, ['fetch-model'], { encoding: 'utf8' }).trim();
   served = join(mkdtempSync(join(tmpdir(), 'medusa-weights-')), 'SmolLM2-135M-Instruct.Q4_1.gguf');
   copyFileSync(model, served);
-  server = await startServer({ extraArgs: ['--model', served, '--draft-model', model] });
+  server = await startServer({ extraArgs: ['--model', served, '--draft-model', model, '--kernels', 'stock'] });
   browser = await startBrowser();
   page = await openPage(browser, server.url, { ready: false, viewport: { width: 1280, height: 900 } });
 });

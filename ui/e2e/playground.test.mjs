@@ -500,6 +500,9 @@ test('settings reload the model with another context size', async () => {
     assert.equal(await size.inputValue(), String(n));
     assert.equal(await exactBox.isChecked(), exact);
     assert.match(await page.getByTestId('settings-exact-state').innerText(), exact ? /^exact/ : /^by batch shape/);
+    // The server loads with the batched kernels; a reload keeps them, and Settings says so.
+    assert.equal(info.model.cpu_kernels, 'batched');
+    assert.match(await page.getByTestId('settings-kernels').innerText(), /^batched: /);
     assert.equal(info.model.path, before.model.path);
     assert.equal(info.heads_path, before.heads_path);
     assert.equal(info.error, null);

@@ -69,8 +69,8 @@ pub struct ModelArgs {
     #[arg(long)]
     pub no_exact: bool,
     /// CPU kernels for decodes of several tokens (a drafted tree, several requests): `batched`
-    /// unpacks each Q4_1 weight block once for up to 4 tokens, `stock` is ggml's own, for
-    /// comparison. Both compute the same bits.
+    /// unpacks each Q4_1 and Q8_0 weight block once for up to 4 tokens, `stock` is ggml's own,
+    /// for comparison. Both compute the same bits.
     #[arg(long, value_name = "KIND", default_value = "batched")]
     pub kernels: engine::CpuKernels,
     /// How sure auto drafting must be that a draft pays, in standard deviations below the

@@ -397,6 +397,7 @@ impl Engine {
             costs,
             &self.info.file_type,
             self.info.compute.gpu_layers > 0,
+            self.info.cpu_kernels,
             self.widened_costs.as_ref(),
         )
     }

@@ -63,6 +63,7 @@ pub fn typescript() -> String {
         engine::SamplingDefaults,
         engine::ComputeInfo,
         engine::ComputeDevice,
+        engine::CpuKernels,
         engine::medusa::heads::HeadsInfo,
         engine::medusa::heads::BaseIdentity,
         engine::medusa::heads::TrainingRecord,

@@ -6,6 +6,7 @@ use serde::Serialize;
 use ts_rs::TS;
 
 use super::costs::{CostModel, CostPoint, CostSource};
+use crate::llama::cpu_kernels::CpuKernels;
 
 /// How an extra token in a decode is priced here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
@@ -83,12 +84,19 @@ const FORMATS_NOT_REPACKED: &[(&str, &str, bool)] = &[
     ),
 ];
 
+/// Weight formats this repository's patch to ggml batches ([`CpuKernels::Batched`]).
+const BATCHED_BY_PATCH: &[&str] = &["Q4_1"];
+
 /// The format to convert `file_type` weights to for the CPU's batched kernels, and why, in
-/// plain words; `None` for formats that have them.
-pub fn format_that_batches(file_type: &str) -> Option<(&'static str, String)> {
+/// plain words; `None` for formats that have them, with the `kernels` in effect.
+pub fn format_that_batches(file_type: &str, kernels: CpuKernels) -> Option<(&'static str, String)> {
+    let batched = |format: &str| format.eq_ignore_ascii_case(file_type);
+    if kernels == CpuKernels::Batched && BATCHED_BY_PATCH.iter().any(|f| batched(f)) {
+        return None;
+    }
     let (from, size, quantized) = FORMATS_NOT_REPACKED
         .iter()
-        .find(|(from, _, _)| from.eq_ignore_ascii_case(file_type))?;
+        .find(|(from, _, _)| batched(from))?;
     let to = FORMAT_THAT_BATCHES;
     let precision = if *quantized {
         format!(
@@ -107,12 +115,13 @@ pub fn format_that_batches(file_type: &str) -> Option<(&'static str, String)> {
 }
 
 /// The outlook from decode costs measured here (`points`), the model's weight format
-/// (`file_type`, e.g. "Q4_1"), whether it runs on a GPU, and a widened model's costs if any
-/// were measured here. `None` without a figure for one token.
+/// (`file_type`, e.g. "Q4_1"), whether it runs on a GPU, the CPU kernels in effect, and a widened
+/// model's costs if any were measured here. `None` without a figure for one token.
 pub fn drafting_outlook(
     points: &[CostPoint],
     file_type: &str,
     on_gpu: bool,
+    kernels: CpuKernels,
     widened: Option<&WidenedCosts>,
 ) -> Option<DraftingOutlook> {
     let (two_tokens, four_tokens) = relative_costs(points)?;
@@ -151,7 +160,9 @@ pub fn drafting_outlook(
         ),
         None => "A bigger model (1B-8B) reads more weights per token, and where reading dominates, extra tokens are nearly free. `medusa bench --wide 4` measures that here: the default model's tokens at a 1.8B model's cost.".to_owned(),
     };
-    let better = (!on_gpu).then(|| format_that_batches(file_type)).flatten();
+    let better = (!on_gpu)
+        .then(|| format_that_batches(file_type, kernels))
+        .flatten();
     Some(DraftingOutlook {
         two_tokens,
         four_tokens,
@@ -197,7 +208,7 @@ mod tests {
     #[test]
     fn a_cpu_that_computes_each_token_is_told_drafting_seldom_pays() {
         let here = costs(&[(1, 27.1), (2, 49.2), (4, 77.1)]);
-        let outlook = drafting_outlook(&here, "Q4_1", false, None).unwrap();
+        let outlook = drafting_outlook(&here, "Q4_1", false, CpuKernels::Stock, None).unwrap();
         assert_eq!(outlook.regime, CostRegime::ComputeBound);
         assert!((outlook.two_tokens - 1.8155).abs() < 1e-3);
         assert!(
@@ -220,17 +231,20 @@ mod tests {
     #[test]
     fn cheap_extra_tokens_are_memory_bound_and_formats_that_batch_are_left_alone() {
         let flat = costs(&[(1, 10.0), (2, 10.5), (4, 11.0)]);
-        let outlook = drafting_outlook(&flat, "Q4_0", false, None).unwrap();
+        let outlook = drafting_outlook(&flat, "Q4_0", false, CpuKernels::Stock, None).unwrap();
         assert_eq!(outlook.regime, CostRegime::MemoryBound);
         assert_eq!(outlook.better_format, None);
         for repacked in ["IQ4_NL", "iq4_nl"] {
-            assert_eq!(format_that_batches(repacked), None);
+            assert_eq!(format_that_batches(repacked, CpuKernels::Stock), None);
         }
         // A float model is quantized once: no word of a second quantization.
-        let (_, note) = format_that_batches("F16").unwrap();
+        let (_, note) = format_that_batches("F16", CpuKernels::Batched).unwrap();
         assert!(!note.contains("second time"), "{note}");
+        // The patched kernels batch Q4_1: nothing to convert it to, unless they are off.
+        assert_eq!(format_that_batches("Q4_1", CpuKernels::Batched), None);
+        assert!(format_that_batches("q4_1", CpuKernels::Stock).is_some());
         // On a GPU the CPU kernels do not matter.
-        let on_gpu = drafting_outlook(&flat, "Q4_1", true, None).unwrap();
+        let on_gpu = drafting_outlook(&flat, "Q4_1", true, CpuKernels::Stock, None).unwrap();
         assert_eq!(on_gpu.better_format, None);
     }
 
@@ -242,7 +256,8 @@ mod tests {
             file_bytes: 1_050_000_000,
             points: costs(&[(1, 155.0), (2, 217.0), (4, 217.0)]),
         };
-        let outlook = drafting_outlook(&here, "Q4_0", false, Some(&wide)).unwrap();
+        let outlook =
+            drafting_outlook(&here, "Q4_0", false, CpuKernels::Batched, Some(&wide)).unwrap();
         assert!(
             outlook.model_size.contains("1.40x for 2 tokens"),
             "{}",
@@ -253,7 +268,8 @@ mod tests {
             points: costs(&[(1, 27.1), (2, 49.2), (4, 77.1)]),
             ..wide
         };
-        let outlook = drafting_outlook(&here, "Q4_0", false, Some(&steep_wide)).unwrap();
+        let outlook =
+            drafting_outlook(&here, "Q4_0", false, CpuKernels::Batched, Some(&steep_wide)).unwrap();
         assert!(outlook
             .model_size
             .contains("does not make extra tokens cheaper"));
@@ -261,9 +277,22 @@ mod tests {
 
     #[test]
     fn sizes_between_measured_ones_are_read_as_the_budget_reads_them() {
-        let outlook =
-            drafting_outlook(&costs(&[(1, 10.0), (8, 45.0)]), "Q4_0", false, None).unwrap();
+        let outlook = drafting_outlook(
+            &costs(&[(1, 10.0), (8, 45.0)]),
+            "Q4_0",
+            false,
+            CpuKernels::Stock,
+            None,
+        )
+        .unwrap();
         assert_eq!((outlook.two_tokens, outlook.four_tokens), (1.5, 2.5));
-        assert!(drafting_outlook(&costs(&[(2, 10.0), (8, 40.0)]), "Q4_0", false, None).is_none());
+        assert!(drafting_outlook(
+            &costs(&[(2, 10.0), (8, 40.0)]),
+            "Q4_0",
+            false,
+            CpuKernels::Stock,
+            None
+        )
+        .is_none());
     }
 }

@@ -580,7 +580,11 @@ draft_model: DraftModelInfo | null,
  * Exact mode: batch-invariant kernels and cells in position order, so that greedy
  * speculative and batched output is plain decoding's, bit for bit.
  */
-exact: boolean, };
+exact: boolean, 
+/**
+ * The CPU kernels decodes of several tokens ran with when the model loaded.
+ */
+cpu_kernels: CpuKernels, };
 
 /**
  * A draft model: a smaller model with the same vocabulary that drafts for the served one.
@@ -643,6 +647,11 @@ description: string, backend: string,
  * `cpu`, `gpu`, `igpu` (integrated), `accelerator` or `unknown`.
  */
 kind: string, memory_total_bytes: number, memory_free_bytes: number, };
+
+/**
+ * The CPU kernels for decodes of several tokens.
+ */
+export type CpuKernels = "batched" | "stock";
 
 /**
  * What a heads file says about itself.
