@@ -123,7 +123,8 @@ pub(crate) fn engine_thread(
     } else {
         params
     };
-    crate::llama::cpu_kernels::select(config.cpu_kernels);
+    // The kernels in effect from here on (stock where this build or CPU has no batched ones).
+    config.cpu_kernels = crate::llama::cpu_kernels::select(config.cpu_kernels);
     let created = crate::llama::exact_kernels::creating_context(config.exact, || {
         model.new_context(backend, params)
     });
@@ -150,7 +151,7 @@ pub(crate) fn engine_thread(
             n_batch,
             n_ctx_total,
             config.exact,
-            crate::llama::cpu_kernels::in_effect(),
+            config.cpu_kernels,
         );
         (CostCache::new(dir), key)
     });
@@ -450,7 +451,7 @@ fn model_info(
         draft_model: None,
         parallel: 1,
         exact: config.exact,
-        cpu_kernels: crate::llama::cpu_kernels::in_effect(),
+        cpu_kernels: config.cpu_kernels,
     }
 }
 

@@ -112,7 +112,7 @@ pub fn select(kernels: CpuKernels) -> CpuKernels {
 }
 
 /// The kernels decodes run with now.
-pub fn in_effect() -> CpuKernels {
+fn in_effect() -> CpuKernels {
     match switch() {
         // SAFETY: an atomic load in ggml.
         Some((_, on)) if unsafe { on() } => CpuKernels::Batched,
