@@ -345,6 +345,28 @@ def test_embeddings_in_base64_and_as_numbers_agree(client, model):
     assert ids.usage.prompt_tokens == 5
 
 
+# Texts and their ids in OpenAI's cl100k_base, as tiktoken writes them: what LangChain's
+# OpenAIEmbeddings() sends with its default settings. The first's ids all lie within this
+# model's vocabulary too; the second's do not.
+CL100K_IDS = {
+    "The cat sat on the mat.": [791, 8415, 7731, 389, 279, 5634, 13],
+    "Photosynthesis turns sunlight into chemical energy.":
+        [32872, 74767, 10800, 40120, 1139, 11742, 4907, 13],
+}
+
+
+def test_embeddings_of_openai_tokenizer_ids_are_those_of_their_text(client, model):
+    texts = list(CL100K_IDS)
+    as_text = client.embeddings.create(model=model, input=texts, encoding_format="float")
+    as_ids = client.embeddings.create(
+        model=model, input=[CL100K_IDS[t] for t in texts], encoding_format="float")
+    dot = lambda a, b: sum(x * y for x, y in zip(a, b))
+    for text, by_text, by_ids in zip(texts, as_text.data, as_ids.data):
+        assert dot(by_text.embedding, by_ids.embedding) >= 0.99, text
+    # Read as the text, they count the model's own tokens of it.
+    assert as_ids.usage.prompt_tokens == as_text.usage.prompt_tokens
+
+
 def test_echo_scores_a_continuation_as_evaluation_harnesses_ask(client, model):
     context, continuation = "The capital of France is", " Paris"
     scored = client.completions.create(

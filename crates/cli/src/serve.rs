@@ -70,6 +70,12 @@ pub struct ServeArgs {
     /// otherwise make the server read a cloud machine's credentials.
     #[arg(long)]
     pub allow_link_local_remotes: bool,
+    /// Whose token ids `/v1/embeddings` reads: `model` (this model's), `openai` (OpenAI's
+    /// tokenizer's, as tiktoken writes them; LangChain's `OpenAIEmbeddings()` sends those) or
+    /// `auto`: OpenAI's where they are exactly how OpenAI's tokenizer writes a text and not how
+    /// this model writes what they spell in its vocabulary, this model's otherwise.
+    #[arg(long, value_name = "WHOSE", default_value = "auto")]
+    pub embedding_token_ids: server::EmbeddingTokenIds,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -134,6 +140,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 loadable_dirs,
             },
             limits: server::ConnectionLimits::default(),
+            embedding_token_ids: args.embedding_token_ids,
         };
         server::serve(config, playground).await?;
         anyhow::Ok(())

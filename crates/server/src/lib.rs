@@ -49,6 +49,7 @@ pub use auth::ApiKey;
 pub use error::{ApiError, ServerError};
 pub use guard::{is_loopback_name, AccessPolicy};
 pub use listener::ConnectionLimits;
+pub use openai::EmbeddingTokenIds;
 
 /// Largest request body, except for imports.
 pub const BODY_LIMIT: usize = 1 << 20;
@@ -67,6 +68,8 @@ pub struct ServerConfig {
     /// Hosts and origins accepted beyond this machine's own.
     pub access: AccessPolicy,
     pub limits: ConnectionLimits,
+    /// Whose token ids `/v1/embeddings` reads.
+    pub embedding_token_ids: EmbeddingTokenIds,
 }
 
 impl Default for ServerConfig {
@@ -77,6 +80,7 @@ impl Default for ServerConfig {
             ui_dir: None,
             access: AccessPolicy::default(),
             limits: ConnectionLimits::default(),
+            embedding_token_ids: EmbeddingTokenIds::default(),
         }
     }
 }
@@ -90,6 +94,13 @@ pub struct ServerState {
     catalog: Arc<Catalog>,
     event_sockets: Arc<EventSockets>,
     imports: ImportPlace,
+    embedding_token_ids: EmbeddingTokenIds,
+}
+
+impl FromRef<ServerState> for EmbeddingTokenIds {
+    fn from_ref(state: &ServerState) -> Self {
+        state.embedding_token_ids
+    }
 }
 
 impl FromRef<ServerState> for ImportPlace {
@@ -128,15 +139,23 @@ pub fn router_with_ui(
     ui_dir: Option<&Path>,
     access: AccessPolicy,
 ) -> Router {
-    router_within(playground, ui_dir, access, &ConnectionLimits::default())
+    router_within(
+        playground,
+        ui_dir,
+        access,
+        &ConnectionLimits::default(),
+        EmbeddingTokenIds::default(),
+    )
 }
 
-/// [`router_with_ui`], its event sockets bounded and kept alive as `limits` say.
+/// [`router_with_ui`], its event sockets bounded and kept alive as `limits` say, embeddings'
+/// token ids read as `embedding_token_ids` says.
 fn router_within(
     playground: Playground,
     ui_dir: Option<&Path>,
     access: AccessPolicy,
     limits: &ConnectionLimits,
+    embedding_token_ids: EmbeddingTokenIds,
 ) -> Router {
     // Downloads go to the models cache, which `serve` lets `/api/model` load from.
     let download_dir = models::cache_dir()
@@ -155,6 +174,7 @@ fn router_within(
             limits.keep_alive_interval,
         )),
         imports: ImportPlace::default(),
+        embedding_token_ids,
     };
     let api_not_found = || async { ApiError::not_found("no such endpoint") };
     let router = Router::new()
@@ -305,6 +325,7 @@ impl Server {
             config.ui_dir.as_deref(),
             config.access.clone(),
             &config.limits,
+            config.embedding_token_ids,
         );
         Ok(Self {
             listener,

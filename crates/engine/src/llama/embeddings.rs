@@ -41,6 +41,14 @@ pub const EMBEDDING_CHUNK: usize = 64;
 pub enum EmbeddingInput {
     Text(String),
     Tokens(Vec<TokenId>),
+    /// Token ids that may be another tokenizer's, which reads them as `text` (a client that
+    /// tokenized with OpenAI's tokenizer). They are taken as this model's own ids only where
+    /// they are exactly how this model tokenizes what they spell in its vocabulary; otherwise
+    /// `text` is embedded.
+    TokensOrText {
+        ids: Vec<TokenId>,
+        text: String,
+    },
 }
 
 impl From<String> for EmbeddingInput {
@@ -108,6 +116,9 @@ pub(crate) fn tokenize_inputs(
         .map(|input| match input {
             EmbeddingInput::Text(text) => text.len() / MAX_BYTES_PER_TOKEN,
             EmbeddingInput::Tokens(ids) => ids.len(),
+            EmbeddingInput::TokensOrText { ids, text } => {
+                ids.len().min(text.len() / MAX_BYTES_PER_TOKEN)
+            }
         })
         .sum();
     if at_least > max_call_tokens {
@@ -119,23 +130,15 @@ pub(crate) fn tokenize_inputs(
         .iter()
         .map(|input| {
             let tokens = match input {
-                EmbeddingInput::Text(text) => {
-                    let rendered = prompt::render(model, None, &Prompt::Text(text.clone()), false)?;
-                    prompt::tokenize(model, &rendered)
+                EmbeddingInput::Text(text) => text_tokens(model, text)?,
+                EmbeddingInput::Tokens(ids) => own_tokens(ids, n_vocab)?,
+                EmbeddingInput::TokensOrText { ids, text } => {
+                    if is_own_tokenization(model, ids, n_vocab) {
+                        own_tokens(ids, n_vocab)?
+                    } else {
+                        text_tokens(model, text)?
+                    }
                 }
-                EmbeddingInput::Tokens(ids) => ids
-                    .iter()
-                    .map(|&id| match id {
-                        0.. if id < n_vocab => Ok(LlamaToken::new(id)),
-                        _ => Err(EngineError::InvalidParameter {
-                            name: "input",
-                            message: format!(
-                                "token id {id} is not in this model's vocabulary (0 to {})",
-                                n_vocab - 1
-                            ),
-                        }),
-                    })
-                    .collect::<Result<_, _>>()?,
             };
             if tokens.is_empty() {
                 return Err(EngineError::EmptyPrompt);
@@ -153,6 +156,48 @@ pub(crate) fn tokenize_inputs(
             Ok(tokens)
         })
         .collect()
+}
+
+/// A text's tokens, as a prompt of that text has them.
+fn text_tokens(model: &LlamaModel, text: &str) -> Result<Vec<LlamaToken>, EngineError> {
+    let rendered = prompt::render(model, None, &Prompt::Text(text.to_owned()), false)?;
+    Ok(prompt::tokenize(model, &rendered))
+}
+
+/// Token ids of this model's vocabulary, checked.
+fn own_tokens(ids: &[TokenId], n_vocab: i32) -> Result<Vec<LlamaToken>, EngineError> {
+    ids.iter()
+        .map(|&id| match id {
+            0.. if id < n_vocab => Ok(LlamaToken::new(id)),
+            _ => Err(EngineError::InvalidParameter {
+                name: "input",
+                message: format!(
+                    "token id {id} is not in this model's vocabulary (0 to {})",
+                    n_vocab - 1
+                ),
+            }),
+        })
+        .collect()
+}
+
+/// Whether `ids` are this model's vocabulary and exactly what it makes of the text they spell
+/// in it: ids a tokenizer wrote for its own vocabulary read back so, while another
+/// tokenizer's ids spell a patchwork this model would cut differently.
+fn is_own_tokenization(model: &LlamaModel, ids: &[TokenId], n_vocab: i32) -> bool {
+    if ids.iter().any(|&id| !(0..n_vocab).contains(&id)) {
+        return false;
+    }
+    let vocab = model.vocab();
+    let mut spelt = Vec::new();
+    for &id in ids {
+        vocab.token_to_piece_into(LlamaToken::new(id), &mut spelt, false, None);
+    }
+    let again: Vec<TokenId> = vocab
+        .tokenize(&spelt, false, false)
+        .into_iter()
+        .map(|token| token.0)
+        .collect();
+    again == ids
 }
 
 /// More bytes than any token of a real vocabulary spells.

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use engine::{
-    DraftPolicy, Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode, StopReason,
-    TreeSpec,
+    DraftPolicy, EmbeddingInput, Engine, EngineConfig, EngineError, GenerationEvent,
+    GenerationMode, StopReason, TreeSpec,
 };
 
 use crate::common::{self, assert_identical, chat, greedy, model_path, run};
@@ -567,4 +567,58 @@ fn a_step_that_panics_fails_its_requests_and_the_next_ones_succeed() {
     assert_eq!(lookup.tokens_generated, 16);
     let metrics = settled_metrics(&engine);
     assert_eq!((metrics.active, metrics.queued), (0, 0), "{metrics:?}");
+}
+
+/// Embeds `inputs`, waiting for the answer.
+fn embed_inputs(engine: &Engine, inputs: Vec<EmbeddingInput>) -> Vec<Vec<f32>> {
+    let call = engine.submit_embedding_inputs(inputs).expect("queued");
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(call)
+        .expect("embedded")
+        .into_iter()
+        .map(|embedding| embedding.vector)
+        .collect()
+}
+
+#[test]
+fn ids_that_may_be_another_tokenizers_are_read_as_the_models_only_where_they_are_its_own() {
+    let engine = embedding_engine();
+    let text = "The cat sat on the mat, and the dog slept on the rug.";
+    // The model's own tokens of the text after its first word (a prompt's first token has no
+    // logprob entry): how this model writes that text.
+    let read = engine
+        .prompt_logprobs(engine::Prompt::Text(format!("Yes.\n{text}")), 1)
+        .unwrap();
+    let own: Vec<_> = read.rest.iter().map(|t| t.chosen.token_id).collect();
+    let other_text = "Stock markets fell sharply today.";
+    let vectors = embed_inputs(
+        &engine,
+        vec![
+            EmbeddingInput::Tokens(own.clone()),
+            EmbeddingInput::TokensOrText {
+                ids: own.clone(),
+                text: other_text.into(),
+            },
+            EmbeddingInput::Text(other_text.into()),
+            // Special tokens spell no text: not how this model writes anything.
+            EmbeddingInput::TokensOrText {
+                ids: vec![1, 2, 3],
+                text: other_text.into(),
+            },
+            // Beyond its vocabulary.
+            EmbeddingInput::TokensOrText {
+                ids: vec![i32::MAX],
+                text: other_text.into(),
+            },
+        ],
+    );
+    assert_eq!(vectors[1], vectors[0], "its own ids stay its own");
+    assert_eq!(
+        vectors[3], vectors[2],
+        "ids it would not write are the text"
+    );
+    assert_eq!(vectors[4], vectors[2], "ids outside it are the text");
+    assert_ne!(vectors[0], vectors[2]);
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::openai_error;
 use super::refusals::{invalid, unsupported};
+use super::token_ids::EmbeddingTokenIds;
 use crate::error::ApiError;
 use crate::extract::JsonBody;
 use engine::EmbeddingInput;
@@ -30,8 +31,9 @@ pub struct EmbeddingRequest {
 }
 
 impl EmbeddingRequest {
-    /// A text, a list of token ids, or a list of texts or token-id lists, as OpenAI takes them.
-    fn inputs(&self) -> Result<Vec<EmbeddingInput>, ApiError> {
+    /// A text, a list of token ids, or a list of texts or token-id lists, as OpenAI takes them;
+    /// token ids read as `token_ids` says.
+    fn inputs(&self, token_ids: EmbeddingTokenIds) -> Result<Vec<EmbeddingInput>, ApiError> {
         let not_input = || {
             invalid(
                 "input",
@@ -39,15 +41,15 @@ impl EmbeddingRequest {
             )
         };
         let token_ids = |items: &[Value]| {
-            items
+            let ids = items
                 .iter()
                 .map(|v| {
                     v.as_i64()
                         .and_then(|id| i32::try_from(id).ok())
                         .ok_or_else(not_input)
                 })
-                .collect::<Result<Vec<_>, _>>()
-                .map(EmbeddingInput::Tokens)
+                .collect::<Result<Vec<_>, _>>()?;
+            token_ids.read(ids, self.model.as_deref())
         };
         match &self.input {
             None | Some(Value::Null) => Err(invalid("input", "input is required")),
@@ -73,6 +75,7 @@ impl EmbeddingRequest {
 #[tracing::instrument(skip_all)]
 pub async fn embeddings(
     State(playground): State<Playground>,
+    State(token_ids): State<EmbeddingTokenIds>,
     JsonBody(body): JsonBody<EmbeddingRequest>,
 ) -> Result<Json<EmbeddingList>, ApiError> {
     let base64 = match body.encoding_format.as_deref() {
@@ -91,7 +94,7 @@ pub async fn embeddings(
             "dimensions: embeddings have the model's own width; leave dimensions out",
         ));
     }
-    let inputs = body.inputs()?;
+    let inputs = body.inputs(token_ids)?;
     if inputs.is_empty() || inputs.len() > engine::MAX_EMBEDDING_INPUTS {
         return Err(invalid(
             "input",

@@ -22,6 +22,7 @@ mod output_fields;
 mod refusals;
 mod responses;
 mod stream;
+mod token_ids;
 mod tools;
 
 use crate::sampling::SamplingFields;
@@ -31,6 +32,7 @@ use output_fields::{NotYetSupported, OutputFields};
 use refusals::invalid;
 pub use responses::responses;
 use stream::complete;
+pub use token_ids::EmbeddingTokenIds;
 use tools::{InToolCall, ToolFields, ToolPlan};
 
 /// Sampling and stopping fields shared by both completion endpoints.

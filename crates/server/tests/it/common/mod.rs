@@ -94,6 +94,7 @@ pub fn serve_limited(
                 ui_dir,
                 access,
                 limits,
+                embedding_token_ids: Default::default(),
             };
             let server = Server::bind(&config, state).await.expect("binds");
             tx.send(server.local_addr().expect("address"))
