@@ -1,17 +1,38 @@
-//! `general.architecture` read from a GGUF file's first bytes, to tell Medusa heads from models
-//! whatever their file is called (reading the whole header would cost a large model's
-//! vocabulary; the architecture comes first in files written by llama.cpp and by this project).
+//! What a GGUF file says of itself near its start: `general.architecture`, to tell Medusa heads
+//! from models whatever their file is called, and `general.file_type`, the weight format, which
+//! a file's name may not tell truly (a model requantized under its old name). Reading the whole
+//! header would cost a large model's vocabulary; these keys come before it in files written by
+//! llama.cpp and by this project.
 
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-/// Bytes read at most before giving up on finding the key.
+/// Bytes read at most before giving up on finding the keys.
 const READ_LIMIT: u64 = 64 << 10;
 /// Key-value pairs looked at at most.
-const KEYS_LOOKED_AT: u64 = 32;
+const KEYS_LOOKED_AT: u64 = 64;
+
+/// The keys of a GGUF file's header that were found near its start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeaderFacts {
+    pub architecture: Option<String>,
+    /// llama.cpp's `llama_ftype`.
+    pub file_type: Option<u32>,
+}
 
 /// The file's `general.architecture`, if it is a GGUF file that says so near its start.
 pub fn architecture(path: &Path) -> Option<String> {
+    header_facts(path).architecture
+}
+
+/// What the file says near its start; nothing for a file that is not GGUF.
+pub fn header_facts(path: &Path) -> HeaderFacts {
+    let mut facts = HeaderFacts::default();
+    let _ = read_facts(path, &mut facts);
+    facts
+}
+
+fn read_facts(path: &Path, facts: &mut HeaderFacts) -> Option<()> {
     let file = std::fs::File::open(path).ok()?;
     let mut r = BufReader::new(file.take(READ_LIMIT));
     let mut magic = [0u8; 4];
@@ -24,14 +45,19 @@ pub fn architecture(path: &Path) -> Option<String> {
     for _ in 0..pairs.min(KEYS_LOOKED_AT) {
         let key = read_string(&mut r)?;
         let kind = read_u32(&mut r)?;
-        if key == "general.architecture" {
-            return (kind == STRING).then(|| read_string(&mut r)).flatten();
+        match (key.as_str(), kind) {
+            ("general.architecture", STRING) => facts.architecture = Some(read_string(&mut r)?),
+            ("general.file_type", U32) => facts.file_type = Some(read_u32(&mut r)?),
+            _ => skip_value(&mut r, kind)?,
         }
-        skip_value(&mut r, kind)?;
+        if facts.architecture.is_some() && facts.file_type.is_some() {
+            break;
+        }
     }
-    None
+    Some(())
 }
 
+const U32: u32 = 4;
 const STRING: u32 = 8;
 const ARRAY: u32 = 9;
 
@@ -127,12 +153,12 @@ mod tests {
     }
 
     #[test]
-    fn reads_the_architecture_past_other_keys() {
+    fn reads_the_architecture_and_the_file_type_past_other_keys() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.gguf");
-        let mut version = text("general.file_type");
-        version.extend(4u32.to_le_bytes());
-        version.extend(7u32.to_le_bytes());
+        let mut file_type = text("general.file_type");
+        file_type.extend(U32.to_le_bytes());
+        file_type.extend(7u32.to_le_bytes());
         let mut tokens = text("tokenizer.ggml.tokens");
         tokens.extend(ARRAY.to_le_bytes());
         tokens.extend(STRING.to_le_bytes());
@@ -147,14 +173,20 @@ mod tests {
         std::fs::write(
             &path,
             gguf(&[
-                version,
+                file_type,
                 tokens,
                 scores,
                 string_pair("general.architecture", "medusa"),
             ]),
         )
         .unwrap();
-        assert_eq!(architecture(&path).as_deref(), Some("medusa"));
+        assert_eq!(
+            header_facts(&path),
+            HeaderFacts {
+                architecture: Some("medusa".into()),
+                file_type: Some(7)
+            }
+        );
 
         std::fs::write(&path, gguf(&[string_pair("general.name", "m")])).unwrap();
         assert_eq!(architecture(&path), None);

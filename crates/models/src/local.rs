@@ -1,5 +1,5 @@
-//! The GGUF files in a models directory: listed with their sizes and weight formats (downloads
-//! in progress too, to resume), and deleted by name.
+//! The GGUF files in a models directory: listed with their sizes and weight formats (as their
+//! headers say, else their names; downloads in progress too, to resume), and deleted by name.
 
 use std::path::{Path, PathBuf};
 
@@ -7,7 +7,7 @@ use serde::Serialize;
 use ts_rs::TS;
 
 use crate::download::PARTIAL_SUFFIX;
-use crate::quant::quantization_in_name;
+use crate::quant::quantization_of_file;
 
 /// A model file in a models directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
@@ -54,7 +54,7 @@ pub fn local_models(dir: &Path) -> Result<Vec<LocalModel>, LocalError> {
                 return None;
             }
             Some(LocalModel {
-                quantization: quantization_in_name(&file_name).map(str::to_owned),
+                quantization: quantization_of_file(&e.path(), &file_name).map(str::to_owned),
                 heads: is_heads(&e.path(), &file_name, partial),
                 size_bytes: std::fs::metadata(e.path()).ok()?.len(),
                 path: e.path(),

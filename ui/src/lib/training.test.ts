@@ -10,6 +10,7 @@ import {
   headAccuracy,
   headCount,
   headsText,
+  jobNameParts,
   latestRun,
   lossColumns,
   modelChoices,
@@ -209,6 +210,19 @@ describe('deleting a job', () => {
 });
 
 describe('the job list', () => {
+  it('keeps whole the end of a name that tells jobs apart', () => {
+    expect(jobNameParts('SmolLM2-135M-Instruct.Q4_1-3.medusa.gguf')).toEqual({
+      start: 'SmolLM2-135M-Instruct.Q4_1',
+      end: '-3.medusa.gguf',
+    });
+    expect(jobNameParts('SmolLM2-135M-Instruct.Q4_1.medusa.gguf')).toEqual({
+      start: 'SmolLM2-135M-Instruct.Q4_1',
+      end: '.medusa.gguf',
+    });
+    expect(jobNameParts('SmolLM2 (job 12)')).toEqual({ start: 'SmolLM2', end: ' (job 12)' });
+    expect(jobNameParts('heads')).toEqual({ start: 'heads', end: '' });
+  });
+
   it('opens on the chosen job, else the running one, else the latest', () => {
     const jobs = [job(3, { status: 'finished' }), job(2), job(1, { status: 'cancelled' })];
     expect(defaultJob(jobs, 1)).toBe(1);

@@ -201,6 +201,15 @@ export function defaultJob(jobs: readonly TrainingJob[], chosen: number | null):
   return (jobs.find((j) => j.status === 'running') ?? jobs[0])?.id ?? null;
 }
 
+/**
+ * A job's name cut where a narrow list may shorten it: the end that tells jobs of one model
+ * apart (`-3.medusa.gguf`, ` (job 3)`) stays whole, the model's name before it may be elided.
+ */
+export function jobNameParts(name: string): { start: string; end: string } {
+  const end = /(-\d+)?(\.medusa)?\.gguf$|\s\(job \d+\)$/i.exec(name)?.[0] ?? '';
+  return { start: name.slice(0, name.length - end.length), end };
+}
+
 /** `jobs` with `job` in place of its older snapshot, or first when it is new. */
 export function withJob(jobs: readonly TrainingJob[], job: TrainingJob): TrainingJob[] {
   const at = jobs.findIndex((j) => j.id === job.id);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { counted, plural } from './words';
+import { counted, plural, sentence } from './words';
 
 describe('counts in words', () => {
   it('takes the singular for one alone', () => {
@@ -21,5 +21,14 @@ describe('counts in words', () => {
     expect(plural(1, 'run')).toBe('run');
     expect(plural(4, 'run')).toBe('runs');
     expect(plural(1, 'residual block')).toBe('residual block');
+  });
+});
+
+describe('sentences', () => {
+  it('end with one mark, never two', () => {
+    expect(sentence('the server is not answering')).toBe('the server is not answering.');
+    expect(sentence('is `medusa serve` still running?')).toBe('is `medusa serve` still running?');
+    expect(sentence('it stopped. ')).toBe('it stopped.');
+    expect(sentence('stop!')).toBe('stop!');
   });
 });

@@ -10,3 +10,8 @@ export function plural(count: number, one: string, many = `${one}s`): string {
 export function counted(count: number, one: string, many = `${one}s`, shown: string = String(count)): string {
   return `${shown} ${plural(count, one, many)}`;
 }
+
+/** `text` ended as a sentence: a full stop added unless it already ends with one, `?` or `!`. */
+export function sentence(text: string): string {
+  return /[.?!]$/.test(text.trimEnd()) ? text.trimEnd() : `${text.trimEnd()}.`;
+}
