@@ -57,6 +57,27 @@ test('the mode menu offers the draft model, and auto names it among its drafters
   );
 });
 
+test('a chat answer in draft mode says why it drafted nothing, when it did', async () => {
+  await openTab(page, 'chat');
+  await page.getByTestId('chat-mode').selectOption('draft');
+  const input = page.getByTestId('chat-input');
+  await input.fill('Name three colours.');
+  await input.press('Enter');
+  const stats = page.getByTestId('chat-stats').last();
+  await stats.waitFor();
+  // Finished: the summary names the run.
+  await stats.getByText(/run #\d+/).waitFor();
+  const drafted = parseFloat(await stats.getByTestId('drafted-per-step').innerText());
+  const why = stats.getByTestId('drafted-nothing');
+  if (drafted === 0) {
+    assert.match(await why.innerText(), /^Drafted nothing at \d+ of \d+ steps?: .+/);
+  } else {
+    assert.equal(await why.count(), 0, `${drafted} drafted per step`);
+  }
+  await page.getByTestId('chat-mode').selectOption('auto');
+  await page.getByTestId('chat-new').click();
+});
+
 test('Compare runs the draft model beside normal decoding and shows its guesses in its colour', async () => {
   await openTab(page, 'compare');
   await page.getByTestId('compare-input').fill('Count from 1 to 30, separated by commas.');

@@ -56,9 +56,10 @@ pub struct RunSummary {
     pub tokens_generated: usize,
     /// Waiting for a free slot.
     pub queue_ms: f64,
-    /// From submission to the first generated token (queue, tokenization and prefill included).
+    /// From its turn (a free slot) to the first generated token: reading the prompt. The wait
+    /// before it is `queue_ms`.
     pub ttft_ms: f64,
-    /// From submission to the end.
+    /// From submission to the end (`queue_ms` included).
     pub total_ms: f64,
     /// Generated tokens over the time the run held a slot.
     pub tokens_per_second: f64,

@@ -258,6 +258,7 @@ fn outcome(summary: &RunSummary) -> RunOutcome {
         stop_reason: summary.stop_reason.as_str().to_owned(),
         prompt_tokens: summary.prompt_tokens as i64,
         tokens_generated: summary.tokens_generated as i64,
+        queue_ms: Some(summary.queue_ms),
         ttft_ms: summary.ttft_ms,
         total_ms: summary.total_ms,
         tokens_per_second: summary.tokens_per_second,

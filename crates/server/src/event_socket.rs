@@ -289,6 +289,9 @@ async fn serve(
     let mut writer_end = None;
     let (ended_tx, mut ended) = mpsc::unbounded_channel::<Ended>();
     let mut generations: HashMap<u32, Generation> = HashMap::new();
+    // When the generation asked for last has started (or given up): the next one starts after
+    // it, so that a page's runs queue in the order it sent them.
+    let mut last_start: Option<oneshot::Receiver<()>> = None;
     let mut status: Option<Interval> = None;
     loop {
         tokio::select! {
@@ -335,8 +338,13 @@ async fn serve(
                             }
                             None => {
                                 let (cancel, cancelled) = oneshot::channel();
+                                let (started, start) = oneshot::channel();
+                                let turn = StartTurn {
+                                    after: last_start.replace(start),
+                                    started,
+                                };
                                 let run = generate(
-                                    playground.clone(), id, request, cancelled,
+                                    playground.clone(), id, request, turn, cancelled,
                                     outgoing.clone(), ended_tx.clone(),
                                 );
                                 let task = tokio::spawn(
@@ -413,21 +421,38 @@ fn refuse(outgoing: &Outgoing, message: impl Into<String>) {
     let _ = outgoing.send(&StreamMessage::Error { error });
 }
 
-/// Starts the generation and forwards its events. A cancel before the run started drops it and
-/// answers `refused` (`cancelled`); one after cancels the run by id, so that its last events
-/// (the cancelled summary) still come. Every generation ends with one last message.
+/// A generation's place in its page's order: it starts once the one asked for before it has.
+struct StartTurn {
+    /// Sent (or dropped) when the previous generation has started or given up.
+    after: Option<oneshot::Receiver<()>>,
+    /// Sent when this one has.
+    started: oneshot::Sender<()>,
+}
+
+/// Starts the generation in its turn and forwards its events. A cancel before the run started
+/// drops it and answers `refused` (`cancelled`); one after cancels the run by id, so that its
+/// last events (the cancelled summary) still come. Every generation ends with one last message.
 async fn generate(
     playground: Playground,
     id: u32,
     request: Box<PlaygroundRequest>,
+    turn: StartTurn,
     mut cancelled: oneshot::Receiver<()>,
     outgoing: Outgoing,
     ended: UnboundedSender<Ended>,
 ) {
+    let start = async {
+        if let Some(previous) = turn.after {
+            // Whether it started or gave up, this one's turn has come.
+            let _ = previous.await;
+        }
+        playground.start_run(*request).await
+    };
     let started = tokio::select! {
-        started = playground.start_run(*request) => Some(started),
+        started = start => Some(started),
         Ok(()) = &mut cancelled => None,
     };
+    let _ = turn.started.send(());
     match started {
         None => {
             let error = ErrorBody::plain("cancelled", "cancelled before it started");

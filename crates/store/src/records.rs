@@ -149,6 +149,10 @@ pub struct RunOutcome {
     pub stop_reason: String,
     pub prompt_tokens: i64,
     pub tokens_generated: i64,
+    /// Waiting for a free slot before the run's turn; `None` where the engine did not say.
+    #[serde(default)]
+    pub queue_ms: Option<f64>,
+    /// From the run's turn to its first token.
     pub ttft_ms: f64,
     pub total_ms: f64,
     pub tokens_per_second: f64,
@@ -422,6 +426,7 @@ impl Run {
             stop_reason: self.stop_reason.clone()?,
             prompt_tokens: self.prompt_tokens?,
             tokens_generated: self.tokens_generated?,
+            queue_ms: self.queue_ms,
             ttft_ms: self.ttft_ms?,
             total_ms: self.total_ms?,
             tokens_per_second: self.tokens_per_second?,

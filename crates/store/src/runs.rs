@@ -167,8 +167,9 @@ impl Store {
             // interrupted stays so even if its process turns out to be alive.
             let updated = sqlx::query(
                 "UPDATE runs SET status = ?, output = ?, stop_reason = ?, prompt_tokens = ?, \
-                 tokens_generated = ?, ttft_ms = ?, total_ms = ?, tokens_per_second = ?, \
-                 decode_tokens_per_second = ?, steps = ?, mean_accepted = ?, acceptance_by_depth = ?, \
+                 tokens_generated = ?, queue_ms = COALESCE(?, queue_ms), ttft_ms = ?, total_ms = ?, \
+                 tokens_per_second = ?, decode_tokens_per_second = ?, steps = ?, mean_accepted = ?, \
+                 acceptance_by_depth = ?, \
                  draft_tokens = ?, accepted_draft_tokens = ?, token_ids = ?, logprobs = ?, seed = ?, \
                  error = ?, finished_at = ? \
                  WHERE id = ? AND status = 'running'",
@@ -178,6 +179,7 @@ impl Store {
             .bind(o.map(|o| o.stop_reason.as_str()))
             .bind(o.map(|o| o.prompt_tokens))
             .bind(o.map(|o| o.tokens_generated))
+            .bind(o.and_then(|o| o.queue_ms))
             .bind(o.map(|o| o.ttft_ms))
             .bind(o.map(|o| o.total_ms))
             .bind(o.map(|o| o.tokens_per_second))
@@ -267,6 +269,9 @@ fn not_running(run_id: i64, status: RunStatus) -> StoreError {
 }
 
 fn check_outcome(outcome: &RunOutcome) -> Result<()> {
+    if let Some(queue_ms) = outcome.queue_ms {
+        check_finite("queue_ms", queue_ms)?;
+    }
     check_finite("ttft_ms", outcome.ttft_ms)?;
     check_finite("total_ms", outcome.total_ms)?;
     check_finite("tokens_per_second", outcome.tokens_per_second)?;

@@ -8,6 +8,7 @@ import {
   firstRejection,
   layoutTree,
   proposerText,
+  nothingDraftedText,
   skipGroups,
   skipText,
   sourceLegend,
@@ -354,6 +355,22 @@ describe('skipText', () => {
       'Drafted nothing at 46 of 47 steps: auto drafting: too dear',
     );
     expect(skipText({ reason: 'no_room', count: 1, message: 'full' }, 1)).toBe('Drafted nothing at 1 of 1 step: full');
+  });
+});
+
+describe('nothingDraftedText', () => {
+  const step = (tree_size: number, skip: { reason: string; message: string } | null) => ({ tree_size, skip });
+  it('says why a run that drafted at no step drafted nothing', () => {
+    const dear = { reason: 'not_worth_it', message: 'the budget found no draft that pays here' };
+    const full = { reason: 'no_room', message: 'one token from the end' };
+    expect(nothingDraftedText([step(0, dear), step(0, dear), step(0, full)])).toBe(
+      'Drafted nothing at 2 of 3 steps: the budget found no draft that pays here',
+    );
+  });
+  it('says nothing where a step drafted, or no step said why', () => {
+    expect(nothingDraftedText([step(0, { reason: 'no_room', message: 'full' }), step(4, null)])).toBeNull();
+    expect(nothingDraftedText([])).toBeNull();
+    expect(nothingDraftedText([step(0, null)])).toBeNull();
   });
 });
 

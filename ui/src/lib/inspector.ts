@@ -534,6 +534,16 @@ export function skipText(group: SkipGroup, steps: number): string {
 }
 
 /**
+ * Why a run drafted nothing, from its steps' most frequent reason; null when some step drafted or
+ * no step said why (a run of one token has no steps).
+ */
+export function nothingDraftedText(steps: readonly Pick<InspectedStep, 'skip' | 'tree_size'>[]): string | null {
+  if (steps.some((s) => s.tree_size > 0)) return null;
+  const [most] = skipGroups(steps);
+  return most ? skipText(most, steps.length) : null;
+}
+
+/**
  * Why the budget drafted what it did, in words: the tokens and times it expected, and what each
  * drafter's acceptance rested on.
  */

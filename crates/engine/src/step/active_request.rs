@@ -169,7 +169,8 @@ impl<'m> ActiveRequest<'m> {
             .sample(runtime.logits(index)?, &self.out.history);
         self.sampler.accept(token);
         let logprobs = self.logprobs(runtime, index, token)?;
-        self.ttft_ms = Some(ms_since(self.queued_at));
+        // From its turn: the wait for a slot is `queue_ms`, apart.
+        self.ttft_ms = Some(ms_since(self.queued_at) - self.queue_ms);
         if runtime.returns_hidden_states() {
             self.keep_hidden(runtime, index)?;
         }
@@ -454,8 +455,8 @@ impl<'m> ActiveRequest<'m> {
         let reason = self.ending.unwrap_or(StopReason::Cancelled);
         let stop_reason = self.out.finish(reason);
         let total_ms = ms_since(self.queued_at);
-        let ttft_ms = self.ttft_ms.unwrap_or(total_ms);
         let run_ms = total_ms - self.queue_ms;
+        let ttft_ms = self.ttft_ms.unwrap_or(run_ms);
         let generated = self.out.generated.len();
         // A stop sequence can end the text before the tokens a step decoded.
         self.recorded.truncate(generated * self.recorded_width);
@@ -470,7 +471,7 @@ impl<'m> ActiveRequest<'m> {
             tokens_per_second: tokens_per_second(generated, run_ms),
             decode_tokens_per_second: tokens_per_second(
                 generated.saturating_sub(1),
-                total_ms - ttft_ms,
+                run_ms - ttft_ms,
             ),
             stop_reason,
             seed: self.seed,

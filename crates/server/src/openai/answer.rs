@@ -335,14 +335,14 @@ pub(super) fn timings(summary: &RunSummary) -> Timings {
     let prompt_n = summary
         .prompt_tokens
         .saturating_sub(summary.cached_prompt_tokens);
-    let prompt_ms = (summary.ttft_ms - summary.queue_ms).max(0.0);
+    let prompt_ms = summary.ttft_ms;
     Timings {
         cache_n: Some(summary.cached_prompt_tokens),
         prompt_n: Some(prompt_n),
         prompt_ms: Some(prompt_ms),
         prompt_per_second: Some(engine::tokens_per_second(prompt_n, prompt_ms)),
         predicted_n: Some(summary.tokens_generated),
-        predicted_ms: Some((summary.total_ms - summary.ttft_ms).max(0.0)),
+        predicted_ms: Some((summary.total_ms - summary.queue_ms - summary.ttft_ms).max(0.0)),
         predicted_per_second: Some(summary.decode_tokens_per_second),
         draft_n: Some(summary.draft_tokens.unwrap_or(0)),
         draft_n_accepted: Some(summary.accepted_draft_tokens.unwrap_or(0)),

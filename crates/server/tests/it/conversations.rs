@@ -260,6 +260,55 @@ fn one_socket_carries_many_generations_and_the_status() {
 }
 
 #[test]
+fn a_pages_generations_start_in_the_order_it_sent_them() {
+    let mut socket = connect();
+    // More than the shared server's slots: the later ones queue.
+    let lanes = 8;
+    for id in 0..lanes {
+        let prompt = format!("Count to {}.", id + 2);
+        let request = greedy_chat(json!([{"role": "user", "content": prompt}]), None, 6);
+        send_json(
+            &mut socket,
+            json!({"type": "generate", "id": id, "request": request}),
+        );
+    }
+    let mut run_ids = vec![None; lanes];
+    let mut ended = 0;
+    while ended < lanes {
+        let message = receive(&mut socket);
+        let event = &message["event"];
+        match event["type"].as_str() {
+            Some("started") => {
+                run_ids[message["id"].as_u64().unwrap() as usize] = event["run_id"].as_i64()
+            }
+            Some("finished") => ended += 1,
+            Some("failed") => panic!("{message}"),
+            _ => assert_ne!(message["type"], "refused", "{message}"),
+        }
+    }
+    let run_ids: Vec<i64> = run_ids.into_iter().map(Option::unwrap).collect();
+    assert!(
+        run_ids.windows(2).all(|pair| pair[0] < pair[1]),
+        "runs recorded out of the page's order: {run_ids:?}"
+    );
+    // Each keeps its wait for a slot apart from its first token's time, within its total.
+    for id in run_ids {
+        let (status, stored) = get(&format!("/api/runs/{id}"));
+        assert_eq!(status, 200, "{stored}");
+        let run = &stored["run"];
+        let figure = |name: &str| {
+            run[name]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{name}: {run}"))
+        };
+        assert!(
+            figure("queue_ms") + figure("ttft_ms") <= figure("total_ms"),
+            "{run}"
+        );
+    }
+}
+
+#[test]
 fn a_generation_cancelled_at_once_still_ends_with_one_last_message() {
     let mut socket = connect();
     let long = greedy_chat(

@@ -286,11 +286,12 @@ cached_prompt_tokens: number, tokens_generated: number,
  */
 queue_ms: number, 
 /**
- * From submission to the first generated token (queue, tokenization and prefill included).
+ * From its turn (a free slot) to the first generated token: reading the prompt. The wait
+ * before it is `queue_ms`.
  */
 ttft_ms: number, 
 /**
- * From submission to the end.
+ * From submission to the end (`queue_ms` included).
  */
 total_ms: number, 
 /**
@@ -355,11 +356,12 @@ cached_prompt_tokens: number, tokens_generated: number,
  */
 queue_ms: number, 
 /**
- * From submission to the first generated token (queue, tokenization and prefill included).
+ * From its turn (a free slot) to the first generated token: reading the prompt. The wait
+ * before it is `queue_ms`.
  */
 ttft_ms: number, 
 /**
- * From submission to the end.
+ * From submission to the end (`queue_ms` included).
  */
 total_ms: number, 
 /**

@@ -78,6 +78,7 @@ pub fn outcome(output: &str, tokens_per_second: f64, minutes: i64) -> RunOutcome
         stop_reason: "max_tokens".into(),
         prompt_tokens: 12,
         tokens_generated: 64,
+        queue_ms: Some(2.0),
         ttft_ms: 35.5,
         total_ms: 64.0 / tokens_per_second * 1000.0,
         tokens_per_second,
@@ -196,7 +197,8 @@ pub fn expected_finished(id: i64, new: &NewRun, outcome: &RunOutcome) -> Run {
         max_tokens: new.max_tokens,
         stop: new.stop.clone(),
         comparison_id: new.comparison_id,
-        queue_ms: new.queue_ms,
+        // The engine's figure at the end, where it gave one.
+        queue_ms: outcome.queue_ms.or(new.queue_ms),
         engine: new.engine.clone(),
         output: Some(outcome.output.clone()),
         stop_reason: Some(outcome.stop_reason.clone()),
