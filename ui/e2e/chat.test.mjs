@@ -506,11 +506,20 @@ test('a chat is found by a word of its answer, renamed, and deleted while its ru
   assert.ok(text.includes(run.output.trim()), 'the answer is in the Markdown');
   await item.getByTestId('conversation-menu').click();
 
-  // From the keyboard: one Tab stop per chat, the right arrow opens its actions.
-  assert.equal(await item.getByTestId('conversation-menu').getAttribute('tabindex'), '-1');
+  // From the keyboard: Tab reaches a chat's ⋯ after the chat, the right arrow opens its actions
+  // too, and Esc closes them, the focus back on ⋯.
+  const focused = (testId) => item.getByTestId(testId).evaluate((el) => el === document.activeElement);
+  await item.getByTestId('conversation-open').focus();
+  await page.keyboard.press('Tab');
+  assert.ok(await focused('conversation-menu'), 'Tab reaches the ⋯ button');
+  await page.keyboard.press('Enter');
+  await item.getByTestId('conversation-rename').focus();
+  await page.keyboard.press('Escape');
+  assert.equal(await item.getByTestId('conversation-rename').count(), 0, 'Esc closes the actions');
+  assert.ok(await focused('conversation-menu'), 'the focus goes back to ⋯');
   await item.getByTestId('conversation-open').focus();
   await page.keyboard.press('ArrowRight');
-  assert.ok(await item.getByTestId('conversation-rename').evaluate((el) => el === document.activeElement), 'its first action has the focus');
+  assert.ok(await focused('conversation-rename'), 'its first action has the focus');
 
   // Delete asks first, and says the runs stay.
   await item.getByTestId('conversation-delete').click();
@@ -539,6 +548,8 @@ test('Continue writes on from an answer that ran out of tokens, onto the same me
     assert.match(await answer.getByTestId('chat-stats').innerText(), /max tokens/);
     await answer.getByTestId('chat-stats').evaluate((el) => (el.dataset.old = 'yes'));
     await answer.getByTestId('chat-continue').click();
+    // The button goes while it runs: the question box keeps the keyboard in the chat.
+    assert.ok(await page.getByTestId('chat-input').evaluate((el) => el === document.activeElement), 'the question box has the focus');
     await page.locator('[data-testid="chat-stats"]:not([data-old])').waitFor();
     assert.equal(await answers().count(), 1, 'the same message');
     assert.equal(await questions().count(), 1);

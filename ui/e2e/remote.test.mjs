@@ -154,6 +154,9 @@ test('after a restart the saved engine is asked again, so its model shows by nam
 test('Chat answers on the remote engine, greedy, and its figures say where it ran', async () => {
   await openTab(page, 'chat');
   await page.getByTestId('chat-engine').selectOption(`lab/${remoteModel}`);
+  // The model served here is set aside while runs go elsewhere.
+  assert.equal(await page.getByTestId('chat-model').isDisabled(), true);
+  assert.match(await page.getByTestId('chat-model').getAttribute('title'), /^Runs go to the remote engine lab:/);
   // Another medusa serve (without heads) is offered the modes it lists, by their names.
   assert.deepEqual(await modeOptions('chat-mode'), ['normal', 'lookup', 'auto']);
   await page.getByTestId('chat-mode').selectOption('normal');
@@ -248,6 +251,7 @@ test('A plain OpenAI server is offered normal decoding only, everywhere, and is 
   await openTab(page, 'chat');
   // Auto here; on the plain server, normal alone, and no tree to pick.
   await page.getByTestId('chat-engine').selectOption('local');
+  assert.equal(await page.getByTestId('chat-model').isDisabled(), false);
   await page.getByTestId('chat-mode').selectOption('auto');
   await page.getByTestId('chat-engine').selectOption(`plain/${PLAIN_MODEL}`);
   assert.deepEqual(await modeOptions('chat-mode'), ['normal']);

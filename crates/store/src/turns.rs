@@ -75,7 +75,15 @@ pub(crate) async fn record_turn(
         };
         insert_message(conn, id, messages.len(), &answer, Some(run_id), &now).await?;
     }
-    let title = if title.is_empty() {
+    // A title taken from the first question follows it when it is edited; one chosen stays.
+    let stored_messages: Vec<MessageRecord> = stored
+        .iter()
+        .map(|(role, content)| MessageRecord {
+            role: role.clone(),
+            content: content.clone(),
+        })
+        .collect();
+    let title = if title.is_empty() || title == derived_title(&stored_messages) {
         derived_title(messages)
     } else {
         title

@@ -8,7 +8,7 @@ import {
   firstRejection,
   layoutTree,
   proposerText,
-  nothingDraftedText,
+  undraftedText,
   skipGroups,
   skipText,
   sourceLegend,
@@ -358,19 +358,22 @@ describe('skipText', () => {
   });
 });
 
-describe('nothingDraftedText', () => {
+describe('undraftedText', () => {
   const step = (tree_size: number, skip: { reason: string; message: string } | null) => ({ tree_size, skip });
-  it('says why a run that drafted at no step drafted nothing', () => {
-    const dear = { reason: 'not_worth_it', message: 'the budget found no draft that pays here' };
-    const full = { reason: 'no_room', message: 'one token from the end' };
-    expect(nothingDraftedText([step(0, dear), step(0, dear), step(0, full)])).toBe(
+  const dear = { reason: 'not_worth_it', message: 'the budget found no draft that pays here' };
+  const full = { reason: 'no_room', message: 'one token from the end' };
+  it('says why a run that drafted at few of its steps drafted nothing there', () => {
+    expect(undraftedText([step(0, dear), step(0, dear), step(0, full)])).toBe(
+      'Drafted nothing at 2 of 3 steps: the budget found no draft that pays here',
+    );
+    expect(undraftedText([step(0, dear), step(3, null), step(0, dear)])).toBe(
       'Drafted nothing at 2 of 3 steps: the budget found no draft that pays here',
     );
   });
-  it('says nothing where a step drafted, or no step said why', () => {
-    expect(nothingDraftedText([step(0, { reason: 'no_room', message: 'full' }), step(4, null)])).toBeNull();
-    expect(nothingDraftedText([])).toBeNull();
-    expect(nothingDraftedText([step(0, null)])).toBeNull();
+  it('says nothing where most steps drafted, or no step said why', () => {
+    expect(undraftedText([step(0, full), step(4, null)])).toBeNull();
+    expect(undraftedText([])).toBeNull();
+    expect(undraftedText([step(0, null)])).toBeNull();
   });
 });
 

@@ -534,12 +534,13 @@ export function skipText(group: SkipGroup, steps: number): string {
 }
 
 /**
- * Why a run drafted nothing, from its steps' most frequent reason; null when some step drafted or
- * no step said why (a run of one token has no steps).
+ * Why a run drafted little: its steps' most frequent reason for drafting nothing, when more than
+ * half of its steps drafted nothing; else null (a run of one token has no steps).
  */
-export function nothingDraftedText(steps: readonly Pick<InspectedStep, 'skip' | 'tree_size'>[]): string | null {
-  if (steps.some((s) => s.tree_size > 0)) return null;
-  const [most] = skipGroups(steps);
+export function undraftedText(steps: readonly Pick<InspectedStep, 'skip' | 'tree_size'>[]): string | null {
+  const undrafted = steps.filter((s) => s.tree_size === 0);
+  if (undrafted.length * 2 <= steps.length) return null;
+  const [most] = skipGroups(undrafted);
   return most ? skipText(most, steps.length) : null;
 }
 

@@ -138,10 +138,30 @@ async fn a_conversation_follows_its_runs_turn_by_turn() {
         after5.system_prompt, "",
         "the system prompt follows the request"
     );
-    assert_eq!(after5.title, "Name a colour", "a title is set once");
+    assert_eq!(
+        after5.title, "Name a fruit",
+        "a title taken from the first question follows it"
+    );
+    // A title chosen by hand stays when the first question changes.
+    store
+        .update_conversation(
+            created.id,
+            &ConversationPatch {
+                title: Some("Fruit".into()),
+                ..ConversationPatch::default()
+            },
+        )
+        .await
+        .unwrap();
+    let run6 = answer(&store, created.id, &[message("user", "Name a tree")], false).await;
+    store.cancel_run(run6, None).await.unwrap();
+    assert_eq!(
+        store.get_conversation(created.id).await.unwrap().title,
+        "Fruit"
+    );
 
     // Deleting a run keeps its message.
-    store.delete_runs(&[run1, run5]).await.unwrap();
+    store.delete_runs(&[run1, run5, run6]).await.unwrap();
     let after_delete = store.get_conversation(created.id).await.unwrap();
     assert_eq!(after_delete.messages[1].run_id, None);
 }
