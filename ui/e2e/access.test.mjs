@@ -3,8 +3,8 @@
 // tables, statuses and panels are drawn):
 // no serious or critical WCAG 2 A/AA violation, contrast included, in the light and dark themes,
 // at the smallest supported window (800x600) and a large one (1920x1080); the chat picked in the
-// list, shown, under the pointer and focused, in both themes; a skip link leads past the header to
-// the view.
+// list, shown, under the pointer and focused, in both themes; a stored run's detail with a step's
+// tree open, whose scroll box the keyboard reaches; a skip link leads past the header to the view.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -115,6 +115,41 @@ test('the chat picked in the list reads clearly in both themes, under the pointe
       for (const line of await violations('[data-testid="conversation-list"]')) problems.push(`${scheme}, ${state}: ${line}`);
     }
     await page.mouse.move(0, 0);
+  }
+  await followScheme(page, 'light');
+  assert.deepEqual(problems, []);
+});
+
+test("a stored run's detail, its replay and a step's tree open, has no serious violation", async () => {
+  const response = await fetch(`${server.url}/api/generate`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({
+      messages: [{ role: 'user', content: 'Name three colours.' }],
+      mode: 'medusa',
+      tree: 'mc_sim_7b_63',
+      max_tokens: 8,
+    }),
+  });
+  const id = Number(/"run_id":(\d+)/.exec(await response.text())[1]);
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.reload();
+  await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
+  await page.addScriptTag({ content: axeSource });
+  await page.getByTestId('tab-history').click();
+  await page.getByTestId('history-filter-mode').selectOption('');
+  await page.locator(`[data-testid="history-row"][data-run-id="${id}"]`).click();
+  const detail = page.locator(`[data-testid="history-detail"][data-run-id="${id}"]`);
+  await detail.getByTestId('history-step-row').first().click();
+  const tree = detail.getByTestId('step-tree');
+  await tree.waitFor();
+  // A tree wider than its box scrolls: the keyboard reaches it.
+  await tree.focus();
+  assert.ok(await tree.evaluate((el) => el === document.activeElement), 'the tree takes the focus');
+  const problems = [];
+  for (const scheme of ['light', 'dark']) {
+    await followScheme(page, scheme);
+    for (const line of await violations(`[data-testid="history-detail"][data-run-id="${id}"]`)) problems.push(`${scheme}: ${line}`);
   }
   await followScheme(page, 'light');
   assert.deepEqual(problems, []);
