@@ -901,10 +901,17 @@ fn embeddings_are_unit_vectors_as_numbers_or_base64() {
     assert_eq!(one.len(), 1);
     assert_eq!(one[0].as_array().unwrap().len(), vectors[0].len());
     assert_eq!(embedded(json!([[1, 2, 3], "Hi"]))[0], one[0]);
+    // An id beyond this model's vocabulary that OpenAI's tokenizer writes for a text (`'av`
+    // in cl100k_base) is that text.
+    assert_eq!(
+        embedded(json!([[49152], "'av"]))[0],
+        embedded(json!(["'av"]))[0]
+    );
 
     let refused =
         |body: Value, code: &str, param: &str| refused_by("/v1/embeddings", &body, code, param);
-    refused(json!({"input": [[49152]]}), "invalid_parameter", "input");
+    // Beyond this model's vocabulary and OpenAI's tokenizer's alike.
+    refused(json!({"input": [[200_000]]}), "invalid_parameter", "input");
     refused(json!({"input": [[-1]]}), "invalid_parameter", "input");
     refused(
         json!({"input": [{"text": "Hi"}]}),
