@@ -6,7 +6,7 @@
 mod cache;
 mod download;
 mod fetch;
-mod gguf_arch;
+mod gguf_header;
 mod heads;
 mod hub;
 mod local;

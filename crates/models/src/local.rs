@@ -95,7 +95,7 @@ pub fn delete_local_model(dir: &Path, file_name: &str, partial: bool) -> Result<
 /// called, so that heads are never offered as a model.
 fn is_heads(path: &Path, file_name: &str, partial: bool) -> bool {
     file_name.to_ascii_lowercase().ends_with(".medusa.gguf")
-        || (!partial && crate::gguf_arch::architecture(path).as_deref() == Some("medusa"))
+        || (!partial && crate::gguf_header::architecture(path).as_deref() == Some("medusa"))
 }
 
 fn is_gguf(name: &str) -> bool {

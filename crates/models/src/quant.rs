@@ -51,7 +51,7 @@ const FILE_TYPES: &[(u32, &str)] = &[
 /// The weight format of the GGUF file at `path`: its header's, else its name's (a download
 /// that has not brought the header yet, a file that does not say).
 pub fn quantization_of_file(path: &Path, file_name: &str) -> Option<&'static str> {
-    crate::gguf_arch::header_facts(path)
+    crate::gguf_header::header_facts(path)
         .file_type
         .and_then(|ftype| FILE_TYPES.iter().find(|(id, _)| *id == ftype))
         .map(|(_, name)| *name)
