@@ -163,12 +163,33 @@ describe('TauriTransport', () => {
     const seen: string[] = [];
     const run = new TauriTransport().generate({ prompt: 'x' }, (e) => seen.push(e.type));
     expect(run).toBeInstanceOf(Run);
-    await Promise.resolve();
+    await new Promise((r) => setTimeout(r, 0));
     channel!.onmessage({ type: 'started', run_id: 9, prompt_tokens: 1 });
     channel!.onmessage({ type: 'text', text: 'a', token_ids: [1], sources: ['model'] });
     channel!.onmessage({ type: 'finished', run_id: 9 });
     await run.done;
     expect(seen).toEqual(['started', 'text', 'finished']);
+  });
+
+  it('sends a generation once the one asked for before it has started, and none cancelled before its turn', async () => {
+    const accept: ((id: number) => void)[] = [];
+    invoke.mockImplementation((cmd: string) =>
+      cmd === 'generate' ? new Promise<number>((resolve) => accept.push(resolve)) : Promise.resolve(null),
+    );
+    const t = new TauriTransport();
+    t.generate({ prompt: 'a' }, () => {});
+    t.generate({ prompt: 'b' }, () => {});
+    const third = t.generate({ prompt: 'c' }, () => {});
+    await new Promise((r) => setTimeout(r, 0));
+    expect(invoke.mock.calls.map((c) => c[1].request.prompt)).toEqual(['a']);
+    third.cancel();
+    accept[0](1);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(invoke.mock.calls.map((c) => c[1].request.prompt)).toEqual(['a', 'b']);
+    accept[1](2);
+    // The third was stopped before its turn: never sent, and done at once.
+    await third.done;
+    expect(invoke.mock.calls.filter((c) => c[0] === 'generate')).toHaveLength(2);
   });
 
   it('cancels through cancel_run with the run id', async () => {

@@ -61,6 +61,8 @@ async function call<T>(command: string, args?: Record<string, unknown>): Promise
 
 export class TauriTransport implements Transport {
   readonly kind = 'tauri' as const;
+  /** Settles when the generation asked for last has started or given up. */
+  private lastStart: Promise<unknown> = Promise.resolve();
 
   info(): Promise<Info> {
     return call('info');
@@ -105,7 +107,15 @@ export class TauriTransport implements Transport {
       onEvent(event);
       if (event.type === 'finished' || event.type === 'failed') finish();
     };
-    const started = call<number>('generate', { request, onEvent: channel }).then((id) => {
+    // Sent once the generation asked for before it has started (or given up), so that runs
+    // queue in the order they were asked for, as the server's event socket starts them. One
+    // cancelled before its turn is never sent.
+    const sent = this.lastStart.then(() =>
+      cancelled ? null : call<number>('generate', { request, onEvent: channel }),
+    );
+    this.lastStart = sent.catch(() => undefined);
+    const started = sent.then((id) => {
+      if (id === null) return finish();
       runId = id;
       if (cancelled) void call('cancel_run', { runId: id }).catch(() => {});
     });
