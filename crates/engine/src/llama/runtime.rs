@@ -170,7 +170,10 @@ impl<'m> LlamaRuntime<'m> {
         let report = measured.report();
         match (&self.cost_cache, &report.busy) {
             (_, Some(busy)) => {
-                tracing::warn!(%busy, "decode costs measured on a busy machine: used, not kept");
+                tracing::warn!(
+                    "the decode costs were measured on a busy machine ({busy}): they serve \
+                     until this model is loaded again, which measures them again"
+                );
             }
             (Some((cache, key)), None) => {
                 if let Err(err) = cache.store(key, measured.points()) {
