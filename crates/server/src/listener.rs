@@ -18,8 +18,8 @@
 //! - at most [`ConnectionLimits::max_connections`] connections are held, at most
 //!   [`ConnectionLimits::max_connections_per_client`] of them by one client, every loopback
 //!   address counting as one client (any local user can pick any of 127.0.0.0/8). A connection
-//!   beyond a cap takes the place of one that serves nothing (no request in flight; first those
-//!   that never sent a request head), else of one whose answer has waited at least
+//!   beyond a cap takes the place of one that serves nothing (no request in flight; first, oldest
+//!   first, those that never sent a request head), else of one whose answer has waited at least
 //!   [`STALLED_EVICTABLE`] for its peer to read (the longest waiting first), so that neither an
 //!   attacker's idle connections nor answers it never reads can lock anyone out;
 //! - when every place in the way is busy, the new connection takes one of
@@ -517,6 +517,8 @@ impl Table {
                 && client.is_none_or(|c| c == entry.client)
         });
         let now = Instant::now();
+        // Ids are given in order of arrival: the smallest is the oldest.
+        let mut silent_oldest: Option<u64> = None;
         let mut idle_longest: Option<(Instant, u64)> = None;
         let mut stalled_longest: Option<(Instant, u64)> = None;
         for (&id, entry) in candidates {
@@ -533,14 +535,17 @@ impl Table {
                 continue;
             }
             if !entry.state.served.load(Ordering::SeqCst) {
-                return Some(id);
+                silent_oldest = Some(silent_oldest.map_or(id, |oldest| oldest.min(id)));
+                continue;
             }
             let since = entry.state.idle_since();
             if idle_longest.is_none_or(|(oldest, _)| since < oldest) {
                 idle_longest = Some((since, id));
             }
         }
-        idle_longest.or(stalled_longest).map(|(_, id)| id)
+        silent_oldest
+            .or(idle_longest.map(|(_, id)| id))
+            .or(stalled_longest.map(|(_, id)| id))
     }
 
     /// Closes connection `id` and gives its place to the newcomer at once.
@@ -1211,6 +1216,23 @@ mod tests {
         assert!(registry.admit(client(1)).is_none());
         assert!(reading_evicted.try_recv().is_err());
         assert!(unread_evicted.try_recv().is_err());
+    }
+
+    #[test]
+    fn of_silent_connections_the_oldest_makes_room_first() {
+        let registry = registry(40, 40);
+        let silent: Vec<Admitted> = (0..40)
+            .map(|_| registry.admit(client(1)).unwrap())
+            .collect();
+        // Each newcomer closes the oldest silent one left, whatever order the table keeps.
+        let newcomers: Vec<Admitted> = (0..3).map(|_| registry.admit(client(2)).unwrap()).collect();
+        let mut evicted: Vec<bool> = silent
+            .into_iter()
+            .map(|mut c| c.evicted.try_recv().is_ok())
+            .collect();
+        assert_eq!(evicted.drain(..3).collect::<Vec<_>>(), [true; 3]);
+        assert!(evicted.iter().all(|e| !e));
+        drop(newcomers);
     }
 
     #[test]
