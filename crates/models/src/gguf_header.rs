@@ -20,11 +20,6 @@ pub struct HeaderFacts {
     pub file_type: Option<u32>,
 }
 
-/// The file's `general.architecture`, if it is a GGUF file that says so near its start.
-pub fn architecture(path: &Path) -> Option<String> {
-    header_facts(path).architecture
-}
-
 /// What the file says near its start; nothing for a file that is not GGUF.
 pub fn header_facts(path: &Path) -> HeaderFacts {
     let mut facts = HeaderFacts::default();
@@ -189,11 +184,14 @@ mod tests {
         );
 
         std::fs::write(&path, gguf(&[string_pair("general.name", "m")])).unwrap();
-        assert_eq!(architecture(&path), None);
+        assert_eq!(header_facts(&path).architecture, None);
         std::fs::write(&path, b"GGUF\x03\x00").unwrap();
-        assert_eq!(architecture(&path), None);
+        assert_eq!(header_facts(&path).architecture, None);
         std::fs::write(&path, b"not a gguf file at all").unwrap();
-        assert_eq!(architecture(&path), None);
-        assert_eq!(architecture(&dir.path().join("missing.gguf")), None);
+        assert_eq!(header_facts(&path).architecture, None);
+        assert_eq!(
+            header_facts(&dir.path().join("missing.gguf")).architecture,
+            None
+        );
     }
 }

@@ -7,7 +7,8 @@ use serde::Serialize;
 use ts_rs::TS;
 
 use crate::download::PARTIAL_SUFFIX;
-use crate::quant::quantization_of_file;
+use crate::gguf_header::{header_facts, HeaderFacts};
+use crate::quant::quantization_of;
 
 /// A model file in a models directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
@@ -53,9 +54,11 @@ pub fn local_models(dir: &Path) -> Result<Vec<LocalModel>, LocalError> {
             if !is_gguf(&file_name) || file_name.starts_with('.') {
                 return None;
             }
+            // Read once for both the format and whether it holds heads.
+            let header = header_facts(&e.path());
             Some(LocalModel {
-                quantization: quantization_of_file(&e.path(), &file_name).map(str::to_owned),
-                heads: is_heads(&e.path(), &file_name, partial),
+                quantization: quantization_of(&header, &file_name).map(str::to_owned),
+                heads: is_heads(&header, &file_name, partial),
                 size_bytes: std::fs::metadata(e.path()).ok()?.len(),
                 path: e.path(),
                 file_name,
@@ -93,9 +96,9 @@ pub fn delete_local_model(dir: &Path, file_name: &str, partial: bool) -> Result<
 
 /// Medusa heads by their name (`*.medusa.gguf`), or by what their header says whatever they are
 /// called, so that heads are never offered as a model.
-fn is_heads(path: &Path, file_name: &str, partial: bool) -> bool {
+fn is_heads(header: &HeaderFacts, file_name: &str, partial: bool) -> bool {
     file_name.to_ascii_lowercase().ends_with(".medusa.gguf")
-        || (!partial && crate::gguf_header::architecture(path).as_deref() == Some("medusa"))
+        || (!partial && header.architecture.as_deref() == Some("medusa"))
 }
 
 fn is_gguf(name: &str) -> bool {

@@ -1,7 +1,7 @@
 //! The quantization a GGUF file holds: what its header says (`general.file_type`), or what its
 //! name says (`qwen2.5-0.5b-instruct-q4_k_m.gguf`: `Q4_K_M`), as model hubs name their files.
 
-use std::path::Path;
+use crate::gguf_header::HeaderFacts;
 
 /// llama.cpp's weight formats, longest first so that `Q4_K_M` is not read as `Q4_K`.
 const FORMATS: &[&str] = &[
@@ -48,10 +48,10 @@ const FILE_TYPES: &[(u32, &str)] = &[
     (38, "MXFP4_MOE"),
 ];
 
-/// The weight format of the GGUF file at `path`: its header's, else its name's (a download
-/// that has not brought the header yet, a file that does not say).
-pub fn quantization_of_file(path: &Path, file_name: &str) -> Option<&'static str> {
-    crate::gguf_header::header_facts(path)
+/// The weight format of the GGUF file `file_name` whose header is `header`: the header's, else
+/// the name's (a download that has not brought the header yet, a file that does not say).
+pub(crate) fn quantization_of(header: &HeaderFacts, file_name: &str) -> Option<&'static str> {
+    header
         .file_type
         .and_then(|ftype| FILE_TYPES.iter().find(|(id, _)| *id == ftype))
         .map(|(_, name)| *name)
@@ -83,7 +83,8 @@ pub fn quantization_in_name(file_name: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{quantization_in_name, quantization_of_file};
+    use super::{quantization_in_name, quantization_of};
+    use crate::gguf_header::header_facts;
 
     #[test]
     fn the_header_says_the_format_before_the_name_does() {
@@ -100,13 +101,13 @@ mod tests {
         header.extend(2u32.to_le_bytes());
         std::fs::write(&path, &header).unwrap();
         assert_eq!(
-            quantization_of_file(&path, "widened-Q4_1.gguf"),
+            quantization_of(&header_facts(&path), "widened-Q4_1.gguf"),
             Some("Q4_0")
         );
         // A header without it, or no header yet: the name's.
         std::fs::write(&path, b"GGUF").unwrap();
         assert_eq!(
-            quantization_of_file(&path, "widened-Q4_1.gguf"),
+            quantization_of(&header_facts(&path), "widened-Q4_1.gguf"),
             Some("Q4_1")
         );
     }

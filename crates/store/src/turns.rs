@@ -76,15 +76,13 @@ pub(crate) async fn record_turn(
         insert_message(conn, id, messages.len(), &answer, Some(run_id), &now).await?;
     }
     // A title taken from the first question follows it when it is edited; one chosen stays.
-    let stored_messages: Vec<MessageRecord> = stored
-        .iter()
-        .map(|(role, content)| MessageRecord {
-            role: role.clone(),
-            content: content.clone(),
-        })
-        .collect();
-    let title = if title.is_empty() || title == derived_title(&stored_messages) {
-        derived_title(messages)
+    let was_derived = title == derived_title(stored.iter().map(|(r, c)| (r.as_str(), c.as_str())));
+    let title = if title.is_empty() || was_derived {
+        derived_title(
+            messages
+                .iter()
+                .map(|m| (m.role.as_str(), m.content.as_str())),
+        )
     } else {
         title
     };
@@ -172,12 +170,13 @@ fn split_system(messages: &[MessageRecord]) -> Result<(&str, &[MessageRecord])> 
     Ok((system, rest))
 }
 
-/// The first line of the first user message, cut to a few words' length.
-fn derived_title(messages: &[MessageRecord]) -> String {
+/// The first line of the first user message of `messages` (role and content), cut to a few
+/// words' length.
+fn derived_title<'m>(messages: impl IntoIterator<Item = (&'m str, &'m str)>) -> String {
     let first = messages
-        .iter()
-        .find(|m| m.role == "user")
-        .and_then(|m| m.content.lines().map(str::trim).find(|l| !l.is_empty()))
+        .into_iter()
+        .find(|(role, _)| *role == "user")
+        .and_then(|(_, content)| content.lines().map(str::trim).find(|l| !l.is_empty()))
         .unwrap_or("");
     let mut title: String = first.chars().take(DERIVED_TITLE_CHARS).collect();
     if first.chars().count() > DERIVED_TITLE_CHARS {
@@ -189,6 +188,14 @@ fn derived_title(messages: &[MessageRecord]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn derived_title(messages: &[MessageRecord]) -> String {
+        super::derived_title(
+            messages
+                .iter()
+                .map(|m| (m.role.as_str(), m.content.as_str())),
+        )
+    }
 
     #[test]
     fn titles_come_from_the_first_line_of_the_first_prompt() {

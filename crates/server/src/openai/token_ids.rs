@@ -28,7 +28,7 @@ pub enum EmbeddingTokenIds {
 }
 
 impl EmbeddingTokenIds {
-    const NAMES: [&'static str; 3] = ["auto", "model", "openai"];
+    const ALL: [Self; 3] = [Self::Auto, Self::Model, Self::OpenAi];
 
     fn name(self) -> &'static str {
         match self {
@@ -45,12 +45,15 @@ impl EmbeddingTokenIds {
         ids: Vec<TokenId>,
         model: Option<&str>,
     ) -> Result<EmbeddingInput, ApiError> {
-        let tokenizer = model
-            .and_then(|name| tiktoken_rs::bpe_for_model(name).ok())
-            .unwrap_or_else(default_tokenizer);
+        // Looked up only for the readings that use it.
+        let tokenizer = || {
+            model
+                .and_then(|name| tiktoken_rs::bpe_for_model(name).ok())
+                .unwrap_or_else(default_tokenizer)
+        };
         match self {
             Self::Model => Ok(EmbeddingInput::Tokens(ids)),
-            Self::OpenAi => openai_text(tokenizer, &ids)
+            Self::OpenAi => openai_text(tokenizer(), &ids)
                 .map(EmbeddingInput::Text)
                 .ok_or_else(|| {
                     invalid(
@@ -59,14 +62,17 @@ impl EmbeddingTokenIds {
                          reads token ids as OpenAI's: --embedding-token-ids openai)",
                     )
                 }),
-            Self::Auto => Ok(
-                match openai_text(tokenizer, &ids)
-                    .filter(|text| tokenizer.encode_ordinary(text) == as_ranks(&ids))
-                {
-                    Some(text) => EmbeddingInput::TokensOrText { ids, text },
-                    None => EmbeddingInput::Tokens(ids),
-                },
-            ),
+            Self::Auto => {
+                let tokenizer = tokenizer();
+                Ok(
+                    match openai_text(tokenizer, &ids)
+                        .filter(|text| tokenizer.encode_ordinary(text) == as_ranks(&ids))
+                    {
+                        Some(text) => EmbeddingInput::TokensOrText { ids, text },
+                        None => EmbeddingInput::Tokens(ids),
+                    },
+                )
+            }
         }
     }
 }
@@ -93,13 +99,14 @@ impl FromStr for EmbeddingTokenIds {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        [Self::Auto, Self::Model, Self::OpenAi]
+        Self::ALL
             .into_iter()
             .find(|reading| reading.name() == name)
             .ok_or_else(|| {
+                let names: Vec<_> = Self::ALL.iter().map(|reading| reading.name()).collect();
                 format!(
                     "'{name}' is not a reading of token ids; choose {}",
-                    Self::NAMES.join(", ")
+                    names.join(", ")
                 )
             })
     }
@@ -127,11 +134,7 @@ mod tests {
 
     #[test]
     fn the_names_read_back() {
-        for reading in [
-            EmbeddingTokenIds::Auto,
-            EmbeddingTokenIds::Model,
-            EmbeddingTokenIds::OpenAi,
-        ] {
+        for reading in EmbeddingTokenIds::ALL {
             assert_eq!(reading.to_string().parse(), Ok(reading));
         }
         assert!("tiktoken".parse::<EmbeddingTokenIds>().is_err());
