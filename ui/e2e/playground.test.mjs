@@ -503,6 +503,9 @@ test('settings reload the model with another context size', async () => {
     // The server loads with the batched kernels; a reload keeps them, and Settings says so.
     assert.equal(info.model.cpu_kernels, 'batched');
     assert.match(await page.getByTestId('settings-kernels').innerText(), /^batched: /);
+    // ...with the instruction set this CPU runs them with.
+    assert.match(info.model.cpu_instruction_set, /^(AVX-512 VNNI|AVX2)$/);
+    assert.equal(await page.getByTestId('settings-instruction-set').innerText(), info.model.cpu_instruction_set);
     assert.equal(info.model.path, before.model.path);
     assert.equal(info.heads_path, before.heads_path);
     assert.equal(info.error, null);

@@ -139,6 +139,8 @@ pub fn run(mut args: BenchArgs) -> anyhow::Result<()> {
         model_file_type: info.file_type.clone(),
         threads: info.threads,
         cpu: cpu_model(),
+        cpu_kernels: info.cpu_kernels,
+        cpu_instruction_set: info.cpu_instruction_set.clone(),
         prompts: prompts.len(),
         rounds: args.rounds,
         max_tokens: args.max_tokens,

@@ -61,6 +61,9 @@ pub(crate) struct BenchReport {
     pub(crate) model_file_type: String,
     pub(crate) threads: usize,
     pub(crate) cpu: String,
+    /// The CPU kernels decodes of several tokens ran with, and their instruction set.
+    pub(crate) cpu_kernels: engine::CpuKernels,
+    pub(crate) cpu_instruction_set: String,
     pub(crate) prompts: usize,
     pub(crate) rounds: u32,
     pub(crate) max_tokens: u32,
@@ -112,6 +115,11 @@ pub(crate) fn print_table(r: &BenchReport) {
     println!(
         "model    {} ({}), {} threads, {}",
         r.model, r.model_file_type, r.threads, r.cpu
+    );
+    println!(
+        "kernels  {} ({})",
+        r.cpu_kernels.describe(),
+        r.cpu_instruction_set
     );
     println!(
         "prompts  {} x {} rounds, {} max tokens, greedy",

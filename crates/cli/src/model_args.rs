@@ -69,8 +69,9 @@ pub struct ModelArgs {
     #[arg(long)]
     pub no_exact: bool,
     /// CPU kernels for decodes of several tokens (a drafted tree, several requests): `batched`
-    /// unpacks each Q4_1 and Q8_0 weight block once for up to 4 tokens, `stock` is ggml's own,
-    /// for comparison. Both compute the same bits.
+    /// unpacks each Q4_1 and Q8_0 weight block once for up to 4 tokens, with AVX-512 VNNI where
+    /// the CPU has it; `batched-avx2` holds them to AVX2; `stock` is ggml's own, for
+    /// comparison. All compute the same bits.
     #[arg(long, value_name = "KIND", default_value = "batched")]
     pub kernels: engine::CpuKernels,
     /// How sure auto drafting must be that a draft pays, in standard deviations below the
@@ -224,7 +225,11 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
                 "by batch shape (--no-exact): outputs may part from normal decoding at near-ties"
             }
         );
-        println!("kernels      {}", info.cpu_kernels.describe());
+        println!(
+            "kernels      {} ({})",
+            info.cpu_kernels.describe(),
+            info.cpu_instruction_set
+        );
         println!(
             "chat template {}",
             if info.has_chat_template { "yes" } else { "no" }

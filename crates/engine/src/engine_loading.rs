@@ -452,6 +452,7 @@ fn model_info(
         parallel: 1,
         exact: config.exact,
         cpu_kernels: config.cpu_kernels,
+        cpu_instruction_set: crate::llama::cpu_kernels::instruction_set(config.cpu_kernels),
     }
 }
 

@@ -62,6 +62,9 @@ pub struct ModelInfo {
     pub exact: bool,
     /// The CPU kernels decodes of several tokens ran with when the model loaded.
     pub cpu_kernels: CpuKernels,
+    /// The instruction set Q4_1 and Q8_0 products ran with when the model loaded, in words
+    /// ("AVX-512 VNNI", "AVX2").
+    pub cpu_instruction_set: String,
 }
 
 /// A draft model: a smaller model with the same vocabulary that drafts for the served one.

@@ -91,7 +91,7 @@ const BATCHED_BY_PATCH: &[&str] = &["Q4_1"];
 /// plain words; `None` for formats that have them, with the `kernels` in effect.
 pub fn format_that_batches(file_type: &str, kernels: CpuKernels) -> Option<(&'static str, String)> {
     let batched = |format: &str| format.eq_ignore_ascii_case(file_type);
-    if kernels == CpuKernels::Batched && BATCHED_BY_PATCH.iter().any(|f| batched(f)) {
+    if kernels.is_batched() && BATCHED_BY_PATCH.iter().any(|f| batched(f)) {
         return None;
     }
     let (from, size, quantized) = FORMATS_NOT_REPACKED
@@ -242,6 +242,7 @@ mod tests {
         assert!(!note.contains("second time"), "{note}");
         // The patched kernels batch Q4_1: nothing to convert it to, unless they are off.
         assert_eq!(format_that_batches("Q4_1", CpuKernels::Batched), None);
+        assert_eq!(format_that_batches("Q4_1", CpuKernels::BatchedAvx2), None);
         assert!(format_that_batches("q4_1", CpuKernels::Stock).is_some());
         // On a GPU the CPU kernels do not matter.
         let on_gpu = drafting_outlook(&flat, "Q4_1", true, CpuKernels::Stock, None).unwrap();

@@ -1,7 +1,8 @@
 //! The batched CPU kernels (patches/ggml) change what a decode of several tokens costs, never
 //! what it computes: a token verified in Medusa's tree of 63 or decoded beside other requests
 //! gets the hidden state, bit for bit, that a decode of it alone gives, with the batched kernels
-//! and with ggml's stock ones.
+//! and with ggml's stock ones. The batched kernels run with AVX-512 VNNI where the CPU has it and
+//! may be held to AVX2: both give the stock bits.
 
 use engine::{CpuKernels, Engine, EngineConfig, GenerationMode, TreeSpec};
 
@@ -53,15 +54,26 @@ fn batched_kernels_give_every_token_the_bits_of_a_decode_of_it_alone() {
     assert!(alone
         .iter()
         .all(|(tokens, bits)| !tokens.is_empty() && !bits.is_empty()));
-    for kernels in [CpuKernels::Batched, CpuKernels::Stock] {
+    for kernels in [
+        CpuKernels::Batched,
+        CpuKernels::BatchedAvx2,
+        CpuKernels::Stock,
+    ] {
         let engine = engine(kernels, 4);
-        if kernels == CpuKernels::Batched {
-            assert_eq!(
-                engine.info().cpu_kernels,
-                CpuKernels::Batched,
-                "this build or CPU has no batched kernels (patches/ggml, AVX2 and FMA)"
-            );
-        }
+        assert_eq!(
+            engine.info().cpu_kernels,
+            kernels,
+            "this build or CPU has no batched kernels (patches/ggml, AVX2 and FMA)"
+        );
+        let instruction_set = match kernels {
+            CpuKernels::Batched if cpu_has_avx512_vnni() => "AVX-512 VNNI",
+            _ => "AVX2",
+        };
+        assert_eq!(
+            engine.info().cpu_instruction_set,
+            instruction_set,
+            "{kernels:?}"
+        );
         for mode in [GenerationMode::Normal, GenerationMode::Medusa] {
             let got = answers(&engine, mode);
             for (i, (want, got)) in alone.iter().zip(&got).enumerate() {
@@ -73,4 +85,16 @@ fn batched_kernels_give_every_token_the_bits_of_a_decode_of_it_alone() {
             }
         }
     }
+}
+
+/// Whether this CPU (and its kernel) offers what the VNNI kernels need.
+fn cpu_has_avx512_vnni() -> bool {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags = cpuinfo
+        .lines()
+        .find(|line| line.starts_with("flags"))
+        .unwrap_or_default();
+    ["avx512_vnni", "avx512vl", "avx512bw"]
+        .iter()
+        .all(|flag| flags.split_whitespace().any(|f| f == *flag))
 }

@@ -586,7 +586,12 @@ exact: boolean,
 /**
  * The CPU kernels decodes of several tokens ran with when the model loaded.
  */
-cpu_kernels: CpuKernels, };
+cpu_kernels: CpuKernels, 
+/**
+ * The instruction set Q4_1 and Q8_0 products ran with when the model loaded, in words
+ * ("AVX-512 VNNI", "AVX2").
+ */
+cpu_instruction_set: string, };
 
 /**
  * A draft model: a smaller model with the same vocabulary that drafts for the served one.
@@ -653,7 +658,7 @@ kind: string, memory_total_bytes: number, memory_free_bytes: number, };
 /**
  * The CPU kernels for decodes of several tokens.
  */
-export type CpuKernels = "batched" | "stock";
+export type CpuKernels = "batched" | "batched_avx2" | "stock";
 
 /**
  * What a heads file says about itself.
