@@ -14,6 +14,7 @@ import {
   promptText,
   replayDelayMs,
   replayTotals,
+  replayedTokens,
   samePrompt,
   togglePick,
 } from './history';
@@ -153,6 +154,22 @@ describe('history', () => {
       draftMs: 0,
       verifyMs: 0,
     });
+  });
+});
+
+describe('replayedTokens', () => {
+  it('counts the first token, from the prompt, before any step', () => {
+    expect(replayedTokens(0, 7)).toBe(1);
+    expect(replayedTokens(4, 7)).toBe(5);
+  });
+
+  it('stops at what the run wrote: an end token accepted in the last step is not written', () => {
+    expect(replayedTokens(6, 7)).toBe(7);
+    expect(replayedTokens(7, 7)).toBe(7);
+  });
+
+  it('counts nothing for a run that wrote nothing', () => {
+    expect(replayedTokens(0, 0)).toBe(0);
   });
 });
 

@@ -233,6 +233,15 @@ export function replayTotals(steps: StepRecord[], count: number): ReplayTotals {
   };
 }
 
+/**
+ * The tokens a run had written by the end of the replayed steps whose accepted tokens number
+ * `accepted`: the first, from reading the prompt, and the steps' own. The end token a step accepts
+ * is not written, so the count stops at the `written` that the run's details show.
+ */
+export function replayedTokens(accepted: number, written: number): number {
+  return Math.min(written, accepted + (written > 0 ? 1 : 0));
+}
+
 /** How much a stored run drafted (`figures` from its steps), or why it drafted nothing. */
 export function draftingText(mode: Mode, figures: RunFigures): string {
   if (!figures.drafted) {
