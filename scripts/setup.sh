@@ -58,6 +58,15 @@ scripts/build-ui.sh
 
 # One profile for everything, so llama.cpp is compiled once, with the GPU backend this machine has.
 gpu_features=$(scripts/gpu-features.sh)
+# llama.cpp's build does not know the kernel patch it applied (patches/ggml): after the patch
+# changed, build llama.cpp again rather than stop at the engine's check.
+for applied in target/release/build/llama-cpp-sys-2-*/out/build/medusa-patched/applied.patch; do
+  if [ -f "$applied" ] && ! cmp -s "$applied" patches/ggml/batched-verification.patch; then
+    echo "The kernel patch changed: building llama.cpp again"
+    cargo clean --release -p llama-cpp-sys-2
+    break
+  fi
+done
 # shellcheck disable=SC2086 # empty, or one flag and its value
 cargo build --release --workspace --all-targets $gpu_features
 target/release/medusa fetch-model >/dev/null
