@@ -15,7 +15,7 @@ MEDUSA = ROOT / "target" / "release" / "medusa"
 
 @contextmanager
 def running_server(api_key=None):
-    """Yields the server's base URL and its stdout (past the `listening on` line)."""
+    """Yields the server's base URL and its stdout (past the `ready` line)."""
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ)
         env.pop("MEDUSA_HEADS", None)
@@ -30,6 +30,12 @@ def running_server(api_key=None):
         try:
             line = server.stdout.readline().strip()
             assert line.startswith("listening on "), line
+            # It listens while the model loads; the tests start once it serves (the web UI's
+            # link comes between with a key).
+            ready = server.stdout.readline()
+            while ready and not ready.startswith("ready: "):
+                ready = server.stdout.readline()
+            assert ready.startswith("ready: "), "the server ended before its model loaded"
             yield line.removeprefix("listening on "), server.stdout
         finally:
             server.terminate()

@@ -90,7 +90,9 @@ export async function startServer({ apiKey, plain = false, heads = true, extraAr
         seen += chunk;
         const listening = /listening on (http:\/\/\S+)/.exec(seen);
         const link = /open the web UI at (http:\/\/\S+)/.exec(seen);
-        if (listening && (link || !apiKey)) {
+        // It listens while the model loads; the tests start once it serves.
+        const ready = /^ready: /m.test(seen);
+        if (listening && ready && (link || !apiKey)) {
           clearTimeout(timer);
           resolveUrl([listening[1], link ? link[1] : listening[1]]);
         }

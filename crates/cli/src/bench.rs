@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use engine::{
-    ChatMessage, Engine, GenerateRequest, GenerationMode, Prompt, RunSummary, SamplingParams,
-    StepProfile,
+    ChatMessage, Engine, GenerateRequest, GenerationMode, LookupMemoryUse, Prompt, RunSummary,
+    SamplingParams, StepProfile,
 };
 use playground::run_order::balanced_order;
 
@@ -38,6 +38,8 @@ pub fn run(mut args: BenchArgs) -> anyhow::Result<()> {
     if modes.len() > 1 {
         engine.decode_costs()?;
     }
+
+    let remembered = remember(&engine, &args)?;
 
     let mut totals = vec![Totals::default(); modes.len()];
     let mut profiles = vec![StepProfile::default(); modes.len()];
@@ -144,6 +146,7 @@ pub fn run(mut args: BenchArgs) -> anyhow::Result<()> {
         prompts: prompts.len(),
         rounds: args.rounds,
         max_tokens: args.max_tokens,
+        remembered_prompts: remembered,
         results,
         baseline: BaselineResult {
             name: "llama.cpp raw decode loop",
@@ -182,8 +185,10 @@ fn bench_prompt_cache(
     prompts: &[String],
     max_tokens: u32,
 ) -> anyhow::Result<PromptCacheResult> {
-    let greedy = |prompt: Prompt, max_tokens: u32| {
-        GenerateRequest::new(prompt, max_tokens).with_sampling(SamplingParams::greedy())
+    // Adds nothing to lookup's memory: later runs must not draft these answers.
+    let greedy = |prompt: Prompt, max_tokens: u32| GenerateRequest {
+        lookup_memory: LookupMemoryUse::ReadOnly,
+        ..GenerateRequest::new(prompt, max_tokens).with_sampling(SamplingParams::greedy())
     };
     let (mut cold_ms, mut cached_ms, mut prompt_tokens, mut cached_tokens) = (0.0, 0.0, 0, 0);
     let mut identical = 0;
@@ -382,4 +387,26 @@ fn bench_concurrency(
             step_profile: None,
         })
         .collect())
+}
+
+/// Answers the prompts of `--remember` so that lookup's memory holds their text; how many.
+fn remember(engine: &Engine, args: &BenchArgs) -> anyhow::Result<usize> {
+    let Some(file) = &args.remember else {
+        return Ok(0);
+    };
+    let prompts = load_prompts(Some(file))?;
+    for text in &prompts {
+        let request = GenerateRequest::new(
+            Prompt::Chat(vec![ChatMessage::new("user", text.as_str())]),
+            args.max_tokens,
+        )
+        .with_sampling(SamplingParams::greedy());
+        engine.generate(request)?.wait()?;
+    }
+    eprintln!(
+        "lookup remembers the answers to {} prompts of {}",
+        prompts.len(),
+        file.display()
+    );
+    Ok(prompts.len())
 }

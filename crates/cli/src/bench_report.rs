@@ -67,6 +67,8 @@ pub(crate) struct BenchReport {
     pub(crate) prompts: usize,
     pub(crate) rounds: u32,
     pub(crate) max_tokens: u32,
+    /// Prompts answered before measuring, for lookup's memory (`--remember`).
+    pub(crate) remembered_prompts: usize,
     pub(crate) results: Vec<ModeResult>,
     pub(crate) baseline: BaselineResult,
     /// Normal-mode tokens/s over the baseline's: 1.0 means no engine overhead.
@@ -125,6 +127,12 @@ pub(crate) fn print_table(r: &BenchReport) {
         "prompts  {} x {} rounds, {} max tokens, greedy",
         r.prompts, r.rounds, r.max_tokens
     );
+    if r.remembered_prompts > 0 {
+        println!(
+            "memory   lookup remembers the answers to {} other prompts",
+            r.remembered_prompts
+        );
+    }
     println!(
         "{:<28} {:>9} {:>9} {:>8} {:>10} {:>9} {:>10}",
         "", "tok/s", "TTFT ms", "tokens", "tok/step", "speed-up", "identical"

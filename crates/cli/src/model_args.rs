@@ -78,6 +78,10 @@ pub struct ModelArgs {
     /// acceptance seen so far: higher drafts later and less, 0 trusts the rate seen.
     #[arg(long, value_name = "Z", default_value_t = engine::DEFAULT_DRAFT_CONFIDENCE)]
     pub draft_confidence: f64,
+    /// Contexts of each length lookup remembers from finished requests' text, for drafting in
+    /// later ones (about 32 bytes each, bounded whatever is served); 0 remembers nothing.
+    #[arg(long, value_name = "N", default_value_t = engine::DEFAULT_LOOKUP_MEMORY)]
+    pub lookup_memory: usize,
     /// Load the model widened K times with zeros (as `medusa scale-model` makes it, beside the
     /// model on first use): the same tokens at a bigger model's cost, with its heads widened too.
     #[arg(long, value_name = "K")]
@@ -95,14 +99,7 @@ impl ModelArgs {
             Some(path) => path.clone(),
             None => fetch_default()?,
         };
-        let heads = match (&self.heads, &self.model) {
-            _ if self.no_heads => None,
-            (Some(heads), _) => Some(heads.clone()),
-            (None, None) => {
-                Some(models::default_heads_path().context("installing the default model's heads")?)
-            }
-            (None, Some(_)) => None,
-        };
+        let heads = self.heads_to_load()?;
         let Some(width) = self.wide else {
             return Ok((model, heads));
         };
@@ -119,9 +116,39 @@ impl ModelArgs {
         Ok(Engine::load(self.config()?)?)
     }
 
+    /// The heads asked for, else the default model's own when no model is given.
+    fn heads_to_load(&self) -> anyhow::Result<Option<PathBuf>> {
+        Ok(match (&self.heads, &self.model) {
+            _ if self.no_heads => None,
+            (Some(heads), _) => Some(heads.clone()),
+            (None, None) => {
+                Some(models::default_heads_path().context("installing the default model's heads")?)
+            }
+            (None, Some(_)) => None,
+        })
+    }
+
     /// The engine configuration these options describe (fetching the default model if needed).
     pub fn config(&self) -> anyhow::Result<EngineConfig> {
         let (model, heads) = self.model_and_heads()?;
+        self.config_for(model, heads)
+    }
+
+    /// The model these options name, where it is known without fetching it (the default model
+    /// is fetched when it is loaded: `None`), its heads and the configuration to load it with.
+    /// A widened model is made now.
+    pub fn config_to_fetch(&self) -> anyhow::Result<(Option<PathBuf>, EngineConfig)> {
+        if self.model.is_some() || self.wide.is_some() {
+            let config = self.config()?;
+            return Ok((Some(config.model_path.clone()), config));
+        }
+        Ok((
+            None,
+            self.config_for(PathBuf::new(), self.heads_to_load()?)?,
+        ))
+    }
+
+    fn config_for(&self, model: PathBuf, heads: Option<PathBuf>) -> anyhow::Result<EngineConfig> {
         let mut config = EngineConfig::new(model);
         config.threads = self.threads;
         config.ctx_size = self.ctx_size;
@@ -133,6 +160,7 @@ impl ModelArgs {
         config.exact = !self.no_exact;
         config.cpu_kernels = self.kernels;
         config.draft_confidence = self.draft_confidence;
+        config.lookup_memory = self.lookup_memory;
         if let Some(layers) = self.gpu_layers {
             config.gpu_layers = layers;
         }

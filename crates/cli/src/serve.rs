@@ -1,7 +1,6 @@
 //! `medusa serve`: the HTTP server over one engine and the run history.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
@@ -109,10 +108,23 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let mut loadable_dirs = args.models_dirs;
     loadable_dirs.extend(models::cache_dir().ok());
-    let mut config = args.model.config()?;
-    config.load_progress = Some(crate::load_progress::load_progress());
-    let engine = Arc::new(engine::Engine::load(config.clone())?);
-    config.load_progress = None;
+    // The model loads while the server listens (the default model is fetched then too).
+    let (model, mut template) = args.model.config_to_fetch()?;
+    template.load_progress = Some(crate::load_progress::load_progress());
+    let load = playground::LoadRequest {
+        model: match model {
+            Some(path) => playground::ModelSource::Path(path),
+            None => playground::ModelSource::Resolve(Box::new(|| {
+                crate::model_args::fetch_default().map_err(|e| format!("{e:#}"))
+            })),
+        },
+        heads: template.heads_path.clone(),
+        draft_model: template.draft_model_path.clone(),
+        tree: template.tree.clone(),
+        ctx_size: None,
+        exact: None,
+    };
+    let tuned = args.model.default_draft() == engine::DraftPolicy::Tuned;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -121,14 +133,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let store = store::Store::open(&db)
             .await
             .with_context(|| format!("opening the run history {}", db.display()))?;
-        let playground = playground::Playground::new(engine, store, config);
+        let playground = playground::Playground::loading(store, template, load);
+        // A model refused at once (a missing file) is refused before listening.
+        if playground.model_host().loading_status().is_none() {
+            if let Err(err) = playground.model() {
+                anyhow::bail!("{}", err.message);
+            }
+        }
         playground.remotes().set_access(remote_access);
         add_remotes(&playground, args.remotes).await?;
-        if args.model.default_draft() == engine::DraftPolicy::Tuned {
-            playground
-                .set_default_tree(playground::TreeChoice::Name("tuned".into()))
-                .context("--tree tuned")?;
-        }
         let config = server::ServerConfig {
             host: args.host,
             port: args.port,
@@ -142,7 +155,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             limits: server::ConnectionLimits::default(),
             embedding_token_ids: args.embedding_token_ids,
         };
-        server::serve(config, playground).await?;
+        server::serve(config, playground, move |playground| {
+            if tuned {
+                playground
+                    .set_default_tree(playground::TreeChoice::Name("tuned".into()))
+                    .map_err(|e| playground::AppError {
+                        message: format!("--tree tuned: {}", e.message),
+                        ..e
+                    })?;
+            }
+            Ok(())
+        })
+        .await?;
         anyhow::Ok(())
     })
 }

@@ -65,6 +65,9 @@ pub struct EngineConfig {
     /// acceptance this many standard deviations below the rate seen (a Wilson lower bound).
     /// Higher drafts later and less; 0 plans with the rate seen.
     pub draft_confidence: f64,
+    /// Contexts of each length lookup remembers from finished requests' text, shared by all
+    /// requests (about 32 bytes each); 0 remembers nothing.
+    pub lookup_memory: usize,
 }
 
 /// What a load is doing when it reports its progress.
@@ -101,6 +104,11 @@ pub const DEFAULT_CTX_SIZE: u32 = 4096;
 pub const DEFAULT_BATCH_SIZE: u32 = 512;
 pub const DEFAULT_PARALLEL: usize = 4;
 pub const DEFAULT_MAX_QUEUED: usize = 64;
+/// 2^17 contexts of each of two lengths: 8 MiB, about 100,000 tokens of text before older
+/// contexts start to give way.
+pub const DEFAULT_LOOKUP_MEMORY: usize = 1 << 17;
+/// Most contexts of each length: 2 GiB.
+pub const MAX_LOOKUP_MEMORY: usize = 1 << 25;
 
 impl EngineConfig {
     pub fn new(model_path: impl Into<PathBuf>) -> Self {
@@ -124,6 +132,7 @@ impl EngineConfig {
             exact: true,
             cpu_kernels: CpuKernels::default(),
             draft_confidence: DEFAULT_DRAFT_CONFIDENCE,
+            lookup_memory: DEFAULT_LOOKUP_MEMORY,
         }
     }
 
@@ -133,6 +142,15 @@ impl EngineConfig {
 
     pub fn validate(&self) -> Result<(), EngineError> {
         let invalid = |name, message: String| Err(EngineError::InvalidParameter { name, message });
+        if self.lookup_memory > MAX_LOOKUP_MEMORY {
+            return invalid(
+                "lookup_memory",
+                format!(
+                    "must be at most {MAX_LOOKUP_MEMORY} contexts, got {}",
+                    self.lookup_memory
+                ),
+            );
+        }
         if let Some(threads) = self.threads {
             if !(1..=512).contains(&threads) {
                 return invalid(

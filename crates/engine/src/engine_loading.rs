@@ -228,7 +228,8 @@ pub(crate) fn engine_thread(
     let batcher = Batcher::new(
         runtime,
         model.as_ref(),
-        DrafterPool::new(medusa, draft_agreement, config.draft_confidence),
+        DrafterPool::new(medusa, draft_agreement, config.draft_confidence)
+            .with_lookup_memory(config.lookup_memory),
         draft_model.map(|(draft, _)| Box::new(RefCell::new(draft)) as Box<dyn BatchedProposer>),
         SequenceIds {
             slots: parallel,

@@ -32,7 +32,8 @@ mod weights;
 
 pub use config::{
     default_threads, EngineConfig, LoadProgress, LoadStage, DEFAULT_BATCH_SIZE, DEFAULT_CTX_SIZE,
-    DEFAULT_DRAFT_CONFIDENCE, DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL, MAX_DRAFT_CONFIDENCE,
+    DEFAULT_DRAFT_CONFIDENCE, DEFAULT_LOOKUP_MEMORY, DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL,
+    MAX_DRAFT_CONFIDENCE, MAX_LOOKUP_MEMORY,
 };
 pub use diagnostics::BaselineRun;
 pub use engine::Engine;
@@ -59,8 +60,8 @@ pub use request::draft::RequestDraft;
 pub use request::valid::ValidRequest;
 pub use request::{
     check_top_logprobs, AcceptanceRule, ChatMessage, DraftPolicy, GenerateRequest, GenerationMode,
-    LogitBias, Prompt, SamplingParams, CHAT_ROLES, MAX_DRAFT_TOKENS, MAX_LOGIT_BIAS,
-    MAX_TOKENS_LIMIT, MAX_TOP_LOGPROBS,
+    LogitBias, LookupMemoryUse, Prompt, SamplingParams, CHAT_ROLES, MAX_DRAFT_TOKENS,
+    MAX_LOGIT_BIAS, MAX_TOKENS_LIMIT, MAX_TOP_LOGPROBS,
 };
 pub use sampling::defaults::SamplingDefaults;
 pub use sampling::sampler::{argmax, Sampler, TokenProb};

@@ -2,7 +2,7 @@
 //! not interfere, for several rounds in a balanced order (every mode in every place and after
 //! every other equally often), linked in the history as a comparison with its figures.
 
-use engine::{GenerateRequest, GenerationMode};
+use engine::{GenerateRequest, GenerationMode, LookupMemoryUse};
 use store::{Comparison, PromptRecord, RunFilter, RunStatus};
 
 use crate::error::AppError;
@@ -65,7 +65,12 @@ impl Playground {
         let mut run_ids = Vec::new();
         for round in 0..rounds as usize {
             for m in balanced_order(modes.len(), round) {
-                let collected = self.run_to_end(request_in(modes[m])?).await?;
+                // One mode's answer must not be drafted for another from lookup's memory.
+                let request = GenerateRequest {
+                    lookup_memory: LookupMemoryUse::ReadOnly,
+                    ..request_in(modes[m])?
+                };
+                let collected = self.run_to_end(request).await?;
                 run_ids.push(collected.run_id);
                 if round == 0 {
                     first_round[m] = Some(collected);

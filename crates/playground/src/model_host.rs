@@ -166,10 +166,16 @@ impl ModelHost {
             return Ok(model);
         }
         if let Some(loading) = self.loading_status() {
+            let done = loading
+                .progress
+                .map_or_else(String::new, |share| format!(", {:.0}% done", share * 100.0));
             return Err(AppError::new(
                 ErrorKind::Unavailable,
                 "model_loading",
-                format!("the model {} is still loading", loading.model),
+                format!(
+                    "the model {} is still loading ({}{done})",
+                    loading.model, loading.stage
+                ),
             ));
         }
         let reason = self
@@ -305,11 +311,16 @@ impl ModelHost {
             config.exact = exact;
         }
         let host = Arc::downgrade(self);
+        // The template's own reporter (a command line's progress bars) hears it too.
+        let also = self.template.load_progress.clone();
         config.load_progress = Some(LoadProgress::new(move |stage, share| {
             if let Some(host) = host.upgrade() {
                 host.set_stage_of_load(load_stage_name(stage));
             }
             progress.store(share.to_bits(), Ordering::Relaxed);
+            if let Some(also) = &also {
+                also.report(stage, share);
+            }
         }));
         tracing::info!(model = %config.model_path.display(), "loading");
         let result = Engine::load(config)

@@ -17,6 +17,8 @@ pub enum ServerError {
     },
     #[error("server error: {0}")]
     Io(#[from] std::io::Error),
+    #[error("the model did not load: {0}")]
+    ModelLoad(String),
 }
 
 /// An error answer: the status for its kind and `{"error": {"code", "message"}}`, with

@@ -39,7 +39,7 @@ use extract::BodyLimit;
 use import_turn::ImportPlace;
 use metrics::RequestCounts;
 use playground::catalog::Catalog;
-use playground::Playground;
+use playground::{AppError, Playground};
 use tokio::net::TcpListener;
 use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::services::{ServeDir, ServeFile};
@@ -357,8 +357,16 @@ impl Server {
 }
 
 /// Binds, prints `listening on http://HOST:PORT` to stdout and serves until Ctrl-C or SIGTERM.
-pub async fn serve(config: ServerConfig, playground: Playground) -> Result<(), ServerError> {
-    let server = Server::bind(&config, playground).await?;
+/// While the first model loads, the API answers 503 `model_loading` with its stage and share
+/// (`/health`, `/api/info`) and the UI shows the load; once it is in, `when_loaded` runs on the
+/// playground and `ready: MODEL` is printed. A first model that fails to load ends the server
+/// with the reason.
+pub async fn serve(
+    config: ServerConfig,
+    playground: Playground,
+    when_loaded: impl FnOnce(&Playground) -> Result<(), AppError>,
+) -> Result<(), ServerError> {
+    let server = Server::bind(&config, playground.clone()).await?;
     let address = server.local_addr()?;
     {
         use std::io::Write;
@@ -374,7 +382,38 @@ pub async fn serve(config: ServerConfig, playground: Playground) -> Result<(), S
         stdout.flush()?;
     }
     tracing::info!(%address, "serving");
-    server.run(shutdown_signal()).await
+    let serving = server.run(shutdown_signal());
+    tokio::pin!(serving);
+    tokio::select! {
+        loaded = first_model(&playground) => {
+            let name = loaded.map_err(|e| ServerError::ModelLoad(e.message))?;
+            when_loaded(&playground).map_err(|e| ServerError::ModelLoad(e.message))?;
+            {
+                use std::io::Write;
+                let mut stdout = std::io::stdout().lock();
+                writeln!(stdout, "ready: {name}")?;
+                stdout.flush()?;
+            }
+            tracing::info!(model = %name, "ready");
+            serving.await
+        }
+        stopped = &mut serving => stopped,
+    }
+}
+
+/// The name of the first model once it has loaded, or why it did not.
+async fn first_model(playground: &Playground) -> Result<String, AppError> {
+    let host = playground.model_host();
+    loop {
+        // The model is in place before the load is marked over.
+        if let Some(model) = host.current_if_loaded() {
+            return Ok(model.engine.info().name.clone());
+        }
+        if host.loading_status().is_none() {
+            return playground.model().map(|m| m.engine.info().name.clone());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 async fn shutdown_signal() {

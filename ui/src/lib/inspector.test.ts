@@ -1,6 +1,7 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   decisionText,
+  lookupEvidence,
   acceptanceByHeadAndRank,
   acceptedLengthHistogram,
   clip,
@@ -391,9 +392,19 @@ describe('decisionText', () => {
       }),
     ).toBe(
       'Drafted: expected 1.73 tokens in 14.3 ms, against 1 in 8.5 ms without drafting. ' +
-        'prompt lookup (match class 3): 41 of 50 accepted, planned at 73%; drafted 4 of 9 ' +
+        'prompt lookup (a match of 9-16 tokens): 41 of 50 accepted, planned at 73%; drafted 4 of 9 ' +
         'Medusa heads: no evidence yet, planned at 0%; drafted 0 of 16',
     );
+  });
+
+  it('names what a lookup proposal rested on: its own match or what earlier requests wrote', () => {
+    expect([0, 4, 5, 7, 9].map(lookupEvidence)).toEqual([
+      'a match of 2 tokens',
+      'a match of 17+ tokens',
+      'remembered, under 60% likely',
+      'remembered, 80%+ likely',
+      'class 9',
+    ]);
   });
 
   it('says why a step decoded plainly', () => {
@@ -406,7 +417,7 @@ describe('decisionText', () => {
       }),
     ).toBe(
       'Decoded plainly: no draft was expected to beat 1 token in 8.5 ms. ' +
-        'prompt lookup (match class 0): 2 of 9 accepted, planned at 8%; drafted 0 of 3',
+        'prompt lookup (a match of 2 tokens): 2 of 9 accepted, planned at 8%; drafted 0 of 3',
     );
   });
 });

@@ -545,6 +545,17 @@ export function undraftedText(steps: readonly Pick<InspectedStep, 'skip' | 'tree
 }
 
 /**
+ * What a lookup proposal's evidence class stands for (the engine's `lookup.rs`): classes 0-4 are
+ * matches in the request's own text by length, 5-7 guesses remembered from earlier requests by
+ * the chance their counts give the first token.
+ */
+export function lookupEvidence(cls: number): string {
+  const matches = ['2', '3-4', '5-8', '9-16', '17+'].map((n) => `a match of ${n} tokens`);
+  const remembered = ['remembered, under 60% likely', 'remembered, 60-80% likely', 'remembered, 80%+ likely'];
+  return matches[cls] ?? remembered[cls - matches.length] ?? `class ${cls}`;
+}
+
+/**
  * Why the budget drafted what it did, in words: the tokens and times it expected, and what each
  * drafter's acceptance rested on.
  */
@@ -555,7 +566,7 @@ export function decisionText(decision: DecisionInfo): string {
     : `Decoded plainly: no draft was expected to beat 1 token in ${decision.plain_ms.toFixed(1)} ms.`;
   const evidence = decision.evidence.map((e) => {
     const seen = e.tried === 0 ? 'no evidence yet' : `${e.accepted} of ${e.tried} accepted`;
-    const cls = e.drafter === 'lookup' ? ` (match class ${e.class})` : '';
+    const cls = e.drafter === 'lookup' ? ` (${lookupEvidence(e.class)})` : '';
     return (
       `${e.drafter === 'medusa' ? 'Medusa heads' : drafterName(e.drafter)}${cls}: ${seen}, planned at ${(e.cautious_rate * 100).toFixed(0)}%; ` +
       `drafted ${e.drafted} of ${e.proposed}`

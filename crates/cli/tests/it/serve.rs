@@ -47,6 +47,15 @@ fn serve_with(db: &Path, extra: &[&str]) -> Served {
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_owned();
+    // It listens while the model loads; the tests start once it serves.
+    let ready = loop {
+        line.clear();
+        stdout.read_line(&mut line).expect("a line on stdout");
+        if line.is_empty() || line.starts_with("ready: ") {
+            break line.starts_with("ready: ");
+        }
+    };
+    assert!(ready, "the server ended before its model loaded");
     Served {
         child,
         base,
@@ -195,6 +204,32 @@ fn a_network_address_is_not_served_without_a_key() {
         None,
     );
     assert!(twice.contains("cannot be used with"), "{twice}");
+}
+
+#[test]
+fn a_model_that_cannot_load_ends_the_server_with_the_reason() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("h.sqlite");
+    let serve = |model: &Path| {
+        refused(&[
+            "serve",
+            "--port",
+            "0",
+            "--no-ui",
+            "--db",
+            db.to_str().unwrap(),
+            "--model",
+            model.to_str().unwrap(),
+        ])
+    };
+    // Not there: refused before it listens.
+    let missing = serve(&dir.path().join("missing.gguf"));
+    assert!(missing.contains("missing.gguf"), "{missing}");
+    // There but no model: the load fails in the background, and the server ends.
+    let garbage = dir.path().join("garbage.gguf");
+    std::fs::write(&garbage, b"not a model at all").unwrap();
+    let failed = serve(&garbage);
+    assert!(failed.contains("the model did not load"), "{failed}");
 }
 
 #[test]
@@ -461,8 +496,9 @@ fn a_training_job_cut_off_by_a_kill_resumes_from_its_answers() {
 }
 
 #[test]
-fn a_first_start_says_it_measures_decode_costs_before_it_listens() {
-    // A models folder of its own: no decode costs kept there yet, so this start measures them.
+fn a_first_start_listens_at_once_and_answers_while_it_measures_decode_costs() {
+    // A models folder of its own: no decode costs kept there yet, so this start measures them,
+    // which takes seconds: the server must answer meanwhile.
     let dir = tempfile::tempdir().expect("temp dir");
     let model = models::default_model_path().expect("default model available");
     let heads = models::default_heads_path().expect("default heads installed");
@@ -489,7 +525,55 @@ fn a_first_start_says_it_measures_decode_costs_before_it_listens() {
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
     let mut line = String::new();
     stdout.read_line(&mut line).expect("a line on stdout");
-    assert!(line.starts_with("listening on "), "{line:?}");
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    // Loading: the UI's info shows the load, a generation is refused with the stage, and
+    // health says so.
+    let info: Value = agent()
+        .get(&format!("{base}/api/info"))
+        .call()
+        .expect("info answers while loading")
+        .into_json()
+        .expect("json");
+    assert!(info["model"].is_null(), "{info}");
+    assert!(info["loading"]["stage"].is_string(), "{info}");
+    let completion = agent()
+        .post(&format!("{base}/v1/completions"))
+        .send_json(json!({"prompt": "Hello", "max_tokens": 1}));
+    let Err(ureq::Error::Status(503, answer)) = completion else {
+        panic!("a completion while loading: {completion:?}");
+    };
+    let error: Value = answer.into_json().expect("json");
+    assert_eq!(error["error"]["code"], "model_loading", "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("still loading (loading model")
+            || message.contains("still loading (measuring decode costs"),
+        "{message}"
+    );
+    let health: Value = agent()
+        .get(&format!("{base}/health"))
+        .call()
+        .expect("health answers while loading")
+        .into_json()
+        .expect("json");
+    assert_eq!(health["status"], "loading", "{health}");
+    // Then the ready line, and the model serves.
+    line.clear();
+    stdout
+        .read_line(&mut line)
+        .expect("a second line on stdout");
+    assert!(line.starts_with("ready: "), "{line:?}");
+    let health: Value = agent()
+        .get(&format!("{base}/health"))
+        .call()
+        .expect("health")
+        .into_json()
+        .expect("json");
+    assert_eq!(health["status"], "ok", "{health}");
     let _ = child.kill();
     let _ = child.wait();
     let mut stderr = String::new();

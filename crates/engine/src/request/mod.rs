@@ -261,6 +261,10 @@ pub struct GenerateRequest {
     /// How much to draft at each step: as much as pays on this machine, or a fixed draft.
     #[serde(default)]
     pub draft: DraftPolicy,
+    /// Whether lookup may draft from earlier requests' text, and whether this one's text is
+    /// remembered for later ones.
+    #[serde(default)]
+    pub lookup_memory: LookupMemoryUse,
     /// The chat's last message is an unfinished assistant answer to write on from, instead of
     /// a prompt to answer (vLLM's `continue_final_message`).
     #[serde(default)]
@@ -299,6 +303,30 @@ pub fn check_top_logprobs(name: &'static str, top: usize) -> Result<(), EngineEr
         ));
     }
     Ok(())
+}
+
+/// What lookup does with its memory of earlier requests' text for one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LookupMemoryUse {
+    /// Drafts from it, and adds the request's prompt and answer to it when it finishes.
+    #[default]
+    ReadWrite,
+    /// Drafts from it but leaves it as it was: a measurement that runs one prompt in several
+    /// modes must not draft one run's answer from another's.
+    ReadOnly,
+    /// Neither.
+    Off,
+}
+
+impl LookupMemoryUse {
+    pub fn reads(self) -> bool {
+        self != Self::Off
+    }
+
+    pub fn writes(self) -> bool {
+        self == Self::ReadWrite
+    }
 }
 
 /// Upper bound on drafted tokens per step: leaves need sequence ids, which llama.cpp caps.
@@ -375,6 +403,7 @@ impl GenerateRequest {
             cache_prompt: true,
             continue_final_message: false,
             draft: DraftPolicy::Auto,
+            lookup_memory: LookupMemoryUse::default(),
             grammar: None,
             logprobs: None,
             record_hidden_states: false,

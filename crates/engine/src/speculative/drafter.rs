@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use super::lookup_memory::LookupMemory;
 use super::tree::DraftTree;
 use crate::error::EngineError;
 use crate::token::TokenId;
@@ -18,6 +19,8 @@ pub struct DraftInput<'a> {
     pub draft_model: Option<&'a dyn ModelProposer>,
     /// The heads' trees for every request that drafts with them this step, made together.
     pub heads_trees: Option<&'a PreparedTrees>,
+    /// What earlier requests' text says follows, when the request may read it.
+    pub memory: Option<&'a LookupMemory>,
 }
 
 /// Trees a drafter made for every request at once at the start of a step (one batched

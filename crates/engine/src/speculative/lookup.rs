@@ -1,7 +1,10 @@
-//! Prompt lookup: guesses that text seen earlier (in the prompt or the output) repeats.
-//! Drafting costs nothing but a scan of the token history.
+//! Prompt lookup: guesses that text seen earlier (in the prompt or the output) repeats, and
+//! where the request's own text has no match, that what followed its last tokens in earlier
+//! requests' text follows them again (the [`LookupMemory`]). Drafting costs nothing but a scan
+//! of the token history and a few table reads.
 
 use super::drafter::{DraftInput, Drafter, DrafterTraits, Proposal};
+use super::lookup_memory::LookupMemory;
 use super::tree::{DraftTree, TokenSource};
 use crate::token::TokenId;
 
@@ -14,6 +17,8 @@ pub struct LookupDrafter {
     pub max_len: usize,
     /// Distinct continuations merged into the tree.
     pub max_branches: usize,
+    /// Least chance, by the memory's counts, of a remembered token that is drafted.
+    pub min_chance: f64,
 }
 
 impl Default for LookupDrafter {
@@ -24,12 +29,16 @@ impl Default for LookupDrafter {
             min_ngram: 2,
             max_len: 16,
             max_branches: 1,
+            min_chance: DEFAULT_MIN_CHANCE,
         }
     }
 }
 
 /// Matches longer than this are all alike: the text is being copied.
 const LONGEST_MATCH_COUNTED: usize = 32;
+
+/// Chosen on `bench/tuning/repetitive.txt` (docs/BENCHMARKS.md, "Lookup that remembers").
+const DEFAULT_MIN_CHANCE: f64 = 0.3;
 
 impl Drafter for LookupDrafter {
     fn name(&self) -> &'static str {
@@ -48,9 +57,34 @@ impl Drafter for LookupDrafter {
 
     fn propose(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> Proposal {
         let (continuations, match_len) = self.continuations_with_match(input.history);
+        if continuations.is_empty() {
+            if let Some(memory) = input.memory {
+                return self.remembered(memory, input.history, max_nodes);
+            }
+        }
         Proposal {
             tree: merge_into_tree(&continuations, max_nodes),
             evidence_class: evidence_class(match_len),
+            ..Proposal::default()
+        }
+    }
+}
+
+/// The first class of remembered proposals, after the classes of the request's own matches:
+/// the budget learns apart how often each is right.
+const FIRST_REMEMBERED_CLASS: usize = 5;
+
+/// A remembered proposal's class by its first token's chance: below 0.6, below 0.8, above.
+fn remembered_class(chance: f64) -> usize {
+    FIRST_REMEMBERED_CLASS + usize::from(chance >= 0.6) + usize::from(chance >= 0.8)
+}
+
+impl LookupDrafter {
+    fn remembered(&self, memory: &LookupMemory, history: &[TokenId], max_nodes: usize) -> Proposal {
+        let (tree, chance) = memory.draft(history, max_nodes, self.min_chance);
+        Proposal {
+            tree,
+            evidence_class: remembered_class(chance),
             ..Proposal::default()
         }
     }
@@ -139,7 +173,48 @@ mod tests {
             min_ngram: 1,
             max_len: 3,
             max_branches: 2,
+            min_chance: DEFAULT_MIN_CHANCE,
         }
+    }
+
+    fn propose(history: &[TokenId], memory: Option<&LookupMemory>) -> Proposal {
+        drafter().propose(
+            &DraftInput {
+                sequence: 0,
+                history,
+                hidden_state: None,
+                draft_model: None,
+                heads_trees: None,
+                memory,
+            },
+            8,
+        )
+    }
+
+    #[test]
+    fn the_memory_drafts_where_the_requests_own_text_has_no_match() {
+        let mut memory = LookupMemory::new(64);
+        for _ in 0..4 {
+            memory.add(&[20, 21, 22, 23, 24, 25]);
+        }
+        // No earlier 23 in its own text: the memory's continuation (24 after 22, 23 four times of
+        // four: 80%), in a class of its own.
+        let remembered = propose(&[1, 2, 22, 23], Some(&memory));
+        assert_eq!(remembered.tree.tokens, vec![24, 25]);
+        assert_eq!(remembered.evidence_class, FIRST_REMEMBERED_CLASS + 2);
+        // Its own match comes first.
+        let own = propose(&[23, 7, 1, 2, 22, 23], Some(&memory));
+        assert_eq!(own.tree.tokens, vec![7, 1, 2]);
+        assert!(own.evidence_class < FIRST_REMEMBERED_CLASS);
+        // Without the memory (a request that may not read it), nothing.
+        assert!(propose(&[1, 2, 22, 23], None).tree.is_empty());
+    }
+
+    #[test]
+    fn a_remembered_proposals_class_follows_its_first_tokens_chance() {
+        assert_eq!(remembered_class(0.3), FIRST_REMEMBERED_CLASS);
+        assert_eq!(remembered_class(0.6), FIRST_REMEMBERED_CLASS + 1);
+        assert_eq!(remembered_class(0.95), FIRST_REMEMBERED_CLASS + 2);
     }
 
     fn drafted_class(history: &[TokenId]) -> (usize, usize) {
@@ -199,6 +274,7 @@ mod tests {
                     hidden_state: None,
                     draft_model: None,
                     heads_trees: None,
+                    memory: None,
                 },
                 8
             )

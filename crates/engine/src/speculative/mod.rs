@@ -4,6 +4,7 @@ pub mod budget;
 pub mod costs;
 pub mod drafter;
 pub mod lookup;
+pub mod lookup_memory;
 pub mod model_drafter;
 pub mod outlook;
 pub mod tree;

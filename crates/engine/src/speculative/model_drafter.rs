@@ -92,6 +92,7 @@ mod tests {
                     hidden_state: None,
                     draft_model: model,
                     heads_trees: None,
+                    memory: None,
                 },
                 n,
             )
@@ -120,6 +121,7 @@ mod tests {
             hidden_state: None,
             draft_model: Some(&Counting(true)),
             heads_trees: None,
+            memory: None,
         };
         let proposal = drafter.propose(&input, 2);
         assert_eq!(proposal.reading_ms, 2.5);

@@ -21,6 +21,7 @@ use crate::sampling::token_choice::{self, TokenLogprobs};
 use crate::speculative::budget::{AcceptanceStats, BatchLoad};
 use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftAsk, DraftInput, Drafter, ModelProposer, PreparedTrees};
+use crate::speculative::lookup_memory::LookupMemory;
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout, DRAFT_MODEL};
 use crate::speculative::verify::{verify, Verdict};
 use crate::step::backend::StepBackend;
@@ -210,6 +211,7 @@ impl<'m> ActiveRequest<'m> {
         max_nodes: usize,
         draft_model: Option<&dyn ModelProposer>,
         heads_trees: &PreparedTrees,
+        memory: Option<&LookupMemory>,
     ) -> Draft {
         let Some(drafting) = self.drafting.as_mut() else {
             return Draft::default();
@@ -220,6 +222,7 @@ impl<'m> ActiveRequest<'m> {
             hidden_state: (!self.hidden.is_empty()).then_some(&self.hidden[..]),
             draft_model,
             heads_trees: Some(heads_trees),
+            memory: memory.filter(|_| self.request.lookup_memory.reads()),
         };
         drafting.draft(&input, cost, batch, max_nodes)
     }

@@ -386,7 +386,8 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
                 requests: decoding.len() - 1,
             };
             let draft_model = self.draft_model.as_deref().map(|m| m as &dyn ModelProposer);
-            let draft = running.draft(cost.as_ref(), load, room, draft_model, &heads_trees);
+            let memory = self.drafters.memory();
+            let draft = running.draft(cost.as_ref(), load, room, draft_model, &heads_trees, memory);
             batch.profile.draft_ms += draft.draft_ms;
             let drafted = !draft.tree.is_empty();
             let tree = fit_leaves(draft.tree, self.leaf_pool.len());
@@ -645,6 +646,9 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
                     let _ = self.backend.remove_cells(running.id);
                     for (drafter, learnt) in running.learnt() {
                         self.drafters.absorb(drafter, &learnt);
+                    }
+                    if running.request.lookup_memory.writes() {
+                        self.drafters.remember(&running.out.history);
                     }
                     running.finish();
                     self.shared.count_finished();

@@ -14,8 +14,10 @@ use crate::request::draft::RequestDraft;
 use crate::speculative::budget::AcceptanceStats;
 use crate::speculative::drafter::Drafter;
 use crate::speculative::lookup::LookupDrafter;
+use crate::speculative::lookup_memory::LookupMemory;
 use crate::speculative::model_drafter::DraftModelDrafter;
 use crate::speculative::tree::{TreeSpec, DRAFT_MODEL, MEDUSA};
+use crate::token::TokenId;
 
 /// The loaded heads and the tree Medusa mode drafts with on this machine.
 pub(crate) struct MedusaSetup {
@@ -95,6 +97,8 @@ pub(crate) struct DrafterPool {
     known: HashMap<&'static str, Vec<AcceptanceStats>>,
     /// See [`EngineConfig::draft_confidence`](crate::EngineConfig::draft_confidence).
     confidence_z: f64,
+    /// Finished requests' text, for lookup; none when the engine remembers nothing.
+    memory: Option<LookupMemory>,
 }
 
 impl DrafterPool {
@@ -125,6 +129,25 @@ impl DrafterPool {
             medusa,
             known,
             confidence_z,
+            memory: None,
+        }
+    }
+
+    /// Lookup remembers `buckets` contexts of each length of finished requests' text (none
+    /// when 0).
+    pub(crate) fn with_lookup_memory(mut self, buckets: usize) -> Self {
+        self.memory = (buckets > 0).then(|| LookupMemory::new(buckets));
+        self
+    }
+
+    pub(crate) fn memory(&self) -> Option<&LookupMemory> {
+        self.memory.as_ref()
+    }
+
+    /// Adds a finished request's text (prompt and answer) to lookup's memory.
+    pub(crate) fn remember(&mut self, history: &[TokenId]) {
+        if let Some(memory) = &mut self.memory {
+            memory.add(history);
         }
     }
 
