@@ -391,22 +391,23 @@ fn bench_concurrency(
 
 /// Answers the prompts of `--remember` so that lookup's memory holds their text; how many.
 fn remember(engine: &Engine, args: &BenchArgs) -> anyhow::Result<usize> {
-    let Some(file) = &args.remember else {
-        return Ok(0);
-    };
-    let prompts = load_prompts(Some(file))?;
-    for text in &prompts {
-        let request = GenerateRequest::new(
-            Prompt::Chat(vec![ChatMessage::new("user", text.as_str())]),
-            args.max_tokens,
-        )
-        .with_sampling(SamplingParams::greedy());
-        engine.generate(request)?.wait()?;
+    let mut remembered = 0;
+    for file in &args.remember {
+        let prompts = load_prompts(Some(file))?;
+        for text in &prompts {
+            let request = GenerateRequest::new(
+                Prompt::Chat(vec![ChatMessage::new("user", text.as_str())]),
+                args.max_tokens,
+            )
+            .with_sampling(SamplingParams::greedy());
+            engine.generate(request)?.wait()?;
+        }
+        eprintln!(
+            "lookup remembers the answers to {} prompts of {}",
+            prompts.len(),
+            file.display()
+        );
+        remembered += prompts.len();
     }
-    eprintln!(
-        "lookup remembers the answers to {} prompts of {}",
-        prompts.len(),
-        file.display()
-    );
-    Ok(prompts.len())
+    Ok(remembered)
 }

@@ -54,12 +54,12 @@ pub struct BenchArgs {
     /// The grammar `--json-schema` or `--grammar` gives, once read.
     #[arg(skip)]
     pub output_grammar: Option<String>,
-    /// Before measuring, answer every prompt of this file (normal decoding, greedy, as many
-    /// tokens as the measured runs), so that lookup's memory holds their text as on a server
-    /// that has served them. Measured runs read the memory but add nothing to it, so no run is
-    /// drafted from another run's answer to the same prompt.
+    /// Before measuring, answer every prompt of this file (repeatable; normal decoding, greedy,
+    /// as many tokens as the measured runs), so that lookup's memory holds their text as on a
+    /// server that has served them. Measured runs read the memory but add nothing to it, so no
+    /// run is drafted from another run's answer to the same prompt.
     #[arg(long, value_name = "FILE", conflicts_with = "endpoint")]
-    pub remember: Option<PathBuf>,
+    pub remember: Vec<PathBuf>,
     /// The endpoint's API key (also `MEDUSA_REMOTE_API_KEY`).
     #[arg(
         long,

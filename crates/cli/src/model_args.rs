@@ -79,7 +79,7 @@ pub struct ModelArgs {
     #[arg(long, value_name = "Z", default_value_t = engine::DEFAULT_DRAFT_CONFIDENCE)]
     pub draft_confidence: f64,
     /// Contexts of each length lookup remembers from finished requests' text, for drafting in
-    /// later ones (about 32 bytes each, bounded whatever is served); 0 remembers nothing.
+    /// later ones (40 bytes each, bounded whatever is served); 0 remembers nothing.
     #[arg(long, value_name = "N", default_value_t = engine::DEFAULT_LOOKUP_MEMORY)]
     pub lookup_memory: usize,
     /// Load the model widened K times with zeros (as `medusa scale-model` makes it, beside the

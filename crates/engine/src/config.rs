@@ -66,7 +66,7 @@ pub struct EngineConfig {
     /// Higher drafts later and less; 0 plans with the rate seen.
     pub draft_confidence: f64,
     /// Contexts of each length lookup remembers from finished requests' text, shared by all
-    /// requests (about 32 bytes each); 0 remembers nothing.
+    /// requests (40 bytes each); 0 remembers nothing.
     pub lookup_memory: usize,
 }
 
@@ -104,10 +104,10 @@ pub const DEFAULT_CTX_SIZE: u32 = 4096;
 pub const DEFAULT_BATCH_SIZE: u32 = 512;
 pub const DEFAULT_PARALLEL: usize = 4;
 pub const DEFAULT_MAX_QUEUED: usize = 64;
-/// 2^17 contexts of each of two lengths: 8 MiB, about 100,000 tokens of text before older
+/// 2^17 contexts of each of two lengths: 10 MiB, about 100,000 tokens of text before older
 /// contexts start to give way.
 pub const DEFAULT_LOOKUP_MEMORY: usize = 1 << 17;
-/// Most contexts of each length: 2 GiB.
+/// Most contexts of each length: 2.5 GiB.
 pub const MAX_LOOKUP_MEMORY: usize = 1 << 25;
 
 impl EngineConfig {
@@ -209,4 +209,28 @@ pub const MAX_DRAFT_CONFIDENCE: f64 = 5.0;
 /// One thread per core: llama.cpp's own default oversubscribes small machines.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(4, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_memory_beyond_its_bound_is_refused_by_name() {
+        let mut config = EngineConfig::new("m.gguf");
+        config.lookup_memory = MAX_LOOKUP_MEMORY;
+        assert!(config.validate().is_ok());
+        config.lookup_memory = MAX_LOOKUP_MEMORY + 1;
+        let Err(EngineError::InvalidParameter { name, message }) = config.validate() else {
+            panic!("accepted {}", config.lookup_memory);
+        };
+        assert_eq!(name, "lookup_memory");
+        assert_eq!(
+            message,
+            format!(
+                "must be at most {MAX_LOOKUP_MEMORY} contexts, got {}",
+                MAX_LOOKUP_MEMORY + 1
+            )
+        );
+    }
 }

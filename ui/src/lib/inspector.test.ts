@@ -398,11 +398,11 @@ describe('decisionText', () => {
   });
 
   it('names what a lookup proposal rested on: its own match or what earlier requests wrote', () => {
-    expect([0, 4, 5, 7, 9].map(lookupEvidence)).toEqual([
+    expect([0, 4, 5, 8, 9].map(lookupEvidence)).toEqual([
       'a match of 2 tokens',
       'a match of 17+ tokens',
-      'remembered, under 60% likely',
-      'remembered, 80%+ likely',
+      'remembered after 2 tokens',
+      'remembered after 4 tokens seen 3+ times',
       'class 9',
     ]);
   });

@@ -546,12 +546,15 @@ export function undraftedText(steps: readonly Pick<InspectedStep, 'skip' | 'tree
 
 /**
  * What a lookup proposal's evidence class stands for (the engine's `lookup.rs`): classes 0-4 are
- * matches in the request's own text by length, 5-7 guesses remembered from earlier requests by
- * the chance their counts give the first token.
+ * matches in the request's own text by length, 5-8 guesses remembered from earlier requests, by
+ * the length of the context they followed and how often it was seen.
  */
 export function lookupEvidence(cls: number): string {
   const matches = ['2', '3-4', '5-8', '9-16', '17+'].map((n) => `a match of ${n} tokens`);
-  const remembered = ['remembered, under 60% likely', 'remembered, 60-80% likely', 'remembered, 80%+ likely'];
+  const remembered = ['2', '4'].flatMap((n) => [
+    `remembered after ${n} tokens`,
+    `remembered after ${n} tokens seen 3+ times`,
+  ]);
   return matches[cls] ?? remembered[cls - matches.length] ?? `class ${cls}`;
 }
 

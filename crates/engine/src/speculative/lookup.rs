@@ -4,7 +4,7 @@
 //! of the token history and a few table reads.
 
 use super::drafter::{DraftInput, Drafter, DrafterTraits, Proposal};
-use super::lookup_memory::LookupMemory;
+use super::lookup_memory::{Evidence, LookupMemory};
 use super::tree::{DraftTree, TokenSource};
 use crate::token::TokenId;
 
@@ -17,8 +17,9 @@ pub struct LookupDrafter {
     pub max_len: usize,
     /// Distinct continuations merged into the tree.
     pub max_branches: usize,
-    /// Least chance, by the memory's counts, of a remembered token that is drafted.
-    pub min_chance: f64,
+    /// Least share, by the memory's counts, of the times a remembered path went this way, for
+    /// it to be drafted (a path that parted often is not).
+    pub min_share: f64,
 }
 
 impl Default for LookupDrafter {
@@ -29,7 +30,7 @@ impl Default for LookupDrafter {
             min_ngram: 2,
             max_len: 16,
             max_branches: 1,
-            min_chance: DEFAULT_MIN_CHANCE,
+            min_share: DEFAULT_MIN_SHARE,
         }
     }
 }
@@ -38,7 +39,7 @@ impl Default for LookupDrafter {
 const LONGEST_MATCH_COUNTED: usize = 32;
 
 /// Chosen on `bench/tuning/repetitive.txt` (docs/BENCHMARKS.md, "Lookup that remembers").
-const DEFAULT_MIN_CHANCE: f64 = 0.3;
+const DEFAULT_MIN_SHARE: f64 = 0.3;
 
 impl Drafter for LookupDrafter {
     fn name(&self) -> &'static str {
@@ -74,17 +75,23 @@ impl Drafter for LookupDrafter {
 /// the budget learns apart how often each is right.
 const FIRST_REMEMBERED_CLASS: usize = 5;
 
-/// A remembered proposal's class by its first token's chance: below 0.6, below 0.8, above.
-fn remembered_class(chance: f64) -> usize {
-    FIRST_REMEMBERED_CLASS + usize::from(chance >= 0.6) + usize::from(chance >= 0.8)
+/// Times a context was seen from which its followers are more than chance.
+const SEEN_OFTEN: u32 = 3;
+
+/// A remembered proposal's class by the evidence behind its first token: after the short or
+/// the long context, seen fewer than [`SEEN_OFTEN`] times or more.
+fn remembered_class(evidence: Evidence) -> usize {
+    FIRST_REMEMBERED_CLASS
+        + 2 * usize::from(evidence.long_context())
+        + usize::from(evidence.seen >= SEEN_OFTEN)
 }
 
 impl LookupDrafter {
     fn remembered(&self, memory: &LookupMemory, history: &[TokenId], max_nodes: usize) -> Proposal {
-        let (tree, chance) = memory.draft(history, max_nodes, self.min_chance);
+        let (tree, evidence) = memory.draft(history, max_nodes, self.min_share);
         Proposal {
             tree,
-            evidence_class: remembered_class(chance),
+            evidence_class: evidence.map_or(FIRST_REMEMBERED_CLASS, remembered_class),
             ..Proposal::default()
         }
     }
@@ -173,7 +180,7 @@ mod tests {
             min_ngram: 1,
             max_len: 3,
             max_branches: 2,
-            min_chance: DEFAULT_MIN_CHANCE,
+            min_share: DEFAULT_MIN_SHARE,
         }
     }
 
@@ -197,11 +204,11 @@ mod tests {
         for _ in 0..4 {
             memory.add(&[20, 21, 22, 23, 24, 25]);
         }
-        // No earlier 23 in its own text: the memory's continuation (24 after 22, 23 four times of
-        // four: 80%), in a class of its own.
+        // No earlier 23 in its own text: the memory's continuation (24 after 22, 23 four times),
+        // in a class of its own.
         let remembered = propose(&[1, 2, 22, 23], Some(&memory));
         assert_eq!(remembered.tree.tokens, vec![24, 25]);
-        assert_eq!(remembered.evidence_class, FIRST_REMEMBERED_CLASS + 2);
+        assert_eq!(remembered.evidence_class, FIRST_REMEMBERED_CLASS + 1);
         // Its own match comes first.
         let own = propose(&[23, 7, 1, 2, 22, 23], Some(&memory));
         assert_eq!(own.tree.tokens, vec![7, 1, 2]);
@@ -211,10 +218,12 @@ mod tests {
     }
 
     #[test]
-    fn a_remembered_proposals_class_follows_its_first_tokens_chance() {
-        assert_eq!(remembered_class(0.3), FIRST_REMEMBERED_CLASS);
-        assert_eq!(remembered_class(0.6), FIRST_REMEMBERED_CLASS + 1);
-        assert_eq!(remembered_class(0.95), FIRST_REMEMBERED_CLASS + 2);
+    fn a_remembered_proposals_class_follows_the_evidence_behind_its_first_token() {
+        let class = |context_len, seen| remembered_class(Evidence { context_len, seen });
+        assert_eq!(class(2, 1), FIRST_REMEMBERED_CLASS);
+        assert_eq!(class(2, 3), FIRST_REMEMBERED_CLASS + 1);
+        assert_eq!(class(4, 2), FIRST_REMEMBERED_CLASS + 2);
+        assert_eq!(class(4, 40), FIRST_REMEMBERED_CLASS + 3);
     }
 
     fn drafted_class(history: &[TokenId]) -> (usize, usize) {

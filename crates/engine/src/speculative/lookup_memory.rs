@@ -112,10 +112,27 @@ fn mix(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
-/// What followed a context in remembered text: each token with its chance, most likely first.
+/// What followed a context in remembered text: each token with its share of the times the
+/// context was seen, most frequent first, and the evidence behind them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Remembered {
     pub next: Vec<(TokenId, f64)>,
+    pub evidence: Evidence,
+}
+
+/// How much lies behind a remembered guess: the length of the context it was found after, and
+/// how often that context was seen (counts halved at their cap aside).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evidence {
+    pub context_len: usize,
+    pub seen: u32,
+}
+
+impl Evidence {
+    /// Seen after the longest context remembered.
+    pub fn long_context(self) -> bool {
+        self.context_len == ORDERS[0]
+    }
 }
 
 pub struct LookupMemory {
@@ -141,7 +158,7 @@ impl LookupMemory {
         }
     }
 
-    /// Contexts it can hold, all lengths together: its memory is this many times 32 bytes,
+    /// Contexts it can hold, all lengths together: its memory is this many times 40 bytes,
     /// whatever it reads.
     pub fn buckets(&self) -> usize {
         self.tables.iter().map(|t| t.buckets.len()).sum()
@@ -154,59 +171,70 @@ impl LookupMemory {
         }
     }
 
-    /// What followed the end of `context`, by the longest remembered run it ends with. A chance
-    /// counts one unseen follower beside those seen, so that a token seen once after a context
-    /// is an even bet, not a certainty.
+    /// What followed the end of `context`, by the longest remembered run it ends with.
     pub fn next(&self, context: &[TokenId]) -> Option<Remembered> {
-        let bucket = self.tables.iter().find_map(|t| t.followers(context))?;
-        let total: u32 = bucket.followers.iter().map(|f| u32::from(f.count)).sum();
+        let (order, bucket) = self
+            .tables
+            .iter()
+            .find_map(|t| Some((t.order, t.followers(context)?)))?;
+        let seen: u32 = bucket.followers.iter().map(|f| u32::from(f.count)).sum();
         let mut next: Vec<(TokenId, f64)> = bucket
             .followers
             .iter()
             .filter(|f| f.count > 0)
-            .map(|f| (f.token, f64::from(f.count) / f64::from(total + 1)))
+            .map(|f| (f.token, f64::from(f.count) / f64::from(seen)))
             .collect();
         next.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        (!next.is_empty()).then_some(Remembered { next })
+        (!next.is_empty()).then_some(Remembered {
+            next,
+            evidence: Evidence {
+                context_len: order,
+                seen,
+            },
+        })
     }
 
-    /// A tree of what is likely to follow `history`, grown most likely node first while a
-    /// node's chance (its path's chances multiplied) is at least `min_chance`, at most
-    /// `max_nodes` nodes. Returns the tree and its first node's chance.
+    /// A tree of what followed `history` in remembered text, grown most frequent path first
+    /// while a node's share (its path's shares multiplied: where the text went on in several
+    /// ways) is at least `min_share`, at most `max_nodes` nodes. Returns the tree and the
+    /// evidence behind its first token. How often such guesses are right is for the draft
+    /// budget to learn, by that evidence.
     pub fn draft(
         &self,
         history: &[TokenId],
         max_nodes: usize,
-        min_chance: f64,
-    ) -> (DraftTree, f64) {
+        min_share: f64,
+    ) -> (DraftTree, Option<Evidence>) {
         let mut tree = DraftTree::default();
-        // Each node's chance, by node.
-        let mut chances: Vec<f64> = Vec::new();
+        // Each node's share, by node.
+        let mut shares: Vec<f64> = Vec::new();
         let mut frontier = BinaryHeap::new();
         let push_children = |frontier: &mut BinaryHeap<Candidate>,
                              tree: &DraftTree,
-                             chances: &[f64],
+                             shares: &[f64],
                              parent: Option<usize>| {
             let context = context_at(history, tree, parent, ORDERS[0]);
-            for (token, chance) in self.next(&context).map(|r| r.next).unwrap_or_default() {
-                let chance = chance * parent.map_or(1.0, |p| chances[p]);
-                if chance >= min_chance {
+            let remembered = self.next(&context)?;
+            for &(token, share) in &remembered.next {
+                let share = share * parent.map_or(1.0, |p| shares[p]);
+                if share >= min_share {
                     frontier.push(Candidate {
-                        chance,
+                        share,
                         parent,
                         token,
                     });
                 }
             }
+            Some(remembered.evidence)
         };
-        push_children(&mut frontier, &tree, &chances, None);
+        let evidence = push_children(&mut frontier, &tree, &shares, None);
         while tree.len() < max_nodes {
             let Some(best) = frontier.pop() else { break };
             let node = tree.push(best.token, best.parent, TokenSource::Lookup, 0);
-            chances.push(best.chance);
-            push_children(&mut frontier, &tree, &chances, Some(node));
+            shares.push(best.share);
+            push_children(&mut frontier, &tree, &shares, Some(node));
         }
-        (tree, chances.first().copied().unwrap_or(0.0))
+        (tree, evidence)
     }
 }
 
@@ -233,7 +261,7 @@ fn context_at(
 }
 
 struct Candidate {
-    chance: f64,
+    share: f64,
     parent: Option<usize>,
     token: TokenId,
 }
@@ -253,11 +281,11 @@ impl PartialOrd for Candidate {
 }
 
 impl Ord for Candidate {
-    /// Most likely first; ties go to the shallower parent, then the lower token, so that the
+    /// Most frequent first; ties go to the shallower parent, then the lower token, so that the
     /// tree does not depend on the heap's order.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.chance
-            .total_cmp(&other.chance)
+        self.share
+            .total_cmp(&other.share)
             .then_with(|| other.parent.cmp(&self.parent))
             .then_with(|| other.token.cmp(&self.token))
     }
@@ -267,35 +295,49 @@ impl Ord for Candidate {
 mod tests {
     use super::*;
 
+    fn evidence(context_len: usize, seen: u32) -> Evidence {
+        Evidence { context_len, seen }
+    }
+
     #[test]
-    fn a_follower_seen_once_is_an_even_bet_and_counts_make_it_surer() {
-        let mut memory = LookupMemory::new(64);
+    fn followers_come_with_their_shares_and_the_evidence_behind_them() {
+        let mut memory = LookupMemory::new(1024);
         memory.add(&[1, 2, 3, 4, 5]);
-        // [1, 2, 3, 4] was followed by 5 once: 1 / (1 + 1).
+        // [1, 2, 3, 4] was followed by 5 once.
         assert_eq!(
             memory.next(&[9, 1, 2, 3, 4]),
             Some(Remembered {
-                next: vec![(5, 0.5)]
+                next: vec![(5, 1.0)],
+                evidence: evidence(4, 1),
             })
         );
         memory.add(&[1, 2, 3, 4, 5]);
         memory.add(&[7, 7, 3, 4, 6]);
-        // [1, 2, 3, 4] is known (5 twice); the longest context wins over [3, 4].
+        // The longest context wins over [3, 4].
         assert_eq!(
-            memory.next(&[1, 2, 3, 4]).unwrap().next,
-            vec![(5, 2.0 / 3.0)]
+            memory.next(&[1, 2, 3, 4]),
+            Some(Remembered {
+                next: vec![(5, 1.0)],
+                evidence: evidence(4, 2),
+            })
         );
         // Only [3, 4] is known after [8, 8, 3, 4]: 5 twice, 6 once.
         assert_eq!(
-            memory.next(&[8, 8, 3, 4]).unwrap().next,
-            vec![(5, 0.5), (6, 0.25)]
+            memory.next(&[8, 8, 3, 4]),
+            Some(Remembered {
+                next: vec![(5, 2.0 / 3.0), (6, 1.0 / 3.0)],
+                evidence: evidence(2, 3),
+            })
         );
     }
 
     #[test]
     fn it_drafts_nothing_it_has_not_seen() {
-        let mut memory = LookupMemory::new(64);
-        assert!(memory.draft(&[1, 2, 3, 4], 8, 0.0).0.is_empty());
+        let mut memory = LookupMemory::new(1024);
+        assert_eq!(
+            memory.draft(&[1, 2, 3, 4], 8, 0.0),
+            (DraftTree::default(), None)
+        );
         memory.add(&[10, 11, 12, 13, 14]);
         assert!(memory.next(&[1, 2, 3, 4]).is_none());
         assert!(memory.draft(&[1, 2, 3, 4], 8, 0.0).0.is_empty());
@@ -304,20 +346,20 @@ mod tests {
     }
 
     #[test]
-    fn the_tree_grows_most_likely_first_while_the_chance_holds() {
-        let mut memory = LookupMemory::new(64);
+    fn the_tree_grows_most_frequent_path_first_while_its_share_holds() {
+        let mut memory = LookupMemory::new(1024);
         for _ in 0..3 {
             memory.add(&[1, 2, 3, 4, 5, 6]);
         }
         memory.add(&[1, 2, 3, 4, 9]);
-        // After [1, 2, 3, 4]: 5 (3 of 4 + 1 = 0.6) or 9 (0.2); after [2, 3, 4, 5]: 6 (0.75).
+        // After [1, 2, 3, 4]: 5 (3 of 4) or 9 (1 of 4); after [2, 3, 4, 5] always 6.
         let (tree, first) = memory.draft(&[1, 2, 3, 4], 8, 0.1);
-        assert_eq!(first, 0.6);
+        assert_eq!(first, Some(evidence(4, 4)));
         assert_eq!(tree.tokens, vec![5, 6, 9]);
         assert_eq!(tree.parents, vec![None, Some(0), None]);
-        // 0.6 * 0.75 = 0.45 is below 0.5: only the first token.
+        // A quarter is below a half: the path that parted is left out.
         let (tree, _) = memory.draft(&[1, 2, 3, 4], 8, 0.5);
-        assert_eq!(tree.tokens, vec![5]);
+        assert_eq!(tree.tokens, vec![5, 6]);
         // At most the nodes asked for.
         assert_eq!(memory.draft(&[1, 2, 3, 4], 1, 0.1).0.len(), 1);
     }
@@ -327,6 +369,8 @@ mod tests {
         let mut memory = LookupMemory::new(16);
         let buckets = memory.buckets();
         assert_eq!(buckets, 32);
+        // What the docs say a context costs.
+        assert_eq!(std::mem::size_of::<Bucket>(), 40);
         // A long run of text: every context past the table's size displaces another.
         let text: Vec<TokenId> = (0..200_000)
             .map(|i| (i * 7919 % 50_021) as TokenId)

@@ -1,11 +1,11 @@
 //! Speculative modes on the real model: lossless against normal decoding, and useful drafts.
 
 use engine::{
-    DraftPolicy, Engine, EngineError, GenerationEvent, GenerationMode, RunSummary, SamplingParams,
-    StopReason, TokenSource,
+    DraftPolicy, Engine, EngineConfig, EngineError, GenerateRequest, GenerationEvent,
+    GenerationMode, LookupMemoryUse, RunSummary, SamplingParams, StopReason, TokenSource,
 };
 
-use crate::common::{self, assert_lossless, chat, greedy};
+use crate::common::{self, assert_lossless, chat, cpu_decode_costs, greedy, model_path};
 
 fn engine() -> &'static Engine {
     common::solo_engine()
@@ -177,4 +177,39 @@ fn out_of_range_draft_size_is_refused() {
         ),
         "{err}"
     );
+}
+
+#[test]
+fn lookup_drafts_an_answer_it_remembers_and_writes_the_same_tokens() {
+    let mut config = EngineConfig::new(model_path());
+    config.parallel = 1;
+    config.decode_costs = Some(cpu_decode_costs());
+    let engine = Engine::load(config).expect("model loads");
+    let prompt = "Explain in three sentences why the sky is blue.";
+    let lookup = |memory: LookupMemoryUse| GenerateRequest {
+        lookup_memory: memory,
+        ..greedy(chat(prompt), 48, GenerationMode::Lookup).with_draft(DraftPolicy::Length(8))
+    };
+    // Nothing remembered yet, and what it reads adds nothing.
+    let cold = common::run(&engine, lookup(LookupMemoryUse::ReadOnly));
+    let again = common::run(&engine, lookup(LookupMemoryUse::ReadOnly));
+    assert_eq!(again.mean_accepted, cold.mean_accepted);
+    // A normal run's answer is remembered when it finishes.
+    let normal = common::run(&engine, greedy(chat(prompt), 48, GenerationMode::Normal));
+    let remembered = common::run(&engine, lookup(LookupMemoryUse::ReadOnly));
+    let off = common::run(&engine, lookup(LookupMemoryUse::Off));
+    for run in [&cold, &remembered, &off] {
+        assert_eq!(
+            run.token_ids, normal.token_ids,
+            "drafting changed the answer"
+        );
+    }
+    assert!(
+        remembered.mean_accepted >= 4.0 && remembered.mean_accepted > cold.mean_accepted + 2.0,
+        "remembered {} tokens per step, cold {}",
+        remembered.mean_accepted,
+        cold.mean_accepted
+    );
+    // A request that may not read it drafts as if nothing were remembered.
+    assert_eq!(off.mean_accepted, cold.mean_accepted);
 }

@@ -21,6 +21,8 @@ pub fn solo_engine() -> &'static Engine {
         let mut config = EngineConfig::new(model_path());
         config.parallel = 1;
         config.decode_costs = Some(cpu_decode_costs());
+        // Tests share it in any order: what lookup drafts must not depend on which ran before.
+        config.lookup_memory = 0;
         Engine::load(config).expect("model loads")
     })
 }
