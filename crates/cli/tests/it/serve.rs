@@ -554,26 +554,22 @@ fn a_first_start_listens_at_once_and_answers_while_it_measures_decode_costs() {
             || message.contains("still loading (measuring decode costs"),
         "{message}"
     );
-    let health: Value = agent()
-        .get(&format!("{base}/health"))
-        .call()
-        .expect("health answers while loading")
-        .into_json()
-        .expect("json");
-    assert_eq!(health["status"], "loading", "{health}");
+    let health = |base: &str| -> Value {
+        agent()
+            .get(&format!("{base}/health"))
+            .call()
+            .expect("health answers")
+            .into_json()
+            .expect("json")
+    };
+    assert_eq!(health(&base)["status"], "loading");
     // Then the ready line, and the model serves.
     line.clear();
     stdout
         .read_line(&mut line)
         .expect("a second line on stdout");
     assert!(line.starts_with("ready: "), "{line:?}");
-    let health: Value = agent()
-        .get(&format!("{base}/health"))
-        .call()
-        .expect("health")
-        .into_json()
-        .expect("json");
-    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(health(&base)["status"], "ok");
     let _ = child.kill();
     let _ = child.wait();
     let mut stderr = String::new();
