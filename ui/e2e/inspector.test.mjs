@@ -188,7 +188,7 @@ test('an auto step says what the draft budget weighed', async () => {
   await detail.getByTestId('history-step-row').nth(weighed).click();
   const text = await detail.getByTestId('step-inspector-decision').innerText();
   assert.match(text, /^(Drafted: expected|Decoded plainly)/);
-  assert.match(text, /prompt lookup \((a match of [0-9+-]+ tokens|remembered, [^)]+)\): .*planned at \d+%/);
+  assert.match(text, /prompt lookup \((a match of [0-9+-]+ tokens|remembered after [^)]+)\): .*planned at \d+%/);
 });
 
 test('a click on a compared run’s chart opens that step’s tree', async () => {

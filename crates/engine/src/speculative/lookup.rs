@@ -59,8 +59,11 @@ impl Drafter for LookupDrafter {
     fn propose(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> Proposal {
         let (continuations, match_len) = self.continuations_with_match(input.history);
         if continuations.is_empty() {
-            if let Some(memory) = input.memory {
-                return self.remembered(memory, input.history, max_nodes);
+            if let Some(remembered) = input
+                .memory
+                .and_then(|memory| self.remembered(memory, input.history, max_nodes))
+            {
+                return remembered;
             }
         }
         Proposal {
@@ -87,13 +90,20 @@ fn remembered_class(evidence: Evidence) -> usize {
 }
 
 impl LookupDrafter {
-    fn remembered(&self, memory: &LookupMemory, history: &[TokenId], max_nodes: usize) -> Proposal {
+    /// What the memory drafts after `history`, if it remembers anything there.
+    fn remembered(
+        &self,
+        memory: &LookupMemory,
+        history: &[TokenId],
+        max_nodes: usize,
+    ) -> Option<Proposal> {
         let (tree, evidence) = memory.draft(history, max_nodes, self.min_share);
-        Proposal {
+        Some(Proposal {
+            evidence_class: remembered_class(evidence?),
             tree,
-            evidence_class: evidence.map_or(FIRST_REMEMBERED_CLASS, remembered_class),
             ..Proposal::default()
-        }
+        })
+        .filter(|proposal| !proposal.tree.is_empty())
     }
 }
 
@@ -215,6 +225,8 @@ mod tests {
         assert!(own.evidence_class < FIRST_REMEMBERED_CLASS);
         // Without the memory (a request that may not read it), nothing.
         assert!(propose(&[1, 2, 22, 23], None).tree.is_empty());
+        // Where the memory knows nothing either, an empty proposal of the own-match class 0.
+        assert_eq!(propose(&[1, 2, 3, 4], Some(&memory)), Proposal::default());
     }
 
     #[test]
