@@ -15,7 +15,8 @@ MEDUSA = ROOT / "target" / "release" / "medusa"
 
 @contextmanager
 def running_server(api_key=None):
-    """Yields the server's base URL and its stdout (past the `ready` line)."""
+    """Yields the server's base URL and the lines it printed between `listening on` and `ready`
+    (the web UI's link, with a key)."""
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ)
         env.pop("MEDUSA_HEADS", None)
@@ -32,11 +33,13 @@ def running_server(api_key=None):
             assert line.startswith("listening on "), line
             # It listens while the model loads; the tests start once it serves (the web UI's
             # link comes between with a key).
+            printed = []
             ready = server.stdout.readline()
             while ready and not ready.startswith("ready: "):
+                printed.append(ready.strip())
                 ready = server.stdout.readline()
             assert ready.startswith("ready: "), "the server ended before its model loaded"
-            yield line.removeprefix("listening on "), server.stdout
+            yield line.removeprefix("listening on "), printed
         finally:
             server.terminate()
             server.wait(timeout=60)

@@ -10,7 +10,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 @pytest.fixture(scope="module")
 def base(serve):
-    with serve() as (base, _stdout):
+    with serve() as (base, _printed):
         yield base
 
 

@@ -12,9 +12,8 @@ API_KEY = "test-key-0123456789abcdef"
 
 @pytest.fixture(scope="module")
 def base_url(serve):
-    with serve(api_key=API_KEY) as (base, stdout):
-        link = stdout.readline().strip()
-        assert link == f"open the web UI at {base}/?token={API_KEY}", link
+    with serve(api_key=API_KEY) as (base, printed):
+        assert printed == [f"open the web UI at {base}/?token={API_KEY}"], printed
         yield f"{base}/v1"
 
 
