@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { screenshots, startBrowser, startServer, LONG, openPage } from './harness.mjs';
+import { chatControl, LONG, openPage, screenshots, startBrowser, startServer } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 
@@ -22,7 +22,7 @@ before(async () => {
   await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
   await page.getByTestId('tab-chat').click();
   await page.getByTestId('view-chat').waitFor({ state: 'visible' });
-  await page.getByTestId('chat-mode').selectOption('normal');
+  await (await chatControl(page, 'chat-mode')).selectOption('normal');
   // Enter sends nothing until the model is in.
   await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
   await greedy();
@@ -177,11 +177,11 @@ test('an answer with code renders as markdown with highlighted code and Copy but
   assert.ok(run.output.includes('```python'));
 
   // The tinted view shows the same answer as text, fences and all; markdown is back when it is off.
-  await page.getByTestId('chat-show-drafted').check();
+  await (await chatControl(page, 'chat-show-drafted')).check();
   await answer.getByTestId('tinted-text').waitFor();
   assert.equal(await answer.getByTestId('chat-markdown').count(), 0);
   assert.equal(await answer.getByTestId('tinted-text').textContent(), run.output);
-  await page.getByTestId('chat-show-drafted').uncheck();
+  await (await chatControl(page, 'chat-show-drafted')).uncheck();
   await markdown.waitFor();
 
   await assertFits();
@@ -304,13 +304,13 @@ async function waitFor(check, what = 'the condition') {
 
 test('a tree picked in one mode does not carry over into another', async () => {
   await newChat();
-  await page.getByTestId('chat-mode').selectOption('medusa');
-  await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
-  await page.getByTestId('chat-mode').selectOption('auto');
-  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'auto');
-  await page.getByTestId('chat-mode').selectOption('medusa');
-  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'auto');
-  await page.getByTestId('chat-mode').selectOption('normal');
+  await (await chatControl(page, 'chat-mode')).selectOption('medusa');
+  await (await chatControl(page, 'chat-tree')).selectOption('mc_sim_7b_63');
+  await (await chatControl(page, 'chat-mode')).selectOption('auto');
+  assert.equal(await (await chatControl(page, 'chat-tree')).inputValue(), 'auto');
+  await (await chatControl(page, 'chat-mode')).selectOption('medusa');
+  assert.equal(await (await chatControl(page, 'chat-tree')).inputValue(), 'auto');
+  await (await chatControl(page, 'chat-mode')).selectOption('normal');
 });
 
 test('a chat is reopened after a reload, its answer as markdown and linked to its run', async () => {
@@ -318,14 +318,14 @@ test('a chat is reopened after a reload, its answer as markdown and linked to it
   // Medusa with a tree drafted in full: the reopened answer's run shows who drafted each token.
   // A short answer: each step decodes the whole 63-node tree, about 20 tokens' time here.
   await maxTokens(48);
-  await page.getByTestId('chat-mode').selectOption('medusa');
-  await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
+  await (await chatControl(page, 'chat-mode')).selectOption('medusa');
+  await (await chatControl(page, 'chat-tree')).selectOption('mc_sim_7b_63');
   const question = 'Write the word "yes" ten times, separated by spaces, and nothing else.';
   try {
     await ask(question, 1);
   } finally {
-    await page.getByTestId('chat-tree').selectOption('auto');
-    await page.getByTestId('chat-mode').selectOption('normal');
+    await (await chatControl(page, 'chat-tree')).selectOption('auto');
+    await (await chatControl(page, 'chat-mode')).selectOption('normal');
   }
   const run = await latestRun();
   assert.equal(run.mode, 'medusa');
@@ -334,9 +334,9 @@ test('a chat is reopened after a reload, its answer as markdown and linked to it
   const answer = answers().last().getByTestId('chat-markdown');
   const html = await answer.innerHTML();
   const text = await answer.innerText();
-  await page.getByTestId('chat-show-drafted').check();
+  await (await chatControl(page, 'chat-show-drafted')).check();
   const liveTinted = await answers().last().getByTestId('tinted-text').innerHTML();
-  await page.getByTestId('chat-show-drafted').uncheck();
+  await (await chatControl(page, 'chat-show-drafted')).uncheck();
   await answer.waitFor();
 
   await page.reload();
@@ -357,13 +357,13 @@ test('a chat is reopened after a reload, its answer as markdown and linked to it
   assert.match(await stats.innerText(), new RegExp(`run #${run.id}`));
   assert.match(await stats.innerText(), /tokens\/step/);
   assert.equal(await answers().last().getByTestId('chat-run-link').count(), 0, 'no link left to load it');
-  assert.equal(await page.getByTestId('chat-mode').inputValue(), 'medusa');
-  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'mc_sim_7b_63', 'and the tree it was asked with');
+  assert.equal(await (await chatControl(page, 'chat-mode')).inputValue(), 'medusa');
+  assert.equal(await (await chatControl(page, 'chat-tree')).inputValue(), 'mc_sim_7b_63', 'and the tree it was asked with');
   assert.equal(await page.getByTestId('chat-restore-note').count(), 0, 'both still offered: nothing to say');
-  await page.getByTestId('chat-mode').selectOption('normal');
+  await (await chatControl(page, 'chat-mode')).selectOption('normal');
 
   // Tinted by who drafted each token, as live; a tinted token opens its step.
-  await page.getByTestId('chat-show-drafted').check();
+  await (await chatControl(page, 'chat-show-drafted')).check();
   const tinted = answers().last().getByTestId('tinted-text');
   await tinted.waitFor();
   assert.equal(await tinted.textContent(), run.output);
@@ -375,7 +375,7 @@ test('a chat is reopened after a reload, its answer as markdown and linked to it
   await inspector.waitFor();
   assert.ok((await inspector.locator('[data-testid="step-tree-node"][data-kind="draft"][data-accepted="true"]').count()) >= 1);
   await inspector.getByTestId('step-inspector-close').click();
-  await page.getByTestId('chat-show-drafted').uncheck();
+  await (await chatControl(page, 'chat-show-drafted')).uncheck();
   await restored.waitFor();
 
   // The list shows it, highlighted.
@@ -397,18 +397,18 @@ test('a chat is reopened after a reload, its answer as markdown and linked to it
 test('a chat picked from the list goes back to its own mode and tree, whatever was picked last', async () => {
   await newChat();
   await maxTokens(12);
-  await page.getByTestId('chat-mode').selectOption('medusa');
-  await page.getByTestId('chat-tree').selectOption('chain-2');
+  await (await chatControl(page, 'chat-mode')).selectOption('medusa');
+  await (await chatControl(page, 'chat-tree')).selectOption('chain-2');
   await ask('Say hi.', 1);
   const medusaChat = await openConversationId();
   await newChat();
-  await page.getByTestId('chat-mode').selectOption('lookup');
+  await (await chatControl(page, 'chat-mode')).selectOption('lookup');
   await ask('Say bye.', 1);
   const lookupChat = await openConversationId();
   await newChat();
   // Picked last: auto with a named tree, which neither chat used.
-  await page.getByTestId('chat-mode').selectOption('auto');
-  await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
+  await (await chatControl(page, 'chat-mode')).selectOption('auto');
+  await (await chatControl(page, 'chat-tree')).selectOption('mc_sim_7b_63');
 
   const pick = async (id) => {
     const list = await conversationList();
@@ -418,13 +418,13 @@ test('a chat picked from the list goes back to its own mode and tree, whatever w
   };
   await pick(medusaChat);
   await page.waitForFunction(() => document.querySelector('[data-testid="chat-mode"]').value === 'medusa');
-  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'chain-2');
+  assert.equal(await (await chatControl(page, 'chat-tree')).inputValue(), 'chain-2');
   await pick(lookupChat);
   await page.waitForFunction(() => document.querySelector('[data-testid="chat-mode"]').value === 'lookup');
-  assert.equal(await page.getByTestId('chat-tree').count(), 0, 'lookup drafts no tree');
+  assert.equal(await (await chatControl(page, 'chat-tree')).count(), 0, 'lookup drafts no tree');
   await pick(medusaChat);
   await page.waitForFunction(() => document.querySelector('[data-testid="chat-mode"]').value === 'medusa');
-  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'chain-2');
+  assert.equal(await (await chatControl(page, 'chat-tree')).inputValue(), 'chain-2');
   assert.equal(await page.getByTestId('chat-restore-note').count(), 0);
   await shoot('chat-reopened-mode');
 
@@ -434,8 +434,8 @@ test('a chat picked from the list goes back to its own mode and tree, whatever w
   await page.waitForFunction(() => document.querySelector('[data-testid="chat-mode"]').value === 'lookup');
   await pick(medusaChat);
   await page.waitForFunction(() => document.querySelector('[data-testid="chat-mode"]').value === 'medusa');
-  assert.equal(await page.getByTestId('chat-tree').inputValue(), 'chain-2');
-  await page.getByTestId('chat-mode').selectOption('normal');
+  assert.equal(await (await chatControl(page, 'chat-tree')).inputValue(), 'chain-2');
+  await (await chatControl(page, 'chat-mode')).selectOption('normal');
   await newChat();
   await maxTokens(256);
 });

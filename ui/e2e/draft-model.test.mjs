@@ -12,7 +12,7 @@ import { copyFileSync, existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { medusa, screenshots, startBrowser, startServer, openTab, openPage } from './harness.mjs';
+import { chatControl, medusa, openPage, openTab, screenshots, startBrowser, startServer } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 
@@ -47,7 +47,7 @@ test('Settings names the draft model and how well it agreed with the model', asy
 
 test('the mode menu offers the draft model, and auto names it among its drafters', async () => {
   await openTab(page, 'chat');
-  const mode = page.getByTestId('chat-mode');
+  const mode = (await chatControl(page, 'chat-mode'));
   const draft = mode.locator('option[value="draft"]');
   assert.equal(await draft.isDisabled(), false);
   assert.match(await draft.innerText(), /^Draft model \(.+\)$/);
@@ -59,7 +59,7 @@ test('the mode menu offers the draft model, and auto names it among its drafters
 
 test('a chat answer in draft mode says why it drafted little, when it did', async () => {
   await openTab(page, 'chat');
-  await page.getByTestId('chat-mode').selectOption('draft');
+  await (await chatControl(page, 'chat-mode')).selectOption('draft');
   const input = page.getByTestId('chat-input');
   await input.fill('Name three colours.');
   await input.press('Enter');
@@ -76,7 +76,7 @@ test('a chat answer in draft mode says why it drafted little, when it did', asyn
   } else {
     assert.equal(await why.count(), 0, `${undrafted} of ${steps.length} steps drafted nothing`);
   }
-  await page.getByTestId('chat-mode').selectOption('auto');
+  await (await chatControl(page, 'chat-mode')).selectOption('auto');
   await page.getByTestId('chat-new').click();
 });
 

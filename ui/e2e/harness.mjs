@@ -146,6 +146,16 @@ export async function openTab(page, name) {
   await page.getByTestId(`view-${name}`).waitFor({ state: 'visible' });
 }
 
+/**
+ * One of the chat's speculative controls (`chat-mode`, `chat-tree`, `chat-draft-length`,
+ * `chat-show-drafted`), with the toolbar's decoding disclosure opened first if it is folded.
+ */
+export async function chatControl(page, testid) {
+  const toggle = page.getByTestId('chat-decoding-toggle');
+  if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
+  return page.getByTestId(testid);
+}
+
 /** Emulates the system's colour scheme and waits until the page (following the system) shows it. */
 export async function followScheme(page, scheme) {
   await page.emulateMedia({ colorScheme: scheme });

@@ -253,3 +253,37 @@ test('a side by side of runs of different prompts says so above the comparison',
   await page.getByRole('button', { name: `Remove run ${other.id}` }).click();
   await note.waitFor({ state: 'detached' });
 });
+
+test("a comparison's runs side by side show the comparison's own figures, as Compare judged them", async () => {
+  const prompt = 'Name a planet.';
+  const runs = [];
+  // Two rounds in rotating order, as Compare runs them.
+  for (const mode of ['normal', 'medusa', 'medusa', 'normal']) runs.push(await greedyRun(prompt, mode));
+  const comparison = await (
+    await api('/api/comparisons', { method: 'POST', body: JSON.stringify({ run_ids: runs.map((r) => r.id) }) })
+  ).json();
+  await page.getByTestId('history-refresh').click();
+  await page.getByTestId('history-tab-comparisons').click();
+  await page.locator(`[data-testid="history-comparison"][data-comparison-id="${comparison.id}"]`).click();
+  const selected = page.getByTestId('history-selected');
+  await selected.filter({ hasText: `Comparison #${comparison.id}: each run's decode speed over its own round's normal run` }).waitFor();
+  const cells = page.getByTestId('history-selected-speedup');
+  assert.equal(await cells.count(), 4);
+  const verdicts = Object.fromEntries(comparison.modes.map((m) => [m.mode, m.verdict]));
+  const noise = new Set(['within_noise', 'unexplained', 'drafted_nothing', 'barely_drafted', 'rounds_disagree']);
+  for (const [i, member] of comparison.runs.entries()) {
+    const cell = cells.nth(i);
+    const [text, tone] = [await cell.innerText(), await cell.getAttribute('data-tone')];
+    if (member.mode === 'normal') {
+      assert.equal(text, i === 0 ? 'baseline' : `round ${member.round + 1} baseline`);
+    } else if (noise.has(verdicts[member.mode])) {
+      assert.equal(text, `noise (measured ${member.speedup.toFixed(2)}×)`);
+      assert.equal(tone, 'muted');
+    } else {
+      assert.equal(text, `${member.speedup.toFixed(2)}×`);
+      assert.equal(tone, verdicts[member.mode] === 'faster' ? 'gain' : 'plain');
+    }
+  }
+  await selected.scrollIntoViewIfNeeded();
+  await shoot('history-comparison-side-by-side');
+});

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { artifacts, followScheme, startBrowser, startServer, openTab, openPage } from './harness.mjs';
+import { artifacts, chatControl, followScheme, openPage, openTab, startBrowser, startServer } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 
@@ -53,8 +53,8 @@ async function greedy() {
 test('a tinted token opens its step’s drafted tree; the arrow keys move between steps', async () => {
   await openTab(page, 'chat');
   await greedy();
-  await page.getByTestId('chat-mode').selectOption('medusa');
-  await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
+  await (await chatControl(page, 'chat-mode')).selectOption('medusa');
+  await (await chatControl(page, 'chat-tree')).selectOption('mc_sim_7b_63');
   const input = page.getByTestId('chat-input');
   // Repeated words are what heads that repeat the model's next token guess right.
   await input.fill('Write the word "yes" twenty times, separated by spaces, and nothing else.');
@@ -63,7 +63,7 @@ test('a tinted token opens its step’s drafted tree; the arrow keys move betwee
   const answer = page.locator('[data-testid="chat-message"][data-role="assistant"]').last();
   // Answers show as markdown until the tinted view is asked for.
   assert.equal(await answer.getByTestId('drafted-token').count(), 0);
-  await page.getByTestId('chat-show-drafted').check();
+  await (await chatControl(page, 'chat-show-drafted')).check();
 
   // A token that is only a line break draws no box to click: take one with visible text.
   const drafted = answer.getByTestId('drafted-token').filter({ hasText: /\S/ });
@@ -219,8 +219,8 @@ test('run details say why a run drafted nothing', async () => {
   await openTab(page, 'chat');
   const fresh = page.getByTestId('chat-new');
   if (await fresh.isEnabled()) await fresh.click();
-  await page.getByTestId('chat-mode').selectOption('medusa');
-  await page.getByTestId('chat-tree').selectOption('auto');
+  await (await chatControl(page, 'chat-mode')).selectOption('medusa');
+  await (await chatControl(page, 'chat-tree')).selectOption('auto');
   const input = page.getByTestId('chat-input');
   await input.fill('Say hello.');
   await input.press('Enter');
@@ -260,7 +260,7 @@ test('auto mode merges lookup’s and the heads’ guesses in one tree, and Chat
   await page.goto(server.url);
   await openTab(page, 'chat');
   await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
-  const mode = page.getByTestId('chat-mode');
+  const mode = (await chatControl(page, 'chat-mode'));
   assert.equal(await mode.inputValue(), 'auto');
   assert.equal((await mode.locator('option[value="auto"]').innerText()).trim(), 'Auto (lookup + Medusa, where each pays)');
   const fresh = page.getByTestId('chat-new');
@@ -270,9 +270,9 @@ test('auto mode merges lookup’s and the heads’ guesses in one tree, and Chat
   await page.getByTestId('view-chat').getByLabel('Max tokens', { exact: true }).fill('64');
   await page.getByTestId('chat-sampling-toggle').click();
   // A named tree is drafted in full beside lookup's guesses; lookup's length is not offered.
-  await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
-  assert.match(await page.getByTestId('chat-tree').getAttribute('title'), /beside lookup's guesses/);
-  assert.equal(await page.getByTestId('chat-draft-length').count(), 0);
+  await (await chatControl(page, 'chat-tree')).selectOption('mc_sim_7b_63');
+  assert.match(await (await chatControl(page, 'chat-tree')).getAttribute('title'), /beside lookup's guesses/);
+  assert.equal(await (await chatControl(page, 'chat-draft-length')).count(), 0);
 
   const input = page.getByTestId('chat-input');
   // The answer copies most of the prompt: what prompt lookup guesses right.
@@ -283,7 +283,7 @@ test('auto mode merges lookup’s and the heads’ guesses in one tree, and Chat
   await input.press('Enter');
   await page.getByTestId('chat-stats').last().waitFor();
   const answer = page.locator('[data-testid="chat-message"][data-role="assistant"]').last();
-  await page.getByTestId('chat-show-drafted').check();
+  await (await chatControl(page, 'chat-show-drafted')).check();
   const fromLookup = answer.locator('[data-testid="drafted-token"][data-source="lookup"]').filter({ hasText: /\S/ });
   assert.ok((await fromLookup.count()) > 0, 'tokens accepted from prompt lookup');
   await fromLookup.first().click();

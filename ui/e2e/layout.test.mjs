@@ -1,20 +1,21 @@
 // Layout at the smallest window the UI supports (800x600, the desktop app's smallest) and a common
 // laptop one (1280x800), against a real `medusa serve` on the default model: Compare's mode row
 // wraps between modes (each with its picker, its label on one line) without scrolling sideways,
-// History's runs table shows its last column whole, and the chat's toolbars leave the chat most of
-// a small window's height, with scroll bars taking their room. Screenshots go to test-artifacts/ui/.
+// History's runs table shows its last column whole, the chat's toolbar holds one row (at 1920x1080
+// too) with the speculative controls folded in it, and opened they leave the chat most of a small
+// window's height, with scroll bars taking their room. Screenshots go to test-artifacts/ui/.
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { openTab, screenshots, startBrowser, startServer, openPage } from './harness.mjs';
+import { chatControl, openPage, openTab, screenshots, startBrowser, startServer } from './harness.mjs';
 
 const SIZES = [
   [800, 600],
   [1280, 800],
 ];
 /**
- * The most height the chat's toolbars (the mode row with its pickers, the system prompt's bar)
- * may take at 800x600, and the most the whole page above the messages may: header, tabs and
+ * The most height the chat's toolbars (the row, and the speculative controls opened under it) may
+ * take at 800x600, and the most the whole page above the messages may: header, tabs and
  * toolbars together.
  */
 const CHAT_TOOLBARS_MAX = 80;
@@ -114,11 +115,42 @@ for (const [width, height] of SIZES) {
   });
 }
 
-test(`the chat's toolbars take at most ${CHAT_TOOLBARS_MAX} px of an 800x600 window`, async () => {
+/** How many rows the chat toolbar's visible controls take. */
+async function toolbarRows() {
+  return page.evaluate(() => {
+    const toolbar = document.querySelector('[data-testid="chat-conversations-toggle"]').parentElement;
+    const centres = [...toolbar.children]
+      .filter((child) => child.getClientRects().length > 0)
+      .map((child) => {
+        const r = child.getBoundingClientRect();
+        return r.top + r.height / 2;
+      })
+      .sort((a, b) => a - b);
+    // A new row starts where a control's middle is lower than the one before by more than 12 px.
+    return centres.filter((c, i) => i === 0 || c - centres[i - 1] > 12).length;
+  });
+}
+
+for (const [width, height] of [
+  [800, 600],
+  [1920, 1080],
+]) {
+  test(`the chat's toolbar holds one row at ${width}x${height}, the speculative controls folded in it`, async () => {
+    await page.setViewportSize({ width, height });
+    await openTab(page, 'chat');
+    await page.getByTestId('chat-decoding-toggle').waitFor();
+    assert.equal(await page.getByTestId('chat-decoding-toggle').getAttribute('aria-expanded'), 'false');
+    await screenshots(page, `layout-${width}-chat-toolbar`);
+    assert.equal(await toolbarRows(), 1);
+  });
+}
+
+test(`the chat's toolbars take at most ${CHAT_TOOLBARS_MAX} px of an 800x600 window, the speculative controls opened`, async () => {
   await page.setViewportSize({ width: 800, height: 600 });
   await openTab(page, 'chat');
-  await page.getByTestId('chat-mode').selectOption('medusa');
-  await page.getByTestId('chat-tree').waitFor();
+  await (await chatControl(page, 'chat-mode')).selectOption('medusa');
+  await (await chatControl(page, 'chat-tree')).waitFor();
+  assert.match(await page.getByTestId('chat-decoding-toggle').innerText(), /^Medusa/);
   const heights = await page.evaluate(() => {
     const messages = document.querySelector('#view-chat [role="region"][aria-label="Messages"]').getBoundingClientRect();
     const toolbar = document.querySelector('[data-testid="chat-conversations-toggle"]').parentElement.getBoundingClientRect();
@@ -136,5 +168,8 @@ test(`the chat's toolbars take at most ${CHAT_TOOLBARS_MAX} px of an 800x600 win
   assert.deepEqual(box, { left: 0, right: 0 });
   await page.getByTestId('chat-system-prompt-toggle').click();
   await screenshots(page, 'layout-800-chat-toolbars');
-  await page.getByTestId('chat-mode').selectOption('auto');
+  await (await chatControl(page, 'chat-mode')).selectOption('auto');
+  // Folded again, one row.
+  await page.getByTestId('chat-decoding-toggle').click();
+  assert.equal(await toolbarRows(), 1);
 });

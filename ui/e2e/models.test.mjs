@@ -3,12 +3,14 @@
 // a download with progress, a cancel that keeps what arrived, the download resumed, the file
 // listed on disk and deleted. The chat toolbar's model picker: it lists the models on disk with the
 // one in use selected, fits an 800 px window, opens the catalog, and loads another model (a link
-// to the default model under another name, so the switch is a real load of a small model).
+// to the default model under another name, so the switch is a real load of a small model); its Get
+// a model offers the suggested models sized for this machine, downloads one and loads it, and says
+// when the hub cannot be reached.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, statSync, symlinkSync } from 'node:fs';
+import { createReadStream, existsSync, mkdtempSync, readFileSync, statSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +21,14 @@ const REPO = 'tester/Tiny-Chat-GGUF';
 const FILE = 'tiny-chat-Q4_K_M.gguf';
 const content = Buffer.alloc(3 << 20, 0).map((_, i) => (i * 31) % 251);
 const sha256 = createHash('sha256').update(content).digest('hex');
+/** The first suggested repository, and the file the chat's Get a model offers from it. */
+const SUGGESTED = 'HuggingFaceTB/SmolLM2-360M-Instruct-GGUF';
+const SUGGESTED_FILE = 'smollm2-360m-instruct-q4_k_m.gguf';
+let defaultSha;
+function defaultSha256() {
+  defaultSha ??= createHash('sha256').update(readFileSync(defaultModel)).digest('hex');
+  return defaultSha;
+}
 /** Range headers of the file's requests, in order. */
 const ranges = [];
 
@@ -41,6 +51,16 @@ function hub() {
         { type: 'file', path: FILE, size: 134, lfs: { oid: sha256, size: content.length, pointerSize: 134 } },
         { type: 'file', path: 'tiny-chat-Q8_0-00001-of-00002.gguf', size: 134, lfs: { oid: sha256, size: content.length } },
       ]);
+    }
+    // A suggested repository whose file is the default model under another name: served at once.
+    if (url.pathname === `/api/models/${SUGGESTED}/tree/main`) {
+      const size = statSync(defaultModel).size;
+      return json([{ type: 'file', path: SUGGESTED_FILE, size: 134, lfs: { oid: defaultSha256(), size, pointerSize: 134 } }]);
+    }
+    if (url.pathname === `/api/models/${SUGGESTED}`) return json({ id: SUGGESTED, tags: ['gguf', 'license:apache-2.0'] });
+    if (url.pathname === `/${SUGGESTED}/resolve/main/${SUGGESTED_FILE}`) {
+      res.writeHead(200, { 'Content-Length': statSync(defaultModel).size, 'Content-Type': 'application/octet-stream' });
+      return createReadStream(defaultModel).pipe(res);
     }
     if (url.pathname === `/${REPO}/resolve/main/${FILE}`) {
       const range = req.headers.range ?? null;
@@ -105,7 +125,7 @@ before(async () => {
 after(async () => {
   await browser?.close();
   await server?.stop();
-  fakeHub?.close();
+  if (fakeHub?.listening) fakeHub.close();
 });
 
 test('an empty search suggests models, and a search lists the hub repositories with licence', async () => {
@@ -173,15 +193,16 @@ test('the chat toolbar picks the model: the models on disk, the one in use, the 
   assert.equal(await picker.inputValue(), info.model.path, 'the model in use is selected');
   const labels = await picker.locator('option').allInnerTexts();
   assert.ok(labels.includes('second-copy'), labels.join(', '));
-  assert.equal(labels.at(-1), 'Models catalog…');
+  assert.equal(labels.at(-1), 'Get a model…');
   // It fits the toolbar at 800 px: nothing scrolls sideways, the picker is in the window.
   assert.equal(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), true);
   const box = await picker.boundingBox();
   assert.ok(box && box.x >= 0 && box.x + box.width <= 800, JSON.stringify(box));
   await screenshots(page, 'chat-model-picker');
 
-  // The catalog is one pick away: Settings opens at the models card, the picker keeps its model.
-  await picker.selectOption({ label: 'Models catalog…' });
+  // The whole catalog is two clicks away: Settings opens at the models card, the picker keeps its model.
+  await picker.selectOption({ label: 'Get a model…' });
+  await page.getByTestId('chat-model-catalog').click();
   await page.getByTestId('view-settings').waitFor();
   assert.equal(await page.getByTestId('tab-settings').getAttribute('aria-selected'), 'true');
   assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('data-testid')), 'models-search');
@@ -205,4 +226,47 @@ test('the chat toolbar picks the model: the models on disk, the one in use, the 
   );
   await page.locator('[data-testid="status"][data-status="ready"]').waitFor();
   assert.equal(await page.getByTestId('chat-model-error').count(), 0);
+});
+
+test("the chat's Get a model offers the suggested models for this machine, downloads one and uses it", async () => {
+  await page.getByTestId('tab-chat').click();
+  const picker = page.getByTestId('chat-model');
+  await picker.selectOption({ label: 'Get a model…' });
+  const offers = page.getByTestId('chat-model-offers');
+  const offer = offers.locator(`[data-testid="chat-model-offer"][data-repo="${SUGGESTED}"]`);
+  // Sized against this machine's memory, which holds the default model many times over.
+  await offer.getByTestId('chat-model-offer-file').filter({ hasText: /fits this machine's [\d.]+ GB of memory/ }).waitFor();
+  assert.match(await offer.getByTestId('chat-model-offer-file').innerText(), new RegExp(`^${SUGGESTED_FILE} · \\d+ MB · fits`));
+  // The hub has no such repository: said in its row, the others still offered.
+  const missing = offers.locator('[data-testid="chat-model-offer"][data-repo="Qwen/Qwen2.5-0.5B-Instruct-GGUF"]');
+  await missing.getByTestId('chat-model-offer-error').waitFor();
+  assert.equal(await page.getByTestId('chat-model-offline').count(), 0);
+  await screenshots(page, 'chat-model-offers');
+
+  await offer.getByTestId('chat-model-offer-download').click();
+  const path = join(modelsDir, SUGGESTED_FILE);
+  const loaded = await until(async () => {
+    const now = await (await fetch(`${server.url}/api/info`)).json();
+    return now.model?.path === path && !now.loading && now;
+  });
+  assert.equal(loaded.error, null);
+  assert.equal(await offers.count(), 0, 'the panel closes once the model is in');
+  await page.waitForFunction((p) => document.querySelector('[data-testid="chat-model"]')?.value === p, path);
+  assert.ok(readFileSync(path).equals(readFileSync(defaultModel)), 'the whole file');
+
+  // Offered again, it is on disk: Use, not a second download.
+  await picker.selectOption({ label: 'Get a model…' });
+  await offer.getByTestId('chat-model-offer-use').waitFor();
+  await page.keyboard.press('Escape');
+  await offers.waitFor({ state: 'detached' });
+
+  // With the hub gone, the panel says there is no network.
+  fakeHub.closeAllConnections();
+  await new Promise((resolve) => fakeHub.close(resolve));
+  await picker.selectOption({ label: 'Get a model…' });
+  const offline = page.getByTestId('chat-model-offline');
+  await offline.waitFor();
+  assert.match(await offline.innerText(), /^No network: cannot reach 127\.0\.0\.1 \(offline\?\)/);
+  await screenshots(page, 'chat-model-offers-offline');
+  await page.getByTestId('chat-model-offers-close').click();
 });

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { artifacts, screenshots, parseCsv, startBrowser, startServer, openTab, LONG } from './harness.mjs';
+import { artifacts, chatControl, LONG, openTab, parseCsv, screenshots, startBrowser, startServer } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 /** A folder the server may load models from over HTTP (besides the models cache). */
@@ -49,7 +49,7 @@ test('chat streams an answer and shows its stats', async () => {
   await page.getByTestId('chat-sampling-toggle').click();
   await page.getByTestId('view-chat').getByTestId('sampling-greedy').click();
   await page.getByTestId('chat-sampling-toggle').click();
-  await page.getByTestId('chat-mode').selectOption('medusa');
+  await (await chatControl(page, 'chat-mode')).selectOption('medusa');
   const input = page.getByTestId('chat-input');
   await input.fill('What is the capital of France?');
   await input.press('Enter');
@@ -68,7 +68,7 @@ test('chat streams an answer and shows its stats', async () => {
 
 test('Esc stops a chat run, which is kept as cancelled', async () => {
   await openTab(page, 'chat');
-  await page.getByTestId('chat-mode').selectOption('normal');
+  await (await chatControl(page, 'chat-mode')).selectOption('normal');
   const input = page.getByTestId('chat-input');
   await input.fill('Count from one to two hundred in words, separated by commas.');
   await input.press('Enter');
@@ -254,9 +254,9 @@ test('a named tree is drafted in full at every step', async () => {
   await openTab(page, 'chat');
   const fresh = page.getByTestId('chat-new');
   if (await fresh.isEnabled()) await fresh.click();
-  await page.getByTestId('chat-mode').selectOption('medusa');
+  await (await chatControl(page, 'chat-mode')).selectOption('medusa');
   // Auto drafts what pays on this machine; a named tree is drafted whatever it costs.
-  await page.getByTestId('chat-tree').selectOption('mc_sim_7b_63');
+  await (await chatControl(page, 'chat-tree')).selectOption('mc_sim_7b_63');
   const input = page.getByTestId('chat-input');
   await input.fill('Name three colours.');
   await input.press('Enter');
@@ -268,7 +268,7 @@ test('a named tree is drafted in full at every step', async () => {
   // The history keeps the tree the run drafted, not the one sized at load.
   const latest = await (await fetch(`${server.url}/api/runs?limit=1`, { headers: server.headers })).json();
   assert.equal(latest.runs[0].tree.length, 63);
-  await page.getByTestId('chat-tree').selectOption('auto');
+  await (await chatControl(page, 'chat-tree')).selectOption('auto');
   await fresh.click();
 });
 

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { after, before, test } from 'node:test';
-import { screenshots, startBrowser, startServer, openTab, openPage } from './harness.mjs';
+import { chatControl, openPage, openTab, screenshots, startBrowser, startServer } from './harness.mjs';
 
 /** CPU generation is slow and the machine may be busy: generous limits, never timing asserts. */
 const QUESTION = 'Name a colour.';
@@ -159,10 +159,10 @@ test('Chat answers on the remote engine, greedy, and its figures say where it ra
   assert.match(await page.getByTestId('chat-model').getAttribute('title'), /^Runs go to the remote engine lab:/);
   // Another medusa serve (without heads) is offered the modes it lists, by their names.
   assert.deepEqual(await modeOptions('chat-mode'), ['normal', 'lookup', 'auto']);
-  await page.getByTestId('chat-mode').selectOption('normal');
+  await (await chatControl(page, 'chat-mode')).selectOption('normal');
   // A remote engine drafts as it was started: no tree or draft length to pick.
-  assert.equal(await page.getByTestId('chat-tree').count(), 0);
-  assert.equal(await page.getByTestId('chat-draft-length').count(), 0);
+  assert.equal(await (await chatControl(page, 'chat-tree')).count(), 0);
+  assert.equal(await (await chatControl(page, 'chat-draft-length')).count(), 0);
   await page.getByTestId('chat-sampling-toggle').click();
   const greedy = page.getByTestId('view-chat').getByTestId('sampling-greedy');
   if (await greedy.isEnabled()) await greedy.click();
@@ -252,11 +252,11 @@ test('A plain OpenAI server is offered normal decoding only, everywhere, and is 
   // Auto here; on the plain server, normal alone, and no tree to pick.
   await page.getByTestId('chat-engine').selectOption('local');
   assert.equal(await page.getByTestId('chat-model').isDisabled(), false);
-  await page.getByTestId('chat-mode').selectOption('auto');
+  await (await chatControl(page, 'chat-mode')).selectOption('auto');
   await page.getByTestId('chat-engine').selectOption(`plain/${PLAIN_MODEL}`);
   assert.deepEqual(await modeOptions('chat-mode'), ['normal']);
-  assert.equal(await page.getByTestId('chat-mode').inputValue(), 'normal');
-  assert.equal(await page.getByTestId('chat-tree').count(), 0);
+  assert.equal(await (await chatControl(page, 'chat-mode')).inputValue(), 'normal');
+  assert.equal(await (await chatControl(page, 'chat-tree')).count(), 0);
   const input = page.getByTestId('chat-input');
   await input.fill('What colour is the sky?');
   await input.press('Enter');
@@ -378,6 +378,6 @@ test('Settings removes the remote engines and the pickers go back to this machin
   // With no engine left there is nothing to pick: the picker goes, and answers run here again.
   await page.getByTestId('chat-engine').waitFor({ state: 'detached' });
   // The model served here has heads: Medusa's tree can be picked again.
-  await page.getByTestId('chat-mode').selectOption('medusa');
-  await page.getByTestId('chat-tree').waitFor();
+  await (await chatControl(page, 'chat-mode')).selectOption('medusa');
+  await (await chatControl(page, 'chat-tree')).waitFor();
 });

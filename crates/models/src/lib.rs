@@ -10,6 +10,7 @@ mod gguf_header;
 mod heads;
 mod hub;
 mod local;
+mod machine;
 mod manifest;
 mod network;
 mod quant;
@@ -24,6 +25,7 @@ pub use hub::{
     MAX_SEARCH_RESULTS,
 };
 pub use local::{delete_local_model, local_models, LocalError, LocalModel};
+pub use machine::memory_bytes;
 pub use manifest::{KnownModel, DEFAULT_MODEL};
 pub use network::NetworkFailure;
 pub use quant::quantization_in_name;

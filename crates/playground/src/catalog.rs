@@ -54,6 +54,9 @@ pub struct CatalogSearch {
     pub hub: String,
     pub suggested: bool,
     pub results: Vec<CatalogEntry>,
+    /// This machine's memory, which the suggested models are sized against; `None` where the
+    /// system does not say.
+    pub memory_bytes: Option<u64>,
 }
 
 /// A repository of GGUF files.
@@ -187,6 +190,7 @@ impl Catalog {
                         note: Some(s.why.to_owned()),
                     })
                     .collect(),
+                memory_bytes: models::memory_bytes(),
             });
         }
         let found = hub.search(query, 30).await.map_err(hub_error)?;
@@ -204,6 +208,7 @@ impl Catalog {
                     note: None,
                 })
                 .collect(),
+            memory_bytes: models::memory_bytes(),
         })
     }
 

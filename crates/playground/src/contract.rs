@@ -148,6 +148,7 @@ pub fn typescript() -> String {
         store::ModeFigures,
         store::Spread,
         store::SpeedVerdict,
+        store::SpeedupBounds,
         store::ComparisonRun,
         // Conversations
         crate::conversations::ConversationsQuery,

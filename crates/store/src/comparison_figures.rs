@@ -4,11 +4,12 @@
 //! speeds (tokens after the first over the time after the first), so that prompt reading does not
 //! blur them; each mode's speed-up is the median, over rounds, of its run's speed over the same
 //! round's normal run, with the range of those ratios. A speed-up is only called one when the
-//! ranges of the two modes' speeds do not overlap.
+//! ranges of the two modes' speeds do not overlap, and when what the mode drafted can explain it
+//! (faster or slower alike); otherwise it is the machine's noise.
 
 use std::collections::HashMap;
 
-use crate::records::{ComparisonRun, ModeFigures, RunStatus, SpeedVerdict, Spread};
+use crate::records::{ComparisonRun, ModeFigures, RunStatus, SpeedVerdict, SpeedupBounds, Spread};
 
 /// What a comparison needs to know about one of its runs.
 #[derive(Debug, Clone)]
@@ -26,6 +27,9 @@ pub(crate) struct Member {
     pub recorded_steps: i64,
     /// Drafted tree nodes over those steps; `None` without steps.
     pub tree_tokens: Option<i64>,
+    /// Time those steps spent drafting and verifying; `None` without steps.
+    pub draft_ms: Option<f64>,
+    pub verify_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -40,17 +44,18 @@ pub(crate) struct Figures {
 
 const BASELINE_MODE: &str = "normal";
 
-/// A speed-up above this with fewer tokens per step than [`UNEXPLAINED_TOKENS_PER_STEP`] cannot
-/// come from drafting: it is the machine's noise.
-const UNEXPLAINED_SPEEDUP: f64 = 1.2;
-const UNEXPLAINED_TOKENS_PER_STEP: f64 = 1.05;
+/// How far outside what drafting can explain a speed-up must fall to be called the machine's
+/// noise: a fifth, either way.
+const UNEXPLAINED_MARGIN: f64 = 1.2;
 
-/// Fewer drafted tokens per step than this cannot move the speed by the 20% that
-/// [`UNEXPLAINED_SPEEDUP`] treats as noise, either way. One drafted token can gain at most one
-/// token per step, and checking it costs at most about one more token in the step's decode: a
-/// second token cost 1.6x to 2.3x the first on the 2-core test machine (docs/BENCHMARKS.md),
-/// so at most 1.3 plain steps. `d` tokens per step then move the speed by at most a factor of
-/// 1 + 1.3 d; under 0.15, by under 20%.
+/// The most one drafted token can add to a step's cost, in plain steps. Checking a second token
+/// cost 1.6x to 2.3x the first on the 2-core test machine (docs/BENCHMARKS.md), so at most 1.3
+/// plain steps; more tokens cost less each.
+const EXTRA_TOKEN_COST: f64 = 1.3;
+
+/// Fewer drafted tokens per step than this cannot move the speed by the fifth that
+/// [`UNEXPLAINED_MARGIN`] treats as noise, either way: `d` tokens per step move the speed by at
+/// most a factor of 1 + [`EXTRA_TOKEN_COST`] d; under 0.15, by under 20%.
 const BARELY_DRAFTED_PER_STEP: f64 = 0.15;
 
 /// Figures of `members` (in creation order). The k-th run of a mode belongs to round k; outputs
@@ -176,26 +181,22 @@ fn mode_figures(runs: &[ComparisonRun], members: &[Member]) -> Vec<ModeFigures> 
                 .map(|r| r.draft_tokens)
                 .sum::<Option<i64>>()
                 .filter(|_| !is_normal);
-            let drafted_per_step = if is_normal {
-                None
-            } else {
-                drafted_per_step(
-                    members
-                        .iter()
-                        .filter(|m| m.mode == mode && m.status == RunStatus::Finished),
-                )
+            let finished_members = || {
+                members
+                    .iter()
+                    .filter(move |m| m.mode == mode && m.status == RunStatus::Finished)
             };
+            let drafting = Drafting {
+                tokens_per_step: mean_accepted,
+                drafted,
+                per_step: drafted_per_step(finished_members()),
+                draft_share: draft_share(finished_members()),
+            };
+            let explainable = (!is_normal).then(|| explainable(drafting)).flatten();
             let verdict = match (speedup, speed, normal_speed) {
-                (Some(speedup), Some(speed), Some(normal)) if !is_normal => Some(verdict(
-                    speedup,
-                    Drafting {
-                        tokens_per_step: mean_accepted,
-                        drafted,
-                        per_step: drafted_per_step,
-                    },
-                    speed,
-                    normal,
-                )),
+                (Some(speedup), Some(speed), Some(normal)) if !is_normal => {
+                    Some(verdict(speedup, drafting, speed, normal))
+                }
                 _ => None,
             };
             ModeFigures {
@@ -205,8 +206,9 @@ fn mode_figures(runs: &[ComparisonRun], members: &[Member]) -> Vec<ModeFigures> 
                 ttft_ms: Spread::of(finished(runs, mode).filter_map(|r| r.ttft_ms)),
                 mean_accepted,
                 drafted_tokens: drafted,
-                drafted_per_step,
+                drafted_per_step: drafting.per_step.filter(|_| !is_normal),
                 speedup,
+                explainable,
                 verdict,
             }
         })
@@ -221,6 +223,19 @@ fn drafted_per_step<'m>(runs: impl Iterator<Item = &'m Member>) -> Option<f64> {
     (steps > 0).then(|| nodes as f64 / steps as f64)
 }
 
+/// The time `runs`' recorded steps spent drafting over the time they spent verifying; `None`
+/// when they recorded no verifying time. Both are measured in the same steps, so a busy machine
+/// slows both and leaves the share.
+fn draft_share<'m>(runs: impl Iterator<Item = &'m Member>) -> Option<f64> {
+    let (draft, verify) = runs.fold((0.0, 0.0), |(draft, verify), m| {
+        (
+            draft + m.draft_ms.unwrap_or(0.0),
+            verify + m.verify_ms.unwrap_or(0.0),
+        )
+    });
+    (verify > 0.0).then(|| draft / verify)
+}
+
 /// What a mode drafted over its finished runs.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Drafting {
@@ -230,6 +245,24 @@ pub(crate) struct Drafting {
     pub drafted: Option<i64>,
     /// Drafted tree nodes per step; `None` when no step was recorded.
     pub per_step: Option<f64>,
+    /// Drafting time over verifying time in the recorded steps; `None` when none was recorded.
+    pub draft_share: Option<f64>,
+}
+
+/// The speed-ups that `drafting` can explain. No step costs less than a plain one, so a mode is
+/// at most its tokens per step as fast; at worst each drafted node costs [`EXTRA_TOKEN_COST`]
+/// plain steps and drafting adds its measured share on top.
+pub(crate) fn explainable(drafting: Drafting) -> Option<SpeedupBounds> {
+    let tokens_per_step = drafting.tokens_per_step?;
+    let slowest = drafting.per_step.map(|per_step| {
+        let step_cost =
+            (1.0 + EXTRA_TOKEN_COST * per_step) * (1.0 + drafting.draft_share.unwrap_or(0.0));
+        tokens_per_step / step_cost
+    });
+    Some(SpeedupBounds {
+        slowest,
+        fastest: tokens_per_step,
+    })
 }
 
 /// What a mode's speed-up over normal means, given both modes' decode speeds over the rounds.
@@ -247,11 +280,12 @@ pub(crate) fn verdict(
         .is_some_and(|d| d < BARELY_DRAFTED_PER_STEP)
     {
         SpeedVerdict::BarelyDrafted
-    } else if speedup.median > UNEXPLAINED_SPEEDUP
-        && drafting
-            .tokens_per_step
-            .is_some_and(|t| t < UNEXPLAINED_TOKENS_PER_STEP)
-    {
+    } else if explainable(drafting).is_some_and(|bounds| {
+        speedup.median > bounds.fastest * UNEXPLAINED_MARGIN
+            || bounds
+                .slowest
+                .is_some_and(|slowest| speedup.median < slowest / UNEXPLAINED_MARGIN)
+    }) {
         SpeedVerdict::Unexplained
     } else if speed.count < 2 || normal.count < 2 {
         SpeedVerdict::SingleRun
@@ -306,6 +340,8 @@ mod tests {
             output: Some(output.into()),
             recorded_steps: if mode == "normal" { 0 } else { 4 },
             tree_tokens: (mode != "normal").then_some(8),
+            draft_ms: (mode != "normal").then_some(4.0),
+            verify_ms: (mode != "normal").then_some(40.0),
         }
     }
 
@@ -315,6 +351,7 @@ mod tests {
             tokens_per_step: Some(tokens_per_step),
             drafted: None,
             per_step: None,
+            draft_share: None,
         }
     }
 
@@ -497,9 +534,14 @@ mod tests {
             verdict(spread(9.75, 8.0, 11.0, 1), per_step(1.02), fast, normal),
             SpeedVerdict::Unexplained
         );
-        // Enough tokens per step to explain it.
+        // Not at 1.06 tokens per step either: a step costs at least a plain one.
         assert_eq!(
             verdict(spread(9.75, 8.0, 11.0, 3), per_step(1.06), fast, normal),
+            SpeedVerdict::Unexplained
+        );
+        // Enough tokens per step to explain it.
+        assert_eq!(
+            verdict(spread(9.75, 8.0, 11.0, 3), per_step(9.0), fast, normal),
             SpeedVerdict::Faster
         );
         // Small gains at one token per step are left to the ranges.
@@ -515,12 +557,91 @@ mod tests {
     }
 
     #[test]
+    fn a_slowdown_what_was_drafted_cannot_explain_is_noise() {
+        let normal = spread(100.0, 95.0, 105.0, 3);
+        // 1.15 tokens per step from 0.5 drafted per step with a tenth of each step spent drafting:
+        // at worst 1.15 / (1.65 * 1.1), 0.63x. Slower in every round at 0.27x is the machine's.
+        let drafting = Drafting {
+            tokens_per_step: Some(1.15),
+            drafted: Some(30),
+            per_step: Some(0.5),
+            draft_share: Some(0.1),
+        };
+        let bounds = explainable(drafting).unwrap();
+        assert_eq!(bounds.fastest, 1.15);
+        assert!((bounds.slowest.unwrap() - 1.15 / (1.65 * 1.1)).abs() < 1e-12);
+        assert_eq!(
+            verdict(
+                spread(0.27, 0.25, 0.3, 3),
+                drafting,
+                spread(27.0, 25.0, 30.0, 3),
+                normal
+            ),
+            SpeedVerdict::Unexplained
+        );
+        // Within a fifth of the bound it is measured.
+        assert_eq!(
+            verdict(
+                spread(0.55, 0.53, 0.57, 3),
+                drafting,
+                spread(55.0, 53.0, 57.0, 3),
+                normal
+            ),
+            SpeedVerdict::Slower
+        );
+        // A drafter that takes most of each step explains more: the heads' share is measured.
+        let costly = Drafting {
+            draft_share: Some(2.0),
+            ..drafting
+        };
+        assert_eq!(
+            verdict(
+                spread(0.27, 0.25, 0.3, 3),
+                costly,
+                spread(27.0, 25.0, 30.0, 3),
+                normal
+            ),
+            SpeedVerdict::Slower
+        );
+        // Without recorded steps (a remote engine) the slowest is unknown: the ranges decide.
+        let remote = Drafting {
+            per_step: None,
+            draft_share: None,
+            ..drafting
+        };
+        assert_eq!(explainable(remote).unwrap().slowest, None);
+        assert_eq!(
+            verdict(
+                spread(0.27, 0.25, 0.3, 3),
+                remote,
+                spread(27.0, 25.0, 30.0, 3),
+                normal
+            ),
+            SpeedVerdict::Slower
+        );
+    }
+
+    #[test]
+    fn figures_carry_the_speedups_drafting_explains() {
+        let figures = compute(&[
+            member(1, "normal", RunStatus::Finished, 100.0, "a"),
+            member(2, "medusa", RunStatus::Finished, 150.0, "a"),
+        ]);
+        assert_eq!(figures.modes[0].explainable, None);
+        // Two tokens per step from two drafted nodes, a tenth of each step drafting.
+        let bounds = figures.modes[1].explainable.unwrap();
+        assert_eq!(bounds.fastest, 2.0);
+        assert!((bounds.slowest.unwrap() - 2.0 / (3.6 * 1.1)).abs() < 1e-12);
+    }
+
+    #[test]
     fn a_mode_that_drafted_nothing_is_noise_in_either_direction() {
         let normal = spread(100.0, 95.0, 105.0, 3);
         let plain = Drafting {
             tokens_per_step: Some(1.0),
             drafted: Some(0),
             per_step: Some(0.0),
+            draft_share: None,
         };
         for (speedup, speed) in [
             (spread(0.39, 0.07, 0.54, 3), spread(39.0, 7.0, 54.0, 3)),
@@ -537,6 +658,7 @@ mod tests {
             tokens_per_step: Some(1.0),
             drafted: Some(40),
             per_step: Some(2.0),
+            draft_share: None,
         };
         assert_eq!(
             verdict(
@@ -571,6 +693,7 @@ mod tests {
             tokens_per_step: Some(1.03),
             drafted: Some(12),
             per_step: Some(0.1),
+            draft_share: None,
         };
         // Slower in both rounds, with ranges apart: 0.1 drafted tokens per step cannot cost 27%.
         assert_eq!(
@@ -592,16 +715,17 @@ mod tests {
             ),
             SpeedVerdict::BarelyDrafted
         );
-        // At the threshold drafting can explain it: the ranges decide.
+        // At the threshold drafting can explain a small slowdown: the ranges decide.
         let enough = Drafting {
             per_step: Some(BARELY_DRAFTED_PER_STEP),
+            draft_share: None,
             ..barely
         };
         assert_eq!(
             verdict(
-                spread(0.5, 0.45, 0.55, 2),
+                spread(0.8, 0.78, 0.82, 2),
                 enough,
-                spread(1.5, 1.4, 1.6, 2),
+                spread(2.4, 2.3, 2.5, 2),
                 spread(3.0, 2.9, 3.1, 2)
             ),
             SpeedVerdict::Slower
@@ -609,6 +733,7 @@ mod tests {
         // Unknown per step (a remote engine records no steps): the other rules decide.
         let unknown = Drafting {
             per_step: None,
+            draft_share: None,
             ..barely
         };
         assert_eq!(
@@ -628,6 +753,7 @@ mod tests {
             tokens_per_step: Some(1.8),
             drafted: Some(60),
             per_step: Some(3.0),
+            draft_share: None,
         };
         // Paired by round: 1.2x in one, 0.9x in another, whatever the speeds' ranges say.
         assert_eq!(

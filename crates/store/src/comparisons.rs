@@ -135,7 +135,9 @@ pub(crate) async fn load_comparison(conn: &mut SqliteConnection, id: i64) -> Res
         "SELECT id, mode, status, tokens_per_second, decode_tokens_per_second, ttft_ms, \
          mean_accepted, draft_tokens, output, \
          (SELECT COUNT(*) FROM steps WHERE steps.run_id = runs.id) AS recorded_steps, \
-         (SELECT SUM(tree_size) FROM steps WHERE steps.run_id = runs.id) AS tree_tokens \
+         (SELECT SUM(tree_size) FROM steps WHERE steps.run_id = runs.id) AS tree_tokens, \
+         (SELECT SUM(draft_ms) FROM steps WHERE steps.run_id = runs.id) AS draft_ms, \
+         (SELECT SUM(verify_ms) FROM steps WHERE steps.run_id = runs.id) AS verify_ms \
          FROM runs WHERE comparison_id = ? ORDER BY created_at, id",
     )
     .bind(id)
@@ -156,6 +158,8 @@ pub(crate) async fn load_comparison(conn: &mut SqliteConnection, id: i64) -> Res
             output: row.try_get("output")?,
             recorded_steps: row.try_get("recorded_steps")?,
             tree_tokens: row.try_get("tree_tokens")?,
+            draft_ms: row.try_get("draft_ms")?,
+            verify_ms: row.try_get("verify_ms")?,
         });
     }
     let figures = compute(&members);

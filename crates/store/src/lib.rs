@@ -59,8 +59,9 @@ pub use import::{
 pub use records::{
     Comparison, ComparisonRun, ConversationTurn, DraftDecisionRecord, DraftNodeRecord,
     DraftSkipRecord, DrafterEvidenceRecord, HeadsRef, ListedRun, MessageRecord, ModeFigures,
-    ModelRef, NewRun, PromptRecord, Run, RunOutcome, RunStatus, RunWithSteps, SpeedVerdict, Spread,
-    StepRecord, StepTokenRecord, StepTreeRecord, TokenLogprobRecord, TopLogprobRecord,
+    ModelRef, NewRun, PromptRecord, Run, RunOutcome, RunStatus, RunWithSteps, SpeedVerdict,
+    SpeedupBounds, Spread, StepRecord, StepTokenRecord, StepTreeRecord, TokenLogprobRecord,
+    TopLogprobRecord,
 };
 pub use training_jobs::{
     training_job_name, NewTrainingJob, TrainingJob, TrainingProgress, TrainingStatus,

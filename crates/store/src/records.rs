@@ -657,7 +657,8 @@ pub enum SpeedVerdict {
     Slower,
     /// The ranges of the two modes' speeds overlap.
     WithinNoise,
-    /// Faster than the tokens per step can explain: the machine's noise.
+    /// Faster or slower than what the mode drafted can explain (outside
+    /// [`ModeFigures::explainable`]): the machine's noise.
     Unexplained,
     /// It drafted so little that drafting cannot have moved its speed as far as measured,
     /// either way: the machine's noise.
@@ -692,8 +693,21 @@ pub struct ModeFigures {
     pub drafted_per_step: Option<f64>,
     /// Decode speed over the same round's `normal` run; `None` for `normal`.
     pub speedup: Option<Spread>,
+    /// The speed-ups that what the mode drafted can explain; `None` for `normal` and where its
+    /// tokens per step are not known.
+    pub explainable: Option<SpeedupBounds>,
     /// `None` for `normal` and without a finished pair.
     pub verdict: Option<SpeedVerdict>,
+}
+
+/// How far drafting can move a mode's decode speed from normal's, given what it drafted.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct SpeedupBounds {
+    /// Every drafted token costing a whole extra token and more, with the drafter's own measured
+    /// share of each step; `None` where no step was recorded (remote engines).
+    pub slowest: Option<f64>,
+    /// Every step costing no more than a plain one: its tokens per step.
+    pub fastest: f64,
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { countText, downloadRefusal, fileNameOf, headsFor, loadableModels, progressText, sizeText } from './catalog';
+import { countText, downloadRefusal, fileNameOf, fitText, headsFor, loadableModels, memoryNeeded, offeredFile, progressText, sizeText } from './catalog';
 import type { DiskModel, HubFile } from './api/types';
 
 const disk = (file_name: string, extra: Partial<DiskModel> = {}): DiskModel => ({
@@ -84,5 +84,42 @@ describe('loadableModels', () => {
       { path: '/n/third.gguf', fileName: 'third.gguf', heads: null, loaded: false },
     ]);
     expect(loadableModels({ download_dir: '/m', folders: [] })).toEqual([]);
+  });
+});
+
+describe('a model offered from the chat', () => {
+  const file = (path: string, quantization: string | null, size_bytes: number, split = false): HubFile => ({
+    repo: 'a/b',
+    path,
+    size_bytes,
+    sha256: null,
+    quantization,
+    split,
+  });
+
+  it('offers the smallest file of the first format it knows, never a split one', () => {
+    const files = [
+      file('m-f16.gguf', 'F16', 700),
+      file('m-q8_0.gguf', 'Q8_0', 380),
+      file('big/m-q4_k_m.gguf', 'Q4_K_M', 250),
+      file('m-q4_k_m.gguf', 'q4_k_m', 240),
+      file('m-q4_0-00001-of-00002.gguf', 'Q4_0', 100, true),
+    ];
+    expect(offeredFile(files)?.path).toBe('m-q4_k_m.gguf');
+    expect(offeredFile(files.filter((f) => f.quantization?.toUpperCase() !== 'Q4_K_M'))?.path).toBe('m-q8_0.gguf');
+    // No offered format: the smallest loadable file.
+    expect(offeredFile([file('m-f16.gguf', 'F16', 700), file('m-bf16.gguf', 'BF16', 690)])?.path).toBe('m-bf16.gguf');
+    expect(offeredFile([file('m-00001-of-00002.gguf', 'Q4_K_M', 100, true)])).toBeNull();
+  });
+
+  it("sizes a file against the machine's memory", () => {
+    expect(memoryNeeded(1e9)).toBe(1.712e9);
+    // 1 GB needs 1.71 GB, within three quarters of 4 GB; not of 2 GB.
+    expect(fitText(1e9, 4e9)).toEqual({ fits: true, text: "1.00 GB · fits this machine's 4.00 GB of memory" });
+    expect(fitText(1e9, 2e9)).toEqual({
+      fits: false,
+      text: "1.00 GB · needs about 1.71 GB: too large for this machine's 2.00 GB of memory",
+    });
+    expect(fitText(1e9, null)).toEqual({ fits: null, text: '1.00 GB' });
   });
 });

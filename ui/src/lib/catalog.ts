@@ -87,3 +87,38 @@ export function countText(n: number): string {
   if (n >= 1e3) return `${(n / 1e3).toFixed(1)}k`;
   return String(n);
 }
+
+/**
+ * Weight formats in the order a model is offered for download from the chat: Q4_K_M keeps the
+ * most quality at 4 bits; the plain 4-bit formats are faster on a CPU (docs/BENCHMARKS.md).
+ */
+const OFFERED_FORMATS = ['Q4_K_M', 'Q4_0', 'Q4_1', 'IQ4_NL', 'Q5_K_M', 'Q8_0'];
+
+/** The file of a repository to offer: the smallest of the first offered format it has, else its smallest. */
+export function offeredFile(files: readonly HubFile[]): HubFile | null {
+  const loadable = files.filter((f) => downloadRefusal(f) === null).sort((a, b) => a.size_bytes - b.size_bytes);
+  for (const format of OFFERED_FORMATS) {
+    const found = loadable.find((f) => f.quantization?.toUpperCase() === format);
+    if (found) return found;
+  }
+  return loadable[0] ?? null;
+}
+
+/** Memory for the runtime's buffers and a context beside the weights. */
+const RUNTIME_BYTES = 512e6;
+/** The share of the machine's memory a model may take, leaving the rest to the system and other work. */
+const MEMORY_SHARE = 0.75;
+
+/** About how much memory a model file takes loaded: its weights a fifth over, and the runtime's buffers. */
+export function memoryNeeded(sizeBytes: number): number {
+  return sizeBytes * 1.2 + RUNTIME_BYTES;
+}
+
+/** Whether a model file fits this machine's memory (null where the memory is not known), in words. */
+export function fitText(sizeBytes: number, memoryBytes: number | null): { fits: boolean | null; text: string } {
+  if (memoryBytes === null) return { fits: null, text: sizeText(sizeBytes) };
+  const needed = memoryNeeded(sizeBytes);
+  return needed <= memoryBytes * MEMORY_SHARE
+    ? { fits: true, text: `${sizeText(sizeBytes)} · fits this machine's ${sizeText(memoryBytes)} of memory` }
+    : { fits: false, text: `${sizeText(sizeBytes)} · needs about ${sizeText(needed)}: too large for this machine's ${sizeText(memoryBytes)} of memory` };
+}

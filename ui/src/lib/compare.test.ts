@@ -27,6 +27,7 @@ function figures(over: Partial<ModeFigures>): ModeFigures {
     drafted_tokens: 12,
     drafted_per_step: 2.5,
     speedup: spread(1.01, 0.97, 1.04),
+    explainable: { slowest: 0.22, fastest: 1.0 },
     verdict: 'within_noise',
     ...over,
   };
@@ -149,6 +150,21 @@ describe('compare', () => {
     });
     expect(verdictText(figures({ verdict: 'unexplained', speedup: spread(9.75, 8, 11) }))).toEqual({
       text: 'noise: at 1.00 tokens per step, drafting cannot make it 9.75× as fast',
+      tone: 'warning',
+    });
+    // A slowdown says how slow drafting could have made it.
+    expect(
+      verdictText(
+        figures({
+          verdict: 'unexplained',
+          mean_accepted: 1.15,
+          drafted_per_step: 0.5,
+          explainable: { slowest: 0.634, fastest: 1.15 },
+          speedup: spread(0.27, 0.25, 0.3),
+        }),
+      ),
+    ).toEqual({
+      text: 'noise: at 1.15 tokens per step from 0.50 drafted per step, checking the drafts cannot make it slower than 0.63×, yet it measured 0.27×',
       tone: 'warning',
     });
     expect(verdictText(figures({ verdict: 'drafted_nothing', drafted_tokens: 0, speedup: spread(0.39, 0.07, 0.54) }))).toEqual({

@@ -109,6 +109,21 @@ export function headlineSpeedup(modes: readonly ModeFigures[]): number | null {
   return measured.length ? Math.max(...measured.map((m) => m.speedup!.median)) : null;
 }
 
+/** Why a speed-up outside what the mode drafted can explain is the machine's noise, either way. */
+function unexplainedText(figures: ModeFigures): string {
+  const measured = formatSpeedup(figures.speedup?.median ?? null);
+  const tokens = (figures.mean_accepted ?? 1).toFixed(2);
+  const slowest = figures.explainable?.slowest ?? null;
+  if (slowest !== null && (figures.speedup?.median ?? 1) < 1) {
+    const drafted = (figures.drafted_per_step ?? 0).toFixed(2);
+    return (
+      `noise: at ${tokens} tokens per step from ${drafted} drafted per step, checking the drafts ` +
+      `cannot make it slower than ${formatSpeedup(slowest)}, yet it measured ${measured}`
+    );
+  }
+  return `noise: at ${tokens} tokens per step, drafting cannot make it ${measured} as fast`;
+}
+
 /** A mode's verdict against normal in words, and how loudly to show it. */
 export function verdictText(figures: ModeFigures): { text: string; tone: Tone } {
   const verdict: SpeedVerdict | null = figures.verdict;
@@ -121,10 +136,7 @@ export function verdictText(figures: ModeFigures): { text: string; tone: Tone } 
     case 'within_noise':
       return { text: 'within noise: the ranges of the two speeds overlap', tone: 'neutral' };
     case 'unexplained':
-      return {
-        text: `noise: at ${(figures.mean_accepted ?? 1).toFixed(2)} tokens per step, drafting cannot make it ${formatSpeedup(speedup?.median ?? null)} as fast`,
-        tone: 'warning',
-      };
+      return { text: unexplainedText(figures), tone: 'warning' };
     case 'drafted_nothing':
       return {
         text: `noise: drafted nothing, so it decoded as normal does and the ${formatSpeedup(speedup?.median ?? null)} is the machine's`,

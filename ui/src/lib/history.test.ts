@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import type { ListedRun, RunRecord, StepRecord } from './api/types';
+import type { Comparison, ComparisonMember, ListedRun, ModeFigures, RunRecord, StepRecord } from './api/types';
 import { stepFigures } from './runFigures';
 import {
   buildQuery,
   compareSelected,
+  comparisonOf,
   divergenceQuestion,
   draftingText,
   isWholeRun,
@@ -46,13 +47,61 @@ describe('history', () => {
 
   it('compares selected runs with the first normal one', () => {
     const run = (id: number, mode: string, output: string, tps: number) =>
-      ({ id, mode, output, tokens_per_second: tps, token_ids: null }) as unknown as RunRecord;
+      ({ id, mode, output, tokens_per_second: tps, decode_tokens_per_second: null, token_ids: null }) as unknown as RunRecord;
     const figures = compareSelected([run(1, 'medusa', 'abc', 30), run(2, 'normal', 'abc', 20), run(3, 'lookup', 'abX', 10)]);
     expect(figures.map((f) => [f.run.id, f.speedup, f.identical, f.differsAt])).toEqual([
       [1, 1.5, true, null],
       [2, null, null, null],
       [3, 0.5, false, 'character 2'],
     ]);
+  });
+
+  const prompt = { kind: 'text', content: 'Name a colour.' } as const;
+  const picked = (id: number, mode: string, decode: number, draft_tokens: number | null = 5) =>
+    ({ id, mode, prompt, output: 'Red.', tokens_per_second: decode / 2, decode_tokens_per_second: decode, draft_tokens, token_ids: null }) as unknown as RunRecord;
+
+  it('calls no hand-picked run a gain: one run each cannot tell speed from noise', () => {
+    const figures = compareSelected([
+      picked(1, 'normal', 100),
+      picked(2, 'medusa', 136),
+      picked(3, 'normal', 120),
+      picked(4, 'lookup', 150, 0),
+      { ...picked(5, 'auto', 90), prompt: { kind: 'text', content: 'Other.' } } as RunRecord,
+    ]);
+    expect(figures.map((f) => [f.speedup, f.speedupCell.text, f.speedupCell.tone])).toEqual([
+      [null, 'baseline', 'muted'],
+      // Decode speeds, as Compare measures.
+      [1.36, '1.36×', 'plain'],
+      [1.2, '1.20× (normal again)', 'muted'],
+      [1.5, 'noise (measured 1.50×)', 'muted'],
+      [0.9, '0.90× (another prompt)', 'muted'],
+    ]);
+  });
+
+  it("shows a comparison's runs with the comparison's own figures and verdicts", () => {
+    const runs = [picked(1, 'normal', 100), picked(2, 'medusa', 136), picked(3, 'lookup', 300), picked(4, 'normal', 90), picked(5, 'medusa', 130), picked(6, 'lookup', 290)];
+    const member = (run_id: number, mode: string, round: number, speedup: number | null) =>
+      ({ run_id, mode, round, speedup }) as ComparisonMember;
+    const mode = (name: string, verdict: ModeFigures['verdict']) =>
+      ({ mode: name, verdict, speedup: { median: 1.4, min: 1.36, max: 1.44, count: 2 }, mean_accepted: 1.0, drafted_per_step: 0.0, drafted_tokens: 0 }) as ModeFigures;
+    const comparison = {
+      id: 7,
+      runs: [member(1, 'normal', 0, null), member(2, 'medusa', 0, 1.36), member(3, 'lookup', 0, 3.0), member(4, 'normal', 1, null), member(5, 'medusa', 1, 1.44), member(6, 'lookup', 1, 3.22)],
+      modes: [mode('normal', null), mode('medusa', 'drafted_nothing'), mode('lookup', 'faster')],
+    } as unknown as Comparison;
+    expect(comparisonOf(runs, [comparison])).toBe(comparison);
+    expect(comparisonOf(runs.slice(1), [comparison])).toBeNull();
+    const cells = compareSelected(runs, comparison).map((f) => [f.speedupCell.text, f.speedupCell.tone]);
+    expect(cells).toEqual([
+      ['baseline', 'muted'],
+      ['noise (measured 1.36×)', 'muted'],
+      ['3.00×', 'gain'],
+      // Paired by round, not against the first normal run.
+      ['round 2 baseline', 'muted'],
+      ['noise (measured 1.44×)', 'muted'],
+      ['3.22×', 'gain'],
+    ]);
+    expect(compareSelected(runs, comparison)[1].speedupCell.title).toMatch(/^noise: drafted nothing/);
   });
 
   it('compares token by token where both runs kept their tokens', () => {

@@ -1,6 +1,7 @@
 // The history table: prompt text, query from filters, figures of selected runs.
 
 import type {
+  Comparison,
   DivergenceRequest,
   ListedRun,
   Mode,
@@ -11,6 +12,7 @@ import type {
   SortKey,
   StepRecord,
 } from './api/types';
+import { formatSpeedup, isNoise, verdictText } from './compare';
 import { firstDifference } from './run';
 import { counted } from './words';
 import { draftedText, stepFigures, type RunFigures } from './runFigures';
@@ -59,12 +61,30 @@ export function buildQuery(
 
 export interface SelectedFigures {
   run: RunRecord;
-  /** Tokens/s over the baseline's (the first normal run selected, else the first). */
+  /**
+   * Decode speed over the baseline's (the first normal run selected, else the first); in a
+   * comparison, over the run's own round's normal run, as the comparison measured it.
+   */
   speedup: number | null;
+  /** How the speed-up is shown. */
+  speedupCell: SpeedupCell;
   /** Null for the baseline itself. Token by token where both runs kept their tokens. */
   identical: boolean | null;
   /** Where it first departs from the baseline: "token 4" (1-based) or "character 12" (0-based). */
   differsAt: string | null;
+}
+
+/** A speed-up in words: `gain` only where Compare's rules call it one. */
+export interface SpeedupCell {
+  text: string;
+  tone: 'gain' | 'plain' | 'muted';
+  title: string | null;
+}
+
+/** The comparison whose runs are exactly `runs`, if there is one. */
+export function comparisonOf(runs: readonly RunRecord[], comparisons: readonly Comparison[]): Comparison | null {
+  const ids = new Set(runs.map((r) => r.id));
+  return comparisons.find((c) => c.runs.length === ids.size && c.runs.every((m) => ids.has(m.run_id))) ?? null;
 }
 
 /** The run the others are measured against: the first normal run selected, else the first. */
@@ -82,21 +102,65 @@ function departure(baseline: RunRecord, run: RunRecord): string | null {
   return at === null ? null : `character ${at}`;
 }
 
-export function compareSelected(runs: RunRecord[]): SelectedFigures[] {
+/**
+ * The selected runs against the baseline. Runs of `comparison` show its own figures (paired by
+ * round, judged by its verdicts), so History never calls a gain what Compare called noise.
+ */
+export function compareSelected(runs: RunRecord[], comparison: Comparison | null = null): SelectedFigures[] {
   const baseline = selectedBaseline(runs);
   return runs.map((run) => {
     if (run === baseline || !baseline) {
-      return { run, speedup: null, identical: null, differsAt: null };
+      return { run, speedup: null, speedupCell: { text: 'baseline', tone: 'muted', title: null }, identical: null, differsAt: null };
     }
     const differsAt = departure(baseline, run);
-    const base = baseline.tokens_per_second ?? 0;
-    return {
-      run,
-      speedup: base > 0 && run.tokens_per_second !== null ? run.tokens_per_second / base : null,
-      identical: differsAt === null,
-      differsAt,
-    };
+    const member = comparison?.runs.find((m) => m.run_id === run.id);
+    const speedup = member && comparison ? member.speedup : speedRatio(run, baseline);
+    const speedupCell = member && comparison
+      ? comparedCell(run, member.round, speedup, comparison)
+      : selectedCell(run, baseline, speedup);
+    return { run, speedup, speedupCell, identical: differsAt === null, differsAt };
   });
+}
+
+/** Decode speeds where both runs have them, else tokens/s: one measure for both. */
+function speedRatio(run: RunRecord, baseline: RunRecord): number | null {
+  const decode = run.decode_tokens_per_second !== null && baseline.decode_tokens_per_second !== null;
+  const [speed, base] = decode
+    ? [run.decode_tokens_per_second, baseline.decode_tokens_per_second]
+    : [run.tokens_per_second, baseline.tokens_per_second];
+  return speed !== null && base !== null && base > 0 ? speed / base : null;
+}
+
+function comparedCell(run: RunRecord, round: number, speedup: number | null, comparison: Comparison): SpeedupCell {
+  if (run.mode === 'normal') {
+    return { text: `round ${round + 1} baseline`, tone: 'muted', title: "each round's runs are measured against that round's normal run" };
+  }
+  if (speedup === null) return { text: '–', tone: 'muted', title: 'no finished normal run in its round' };
+  const figures = comparison.modes.find((m) => m.mode === run.mode);
+  if (!figures) return { text: formatSpeedup(speedup), tone: 'plain', title: null };
+  const { text } = verdictText(figures);
+  if (isNoise(figures.verdict)) return { text: `noise (measured ${formatSpeedup(speedup)})`, tone: 'muted', title: text };
+  return { text: formatSpeedup(speedup), tone: figures.verdict === 'faster' ? 'gain' : 'plain', title: text };
+}
+
+/** Runs picked by hand: one run each, so nothing is called a gain (Compare repeats). */
+function selectedCell(run: RunRecord, baseline: RunRecord, speedup: number | null): SpeedupCell {
+  const measured = formatSpeedup(speedup);
+  if (!samePrompt(baseline.prompt, run.prompt)) {
+    return { text: `${measured} (another prompt)`, tone: 'muted', title: 'against a run of another prompt: different work' };
+  }
+  if (speedup === null) return { text: '–', tone: 'muted', title: 'one of the two runs has no speed' };
+  if (run.mode === 'normal') {
+    return { text: `${measured} (normal again)`, tone: 'muted', title: "both decoded plainly: the difference is the machine's noise" };
+  }
+  if (run.draft_tokens === 0) {
+    return {
+      text: `noise (measured ${measured})`,
+      tone: 'muted',
+      title: "it drafted nothing, so it decoded as normal does: the difference is the machine's",
+    };
+  }
+  return { text: measured, tone: 'plain', title: 'one run each: Compare repeats the runs to tell speed from noise' };
 }
 
 /** Whether two runs were asked the same thing: the same text, or the same messages in order. */

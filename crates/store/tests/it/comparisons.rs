@@ -1,7 +1,7 @@
 //! Comparisons computed from hand-made runs.
 
 use sqlx::Row;
-use store::{ComparisonRun, RunFilter, RunStatus, StoreError};
+use store::{ComparisonRun, RunFilter, RunStatus, SpeedVerdict, StepRecord, StoreError};
 
 use crate::common::*;
 
@@ -264,4 +264,62 @@ async fn comparisons_list_newest_first_with_a_limit() {
         store.list_comparisons(Some(-1)).await,
         Err(StoreError::InvalidInput(_))
     ));
+}
+
+#[tokio::test]
+async fn a_slowdown_its_recorded_steps_cannot_explain_is_noise_in_every_route() {
+    let (_dir, store) = temp_store().await;
+    let prompt = chat("Name a colour.");
+    // Each drafted step checked one node and spent a tenth of its verifying time drafting.
+    let drafted_steps: Vec<StepRecord> = steps(0..4)
+        .into_iter()
+        .map(|step| StepRecord {
+            tree_size: 1,
+            draft_ms: 1.0,
+            verify_ms: 10.0,
+            ..step
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for (minute, (mode, speed)) in [
+        ("normal", 100.0),
+        ("medusa", 27.0),
+        ("medusa", 26.0),
+        ("normal", 98.0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = store
+            .begin_run(&new_run(mode, "m", prompt.clone(), minute as i64))
+            .await
+            .unwrap();
+        if mode == "medusa" {
+            store.append_steps(id, &drafted_steps).await.unwrap();
+        }
+        store
+            .finish_run(id, &outcome("Red.", speed, minute as i64))
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    let comparison = store.create_comparison(&prompt, &ids).await.unwrap();
+    let medusa = &comparison.modes[1];
+    // 1.6 tokens per step from one node per step, a tenth of each step drafting: drafting can
+    // slow it to 1.6 / (2.3 * 1.1) = 0.63x at the worst, not to 0.27x.
+    let slowest = medusa.explainable.unwrap().slowest.unwrap();
+    assert!((slowest - 1.6 / (2.3 * 1.1)).abs() < 1e-9, "{slowest}");
+    assert_eq!(medusa.verdict, Some(SpeedVerdict::Unexplained));
+
+    // The same figures through every route that shows them.
+    assert_eq!(
+        store.get_comparison(comparison.id).await.unwrap(),
+        comparison
+    );
+    assert_eq!(
+        store.list_comparisons(None).await.unwrap(),
+        [comparison.clone()]
+    );
+    let run = store.get_run(ids[1]).await.unwrap().run;
+    assert_eq!(run.comparison_id, Some(comparison.id));
 }

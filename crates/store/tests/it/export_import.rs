@@ -188,6 +188,7 @@ async fn json_export_imports_into_a_fresh_database_and_only_once() {
     assert_eq!(copy.prompt, original.prompt);
     assert_eq!(copy.speedup, Some(31.0 / 20.0));
     assert_eq!(copy.speedup, original.speedup);
+    assert_eq!(copy.modes, original.modes);
     assert_eq!(copy.outputs_identical, Some(true));
     for id in copy.run_ids() {
         assert_eq!(

@@ -1378,7 +1378,12 @@ export type CatalogSearch = {
 /**
  * The hub asked (`HF_ENDPOINT`, else Hugging Face).
  */
-hub: string, suggested: boolean, results: Array<CatalogEntry>, };
+hub: string, suggested: boolean, results: Array<CatalogEntry>, 
+/**
+ * This machine's memory, which the suggested models are sized against; `None` where the
+ * system does not say.
+ */
+memory_bytes: number | null, };
 
 /**
  * A repository of GGUF files.
@@ -1854,6 +1859,11 @@ drafted_per_step: number | null,
  */
 speedup: Spread | null, 
 /**
+ * The speed-ups that what the mode drafted can explain; `None` for `normal` and where its
+ * tokens per step are not known.
+ */
+explainable: SpeedupBounds | null, 
+/**
  * `None` for `normal` and without a finished pair.
  */
 verdict: SpeedVerdict | null, };
@@ -1871,6 +1881,20 @@ count: number, };
  * What a mode's speed-up over `normal` means.
  */
 export type SpeedVerdict = "faster" | "slower" | "within_noise" | "unexplained" | "barely_drafted" | "rounds_disagree" | "drafted_nothing" | "single_run";
+
+/**
+ * How far drafting can move a mode's decode speed from normal's, given what it drafted.
+ */
+export type SpeedupBounds = { 
+/**
+ * Every drafted token costing a whole extra token and more, with the drafter's own measured
+ * share of each step; `None` where no step was recorded (remote engines).
+ */
+slowest: number | null, 
+/**
+ * Every step costing no more than a plain one: its tokens per step.
+ */
+fastest: number, };
 
 /**
  * One member of a comparison. The figures against the baseline are `None` for `normal` runs
