@@ -259,9 +259,13 @@ test("a comparison's runs side by side show the comparison's own figures, as Com
   const runs = [];
   // Two rounds in rotating order, as Compare runs them.
   for (const mode of ['normal', 'medusa', 'medusa', 'normal']) runs.push(await greedyRun(prompt, mode));
-  const comparison = await (
-    await api('/api/comparisons', { method: 'POST', body: JSON.stringify({ run_ids: runs.map((r) => r.id) }) })
-  ).json();
+  const created = await fetch(`${server.url}/api/comparisons`, {
+    method: 'POST',
+    headers: { ...server.headers, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ run_ids: runs.map((r) => r.id) }),
+  });
+  assert.equal(created.status, 201);
+  const comparison = await created.json();
   await page.getByTestId('history-refresh').click();
   await page.getByTestId('history-tab-comparisons').click();
   await page.locator(`[data-testid="history-comparison"][data-comparison-id="${comparison.id}"]`).click();

@@ -10,7 +10,7 @@ import { copyFileSync, existsSync, linkSync, mkdtempSync, rmSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { chatControl, medusa, openPage, openTab, screenshots, startBrowser, startServer } from './harness.mjs';
+import { medusa, openPage, openTab, screenshots, startBrowser, startServer } from './harness.mjs';
 
 /** CPU training and tuning are slow and the machine may be busy: generous limits, never timing asserts. */
 const JOB = 600_000;
@@ -46,7 +46,7 @@ after(async () => {
 /** `text` matched literally in a regular expression. */
 const escaped = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-const medusaOption = () => (await chatControl(page, 'chat-mode')).locator('option[value="medusa"]');
+const medusaOption = () => page.getByTestId('chat-mode').locator('option[value="medusa"]');
 
 /**
  * Records what the job panel shows after every change of the page (no reloads): the status, the

@@ -318,7 +318,7 @@ async fn a_slowdown_its_recorded_steps_cannot_explain_is_noise_in_every_route() 
     );
     assert_eq!(
         store.list_comparisons(None).await.unwrap(),
-        [comparison.clone()]
+        std::slice::from_ref(&comparison)
     );
     let run = store.get_run(ids[1]).await.unwrap().run;
     assert_eq!(run.comparison_id, Some(comparison.id));
