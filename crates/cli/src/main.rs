@@ -65,6 +65,9 @@ enum Commands {
 }
 
 fn main() -> std::process::ExitCode {
+    // A grammar check started by this program runs here and exits; otherwise grammars are
+    // checked in such children, which can be stopped.
+    engine::serve_grammar_checks();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MEDUSA_LOG")

@@ -184,8 +184,9 @@ impl Engine {
             return Ok(GenerationStream::from_parts(receiver, cancel));
         };
         let grammars = self.grammars.clone();
-        let (model, commands, shared) = (
+        let (model, model_path, commands, shared) = (
             self.model.clone(),
+            self.info.path.clone(),
             self.commands.clone(),
             self.shared.clone(),
         );
@@ -195,7 +196,8 @@ impl Engine {
             .name("medusa-grammar-wait".into())
             .spawn(move || {
                 let _span = span.entered();
-                let prepared = grammars.get_or_prepare(gbnf, |gbnf| prepare_grammar(model, gbnf));
+                let prepared =
+                    grammars.get_or_prepare(gbnf, |gbnf| prepare_grammar(model, &model_path, gbnf));
                 let command = match prepared {
                     Ok(grammar) => Command::Generate(QueuedRequest {
                         request: Box::new(request),

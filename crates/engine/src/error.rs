@@ -77,6 +77,12 @@ pub enum EngineError {
          grammars are taken again once they end"
     )]
     GrammarsBusy { overdue: usize },
+    /// Every grammar check's place stayed taken for as long as a check may wait.
+    #[error(
+        "{running} grammar checks are running and none ended in time; send the grammar again \
+         shortly"
+    )]
+    GrammarChecksBusy { running: usize },
     #[error("the queue is full ({capacity} requests waiting); retry in {retry_after_ms} ms")]
     QueueFull {
         capacity: usize,
@@ -138,7 +144,7 @@ impl EngineError {
             Self::Quantize(_) => "quantize_failed",
             Self::EngineStopped => "engine_stopped",
             Self::QueueFull { .. } => "queue_full",
-            Self::GrammarsBusy { .. } => "grammars_busy",
+            Self::GrammarsBusy { .. } | Self::GrammarChecksBusy { .. } => "grammars_busy",
             Self::Remote { code, .. } => code,
             Self::Io { .. } => "io_error",
             Self::Widen { .. } => "cannot_widen",

@@ -44,6 +44,7 @@ pub use events::{
     GenerationEvent, RunSummary, StepEvent, StepToken, StepTree, StopReason,
 };
 pub use generation_stream::{Canceller, GenerationSender, GenerationStream};
+pub use grammar::child::{serve_grammar_checks, MAX_GRAMMAR_CHECKS};
 pub use grammar::deadline::{overdue_grammar_threads, MAX_OVERDUE_GRAMMARS};
 pub use grammar::limits::{MAX_GRAMMAR_BYTES, MAX_GRAMMAR_NESTING};
 pub use grammar::prep::{GRAMMAR_PREPARE_DEADLINE, GRAMMAR_STEP_LIMIT};

@@ -61,6 +61,10 @@ pub struct CompletionRequest {
     /// llama-server's (ours too): `false` reads the whole prompt, reusing no cached cells.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_prompt: Option<bool>,
+    /// `medusa serve`'s: `read_only` drafts from lookup's memory of earlier requests without
+    /// adding this one, `off` neither (the default, `read_write`, is left unsaid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lookup_memory: Option<String>,
     #[serde(default)]
     pub stream: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]

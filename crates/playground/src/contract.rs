@@ -31,6 +31,7 @@ pub fn typescript() -> String {
         config,
         // Generation
         engine::GenerationMode,
+        engine::LookupMemoryUse,
         engine::ChatMessage,
         engine::SamplingParams,
         engine::LogitBias,

@@ -159,9 +159,9 @@ impl From<EngineError> for AppError {
     fn from(err: EngineError) -> Self {
         let kind = match &err {
             EngineError::NoMedusaHeads => ErrorKind::Conflict,
-            EngineError::QueueFull { .. } | EngineError::GrammarsBusy { .. } => {
-                ErrorKind::Unavailable
-            }
+            EngineError::QueueFull { .. }
+            | EngineError::GrammarsBusy { .. }
+            | EngineError::GrammarChecksBusy { .. } => ErrorKind::Unavailable,
             EngineError::TooMuchWork { .. } => ErrorKind::TooLarge,
             EngineError::Remote { .. } => ErrorKind::Upstream,
             e if e.is_client_error() => ErrorKind::Invalid,

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use engine::{
-    ChatMessage, GenerateRequest, GenerationMode, Prompt, QuantType, SamplingParams, TreeSpec,
+    ChatMessage, GenerateRequest, GenerationMode, LookupMemoryUse, Prompt, QuantType,
+    SamplingParams, TreeSpec,
 };
 use serde::Deserialize;
 use ts_rs::TS;
@@ -47,6 +48,11 @@ pub struct PlaygroundRequest {
     /// `false` reads the whole prompt: no cells reused from earlier requests, none kept.
     #[serde(default)]
     pub cache_prompt: Option<bool>,
+    /// Whether lookup drafts from its memory of earlier requests' text and adds this one's
+    /// (`read_write`, the default), only drafts from it (`read_only`: one prompt measured in
+    /// several modes), or neither (`off`).
+    #[serde(default)]
+    pub lookup_memory: Option<LookupMemoryUse>,
     /// The conversation this chat belongs to: it takes the request's messages and the answer.
     #[serde(default)]
     pub conversation_id: Option<i64>,
@@ -93,6 +99,7 @@ impl PlaygroundRequest {
                 .with_draft(self.draft.policy(mode)?);
         request.max_draft_tokens = self.max_draft_tokens;
         request.cache_prompt = self.cache_prompt.unwrap_or(true);
+        request.lookup_memory = self.lookup_memory.unwrap_or_default();
         request.continue_final_message = self.continue_final_message.unwrap_or(false);
         request.grammar = output_grammar(self.json.as_ref(), self.grammar)?;
         request.logprobs = self.logprobs;
@@ -235,6 +242,21 @@ mod tests {
         assert_eq!(request.max_tokens, PLAYGROUND_MAX_TOKENS);
         assert_eq!(request.mode, GenerationMode::Normal);
         assert_eq!(request.sampling, SamplingParams::default());
+        assert_eq!(request.lookup_memory, LookupMemoryUse::ReadWrite);
+    }
+
+    #[test]
+    fn lookup_memory_is_taken_by_name_and_an_unknown_one_refused() {
+        let request = |memory: &str| {
+            serde_json::from_str::<PlaygroundRequest>(&format!(
+                r#"{{"prompt": "Hi", "lookup_memory": "{memory}"}}"#
+            ))
+        };
+        let read_only = request("read_only").unwrap().into_request().unwrap();
+        assert_eq!(read_only.lookup_memory, LookupMemoryUse::ReadOnly);
+        let off = request("off").unwrap().into_request().unwrap();
+        assert_eq!(off.lookup_memory, LookupMemoryUse::Off);
+        assert!(request("sometimes").is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use engine::{
     DraftPolicy, GenerateRequest, GenerationEvent, GenerationMode, GenerationSender,
-    GenerationStream, Prompt,
+    GenerationStream, LookupMemoryUse, Prompt,
 };
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
@@ -568,6 +568,8 @@ fn request_body(request: &RemoteRequest) -> (&'static str, CompletionRequest) {
         if r.mode != GenerationMode::Normal {
             body.mode = Some(r.mode.as_str().to_owned());
         }
+        body.lookup_memory = (r.lookup_memory != LookupMemoryUse::ReadWrite)
+            .then(|| r.lookup_memory.as_str().to_owned());
         match &r.draft {
             DraftPolicy::Auto => {}
             DraftPolicy::Tuned => body.tree = Some(TreeField::Name("tuned".into())),
@@ -622,6 +624,7 @@ mod tests {
                 .with_draft(DraftPolicy::Length(3))
                 .with_stop(vec!["\n".into()]);
         request.cache_prompt = false;
+        request.lookup_memory = LookupMemoryUse::ReadOnly;
         request.continue_final_message = true;
         request.grammar = Some("root ::= \"a\"".into());
         request.sampling.seed = Some(3);
@@ -670,7 +673,7 @@ mod tests {
         assert_eq!(fields_sent(RemoteKind::Extended), extended);
         let mut medusa: Vec<&str> = extended
             .iter()
-            .chain(&["draft_length", "mode"])
+            .chain(&["draft_length", "lookup_memory", "mode"])
             .copied()
             .collect();
         medusa.sort();

@@ -1,5 +1,6 @@
 //! `medusa serve` as a process: runs survive a hard kill, and the one cut off is `interrupted`
-//! with the output it had; a network address is not served without a key.
+//! with the output it had; a network address is not served without a key; grammar checks run in
+//! children that are stopped at their deadline.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -589,4 +590,84 @@ fn a_first_start_listens_at_once_and_answers_while_it_measures_decode_costs() {
         ],
         "{stderr}"
     );
+}
+
+/// The processes `pid` has started that still run (from any of its threads).
+fn children_of(pid: u32) -> Vec<String> {
+    let mut children = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("the server's threads") {
+        let listed = std::fs::read_to_string(task.expect("a thread").path().join("children"));
+        children.extend(
+            listed
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_owned),
+        );
+    }
+    children
+}
+
+#[test]
+fn ambiguous_grammars_are_stopped_at_their_refusal_and_a_schema_answers_beside_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&dir.path().join("history.sqlite"));
+    let ask = |body: Value| {
+        let answer = agent()
+            .post(&format!("{}/v1/chat/completions", served.base))
+            .send_json(body);
+        match answer {
+            Ok(response) => (response.status(), response.into_json::<Value>().unwrap()),
+            Err(ureq::Error::Status(status, response)) => {
+                (status, response.into_json::<Value>().unwrap())
+            }
+            Err(err) => panic!("{err}"),
+        }
+    };
+    let question = |extra: Value| {
+        let mut body = json!({
+            "messages": [{"role": "user", "content": "Name a colour."}],
+            "max_tokens": 4,
+            "temperature": 0,
+        });
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    // Four ambiguous grammars at once, each with its own literal so that nothing is shared.
+    let refused: Vec<(u16, Value)> = std::thread::scope(|scope| {
+        let asked: Vec<_> = (0..4)
+            .map(|i| {
+                let grammar = format!(
+                    "root ::= a\na ::= [a-m] a | [a-m] a \"..x{i}\" | [a-m] a \"..y{i}\" | [a-m]"
+                );
+                let body = question(json!({ "grammar": grammar }));
+                scope.spawn(move || ask(body))
+            })
+            .collect();
+        asked.into_iter().map(|a| a.join().unwrap()).collect()
+    });
+    for (status, body) in &refused {
+        assert_eq!(*status, 400, "{body}");
+        assert_eq!(body["error"]["code"], "grammar_too_complex", "{body}");
+    }
+    // Their checks were stopped, not left running.
+    assert_eq!(children_of(served.child.id()), Vec::<String>::new());
+    // Another client's schema compiles and answers as it would alone.
+    let (status, body) = ask(question(json!({
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "colour",
+                "schema": {
+                    "type": "object",
+                    "properties": { "colour": { "type": "string" } },
+                    "required": ["colour"],
+                },
+            },
+        },
+    })));
+    assert_eq!(status, 200, "{body}");
+    let content = body["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(content.starts_with('{'), "{content:?}");
 }

@@ -29,11 +29,13 @@ impl PreparedGrammars {
             return kept;
         }
         let prepared = prepare(gbnf.clone());
-        // Failing to start a thread, or finding every grammar thread taken, says nothing of the
-        // grammar: the next request tries it again.
+        // Failing to start a thread, or finding every grammar thread or check taken, says
+        // nothing of the grammar: the next request tries it again.
         if !matches!(
             prepared,
-            Err(EngineError::Context(_) | EngineError::GrammarsBusy { .. })
+            Err(EngineError::Context(_)
+                | EngineError::GrammarsBusy { .. }
+                | EngineError::GrammarChecksBusy { .. })
         ) {
             self.keep(gbnf, prepared.clone());
         }

@@ -6,6 +6,7 @@
 //! forbids can never equal the constrained choice, so it is rejected like any other miss.
 
 pub(crate) mod cache;
+pub(crate) mod child;
 pub(crate) mod deadline;
 pub(crate) mod limits;
 pub(crate) mod prep;

@@ -2,6 +2,7 @@
 //! within a deadline, and followed for a few tokens first, so that a grammar whose every step
 //! would stall the engine is refused before it runs instead of holding every request up.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,7 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::error::EngineError;
+use crate::grammar::child::check_in_child;
 use crate::grammar::deadline::{DeadlineError, GRAMMAR_WORKERS};
 use crate::grammar::{Grammar, GRAMMAR_STACK_BYTES};
 
@@ -24,13 +26,19 @@ pub const GRAMMAR_STEP_LIMIT: Duration = Duration::from_millis(1500);
 /// into it where ambiguity multiplies the work.
 const TRIAL_TOKENS: usize = 6;
 
-/// Compiles and tries `gbnf` (within the limits request validation checks) for `model`,
-/// waiting at most [`GRAMMAR_PREPARE_DEADLINE`]. A grammar that misses the deadline is refused;
-/// its thread finishes on its own at idle priority (see [`deadline`](super::deadline)).
+/// Compiles and tries `gbnf` (within the limits request validation checks) for `model` (the
+/// file at `model_path`), waiting at most [`GRAMMAR_PREPARE_DEADLINE`]. Where this process serves
+/// grammar checks (see [`child`](super::child)), a child checks it first and is killed at the
+/// deadline. Otherwise a grammar that misses the deadline is refused and its thread finishes on
+/// its own at idle priority (see [`deadline`](super::deadline)).
 pub(crate) fn prepare_grammar(
     model: Arc<LlamaModel>,
+    model_path: &Path,
     gbnf: String,
 ) -> Result<Grammar, EngineError> {
+    if let Some(checked) = check_in_child(model_path, &gbnf, GRAMMAR_PREPARE_DEADLINE) {
+        checked?;
+    }
     let prepared = GRAMMAR_WORKERS.run(
         "medusa-grammar",
         GRAMMAR_STACK_BYTES,
@@ -50,7 +58,7 @@ pub(crate) fn prepare_grammar(
     }
 }
 
-fn compile_and_try(model: &LlamaModel, gbnf: &str) -> Result<Grammar, EngineError> {
+pub(crate) fn compile_and_try(model: &LlamaModel, gbnf: &str) -> Result<Grammar, EngineError> {
     let grammar = Grammar::new(model, gbnf)?;
     let mut trial = grammar.clone();
     let n_vocab = model.n_vocab().max(0) as usize;

@@ -306,7 +306,7 @@ pub fn check_top_logprobs(name: &'static str, top: usize) -> Result<(), EngineEr
 }
 
 /// What lookup does with its memory of earlier requests' text for one request.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "snake_case")]
 pub enum LookupMemoryUse {
     /// Drafts from it, and adds the request's prompt and answer to it when it finishes.
@@ -326,6 +326,15 @@ impl LookupMemoryUse {
 
     pub fn writes(self) -> bool {
         self == Self::ReadWrite
+    }
+
+    /// Its name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadWrite => "read_write",
+            Self::ReadOnly => "read_only",
+            Self::Off => "off",
+        }
     }
 }
 
@@ -549,6 +558,17 @@ mod tests {
 
     fn request() -> GenerateRequest {
         GenerateRequest::new(Prompt::Text("hi".into()), 8)
+    }
+
+    #[test]
+    fn lookup_memory_uses_are_named_on_the_wire_as_serde_names_them() {
+        for used in [
+            LookupMemoryUse::ReadWrite,
+            LookupMemoryUse::ReadOnly,
+            LookupMemoryUse::Off,
+        ] {
+            assert_eq!(serde_json::to_value(used).unwrap(), used.as_str());
+        }
     }
 
     #[test]

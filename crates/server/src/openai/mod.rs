@@ -6,7 +6,9 @@
 use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
-use engine::{ChatMessage, GenerateRequest, GenerationMode, Prompt, SamplingParams};
+use engine::{
+    ChatMessage, GenerateRequest, GenerationMode, LookupMemoryUse, Prompt, SamplingParams,
+};
 use openai_wire::{ModelCard, ModelList};
 use serde::Deserialize;
 
@@ -66,6 +68,11 @@ pub struct Common {
     /// cached cells and keeping none.
     #[serde(default)]
     cache_prompt: Option<bool>,
+    /// Not part of OpenAI's API: whether lookup drafts from its memory of earlier requests'
+    /// text and adds this one's (`read_write`, the default), only drafts (`read_only`), or
+    /// neither (`off`).
+    #[serde(default)]
+    lookup_memory: Option<LookupMemoryUse>,
     #[serde(flatten)]
     output: OutputFields,
     #[serde(flatten)]
@@ -183,6 +190,7 @@ impl Common {
             .with_mode(mode)
             .with_draft(self.draft.policy(mode)?);
         request.cache_prompt = self.cache_prompt.unwrap_or(true);
+        request.lookup_memory = self.lookup_memory.unwrap_or_default();
         request.grammar = match tools {
             None => self.output.grammar()?,
             Some(plan) => Some(output_fields::schema_grammar(

@@ -6,6 +6,11 @@
  */
 export type Mode = "normal" | "medusa" | "lookup" | "auto" | "draft";
 
+/**
+ * What lookup does with its memory of earlier requests' text for one request.
+ */
+export type LookupMemoryUse = "read_write" | "read_only" | "off";
+
 export type ChatMessage = { role: 'system' | 'user' | 'assistant', content: string, };
 
 /**
@@ -83,6 +88,12 @@ max_draft_tokens?: number,
  * `false` reads the whole prompt: no cells reused from earlier requests, none kept.
  */
 cache_prompt?: boolean, 
+/**
+ * Whether lookup drafts from its memory of earlier requests' text and adds this one's
+ * (`read_write`, the default), only drafts from it (`read_only`: one prompt measured in
+ * several modes), or neither (`off`).
+ */
+lookup_memory?: LookupMemoryUse, 
 /**
  * The conversation this chat belongs to: it takes the request's messages and the answer.
  */
