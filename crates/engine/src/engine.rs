@@ -282,6 +282,25 @@ impl Engine {
         answer.recv().map_err(|_| EngineError::EngineStopped)?
     }
 
+    /// Gives lookup's memory an earlier request's `prompt` and the token ids of its `answer`
+    /// (from the run history, so that a restart does not forget them), between two steps. An
+    /// answer with ids outside this model's vocabulary (another model's) is refused.
+    pub fn remember(&self, prompt: Prompt, answer: Vec<TokenId>) -> Result<(), EngineError> {
+        let n_vocab = self.info.n_vocab;
+        if let Some(&id) = answer
+            .iter()
+            .find(|&&id| u32::try_from(id).map_or(true, |id| id >= n_vocab))
+        {
+            return Err(EngineError::InvalidParameter {
+                name: "answer",
+                message: format!("token id {id} is outside this model's {n_vocab} tokens"),
+            });
+        }
+        self.commands
+            .send(Command::Remember { prompt, answer })
+            .map_err(|_| EngineError::EngineStopped)
+    }
+
     /// Queues an embedding call (blocking while its texts are tokenized): at most
     /// [`crate::MAX_EMBEDDING_INPUTS`] texts, each within a request's context, all together
     /// within the embedding budget; it takes a queue place like a generation. Await the call for

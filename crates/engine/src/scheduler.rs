@@ -18,7 +18,9 @@ use crate::llama::embeddings::{EmbeddingJob, RunningEmbedding};
 use crate::llama::prompt::RenderedPrompt;
 use crate::llama::runtime::LlamaRuntime;
 use crate::request::Prompt;
+use crate::step::backend::StepBackend;
 use crate::step::batcher::{panic_message, Batcher, QueuedRequest};
+use crate::token::TokenId;
 
 pub(crate) enum Command {
     Generate(QueuedRequest),
@@ -28,6 +30,11 @@ pub(crate) enum Command {
     },
     /// Read a chunk at a time between steps, in a context of its own.
     Embed(EmbeddingJob),
+    /// An earlier request's prompt and answer for lookup's memory (its token ids checked).
+    Remember {
+        prompt: Prompt,
+        answer: Vec<TokenId>,
+    },
     /// Waits until nothing is decoding.
     Diagnostic(Diagnostic),
     /// A fault for tests: the next step panics after its decode.
@@ -159,6 +166,15 @@ impl<'m> Scheduler<'m> {
                 let _ = reply.send(self.batcher.backend().render_prompt(&prompt));
             }
             Command::Embed(job) => self.embeddings.push_back(job),
+            Command::Remember { prompt, answer } => {
+                match self.batcher.backend().prompt_tokens(&prompt, false) {
+                    Ok(mut history) => {
+                        history.extend(answer);
+                        self.batcher.remember(&history);
+                    }
+                    Err(err) => tracing::debug!(error = %err, "an earlier prompt not remembered"),
+                }
+            }
             Command::PanicInNextStep => self.batcher.panic_in_next_step(),
             Command::Diagnostic(diagnostic) if self.idle() => self.run_diagnostic(diagnostic),
             Command::Diagnostic(diagnostic) => self.diagnostics.push_back(diagnostic),

@@ -24,6 +24,8 @@ pub struct HostedModel {
     /// The tree Medusa requests drafting `auto` draft instead, as the user named it; `None`
     /// keeps `auto`. Changed in Settings without reloading the model.
     default_tree: RwLock<Option<(TreeChoice, DraftPolicy)>>,
+    /// Set once lookup's memory has been given this model's earlier answers from the history.
+    pub(crate) remembered: tokio::sync::OnceCell<()>,
 }
 
 impl HostedModel {
@@ -32,6 +34,7 @@ impl HostedModel {
             engine,
             heads_path,
             default_tree: RwLock::new(None),
+            remembered: tokio::sync::OnceCell::new(),
         }
     }
 

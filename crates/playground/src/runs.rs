@@ -3,8 +3,8 @@
 //! adapter's handler, so a client that goes away cancels the run but never loses its record.
 
 use engine::{
-    DraftPolicy, GenerateRequest, GenerationEvent, GenerationMode, GenerationStream, Prompt,
-    RunSummary, ValidRequest,
+    ChatMessage, DraftPolicy, GenerateRequest, GenerationEvent, GenerationMode, GenerationStream,
+    Prompt, RunSummary, ValidRequest,
 };
 use futures_util::stream::{self, Stream, StreamExt};
 use store::{ConversationTurn, HeadsRef, MessageRecord, ModelRef, NewRun, PromptRecord};
@@ -171,11 +171,43 @@ async fn start(
     conversation: Option<ConversationTurn>,
 ) -> Result<RunHandle, AppError> {
     let CheckedRequest { model, request } = checked;
+    remember_history(playground, &model).await;
     let mut new_run = new_run(&model, &request);
     new_run.conversation = conversation;
     let mode = request.get().mode;
     let stream = model.engine.submit(request)?;
     record(playground, new_run, Some(mode), stream).await
+}
+
+/// Earlier answers of one model that lookup's memory is given from the history.
+const REMEMBERED_ANSWERS: i64 = 256;
+
+/// Before a model's first run, gives lookup's memory that model's newest answers from the
+/// history, so that a restart does not forget what it was asked. The engine takes them before
+/// the run, in order; a history that cannot be read leaves the memory as it is.
+async fn remember_history(playground: &Playground, model: &HostedModel) {
+    model
+        .remembered
+        .get_or_init(|| async {
+            let path = model.engine.info().path.display().to_string();
+            let answers = match playground.store().recent_answers(&path, REMEMBERED_ANSWERS).await {
+                Ok(answers) => answers,
+                Err(err) => {
+                    tracing::warn!(error = %err, "the history's answers could not be read for lookup");
+                    return;
+                }
+            };
+            let mut remembered = 0;
+            // Oldest first, as they were answered.
+            for (prompt, answer) in answers.into_iter().rev() {
+                match model.engine.remember(prompt_from_record(prompt), answer) {
+                    Ok(()) => remembered += 1,
+                    Err(err) => tracing::debug!(error = %err, "an earlier answer not remembered"),
+                }
+            }
+            tracing::info!(remembered, "lookup remembers answers from the history");
+        })
+        .await;
 }
 
 /// Starts a run on the remote engine named `engine` (its `model`, else the first it lists) and
@@ -297,6 +329,22 @@ pub fn prompt_record(prompt: &Prompt) -> PromptRecord {
                 .map(|m| MessageRecord {
                     role: m.role.clone(),
                     content: m.content.clone(),
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// The prompt a run was asked, from its record.
+fn prompt_from_record(record: PromptRecord) -> Prompt {
+    match record {
+        PromptRecord::Text(text) => Prompt::Text(text),
+        PromptRecord::Chat(messages) => Prompt::Chat(
+            messages
+                .into_iter()
+                .map(|m| ChatMessage {
+                    role: m.role,
+                    content: m.content,
                 })
                 .collect(),
         ),

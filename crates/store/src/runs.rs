@@ -12,7 +12,8 @@ use crate::db::Store;
 use crate::error::{Result, StoreError};
 use crate::filter::{RunFilter, LOCAL_ENGINE};
 use crate::records::{
-    HeadsRef, ListedRun, ModelRef, NewRun, Run, RunOutcome, RunStatus, RunWithSteps, StepRecord,
+    HeadsRef, ListedRun, ModelRef, NewRun, PromptRecord, Run, RunOutcome, RunStatus, RunWithSteps,
+    StepRecord,
 };
 use crate::search::match_expression;
 use crate::turns::{record_turn, settle_answers};
@@ -247,6 +248,34 @@ impl Store {
             .await?
             .ok_or_else(|| StoreError::run_not_found(id))?;
         listed_run_from_row(&row)
+    }
+
+    /// The prompts and answer token ids of the newest `limit` finished runs of the model file at
+    /// `model_path` on this machine (not remote engines, nor comparisons' runs, which lookup
+    /// only read from), newest first: what lookup remembers across a restart.
+    pub async fn recent_answers(
+        &self,
+        model_path: &str,
+        limit: i64,
+    ) -> Result<Vec<(PromptRecord, Vec<i32>)>> {
+        let rows = sqlx::query(
+            "SELECT prompt, token_ids FROM runs WHERE status = 'finished' AND model_path = ? \
+             AND engine IS NULL AND comparison_id IS NULL AND token_ids IS NOT NULL ORDER BY created_at DESC, id DESC LIMIT ?",
+        )
+        .bind(model_path)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let prompt: String = row.try_get("prompt")?;
+                let tokens: String = row.try_get("token_ids")?;
+                Ok((
+                    from_json("prompt", &prompt)?,
+                    from_json("token_ids", &tokens)?,
+                ))
+            })
+            .collect()
     }
 
     /// The ids of the runs matching `filter`, in its order: what an export walks through, one

@@ -671,3 +671,54 @@ fn ambiguous_grammars_are_stopped_at_their_refusal_and_a_schema_answers_beside_t
     let content = body["choices"][0]["message"]["content"].as_str().unwrap();
     assert!(content.starts_with('{'), "{content:?}");
 }
+
+#[test]
+fn lookup_remembers_answers_from_the_history_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("history.sqlite");
+    let ask = |base: &str, mode: &str, memory: &str| {
+        let answer: Value = agent()
+            .post(&format!("{base}/v1/chat/completions"))
+            .send_json(json!({
+                "messages": [{"role": "user", "content": "Write a short poem about the sea."}],
+                "max_tokens": 48,
+                "temperature": 0,
+                "mode": mode,
+                "lookup_memory": memory,
+                // Drafted whatever the budget has learnt yet, so that what it remembers shows.
+                "draft_length": if mode == "lookup" { Some(8) } else { None },
+            }))
+            .expect("answered")
+            .into_json()
+            .unwrap();
+        answer["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let normal = {
+        let served = serve(&db);
+        ask(&served.base, "normal", "read_write")
+    };
+    // A new server over the same history: its memory starts from the history's answers.
+    let served = serve(&db);
+    let forgetting = ask(&served.base, "lookup", "off");
+    let remembering = ask(&served.base, "lookup", "read_only");
+    assert_eq!(forgetting, normal);
+    assert_eq!(remembering, normal);
+    let listed = runs(&served.base, "?limit=2");
+    let tokens_per_step = |run: &Value| run["mean_accepted"].as_f64().unwrap();
+    let (remembered, forgot) = (&listed[0], &listed[1]);
+    assert_eq!(remembered["mode"], "lookup");
+    eprintln!(
+        "lookup after a restart: {} tokens per step remembering, {} forgetting",
+        tokens_per_step(remembered),
+        tokens_per_step(forgot)
+    );
+    assert!(
+        tokens_per_step(remembered) >= tokens_per_step(forgot) + 2.0,
+        "remembered {} against {} tokens per step",
+        tokens_per_step(remembered),
+        tokens_per_step(forgot)
+    );
+}

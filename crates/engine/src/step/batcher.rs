@@ -33,6 +33,7 @@ use crate::step::batch::{add_tree, fit_leaves, StepBatch};
 use crate::step::drafter_pool::DrafterPool;
 use crate::step::drafting::no_room;
 use crate::step::prompt_cache::PromptCache;
+use crate::token::TokenId;
 
 /// A request waiting for a slot.
 pub(crate) struct QueuedRequest {
@@ -122,6 +123,11 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         };
         batcher.publish_costs();
         batcher
+    }
+
+    /// Adds earlier text (an earlier request's prompt and answer) to lookup's memory.
+    pub(crate) fn remember(&mut self, history: &[TokenId]) {
+        self.drafters.remember(history);
     }
 
     pub(crate) fn backend(&self) -> &B {

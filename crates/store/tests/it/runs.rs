@@ -435,3 +435,74 @@ async fn concurrent_writers_wait_for_each_other_instead_of_failing() {
         assert_eq!(run.steps, steps(0..20));
     }
 }
+
+#[tokio::test]
+async fn recent_answers_are_a_models_own_finished_local_runs_newest_first() {
+    let (_dir, store) = temp_store().await;
+    let text = |t: &str| PromptRecord::Text(t.into());
+    let older = finished_run(
+        &store,
+        &new_run("normal", "m", text("older"), 0),
+        &outcome("a", 20.0, 0),
+        0,
+    )
+    .await;
+    let newer = finished_run(
+        &store,
+        &new_run("lookup", "m", text("newer"), 2),
+        &outcome("b", 20.0, 2),
+        0,
+    )
+    .await;
+    // Another model's, a remote engine's, a failed one and a comparison's: none of them.
+    finished_run(
+        &store,
+        &new_run("normal", "other", text("other"), 3),
+        &outcome("c", 20.0, 3),
+        0,
+    )
+    .await;
+    let mut remote = new_run("normal", "m", text("remote"), 4);
+    remote.engine = Some("lab".into());
+    finished_run(&store, &remote, &outcome("d", 20.0, 4), 0).await;
+    let failed = store
+        .begin_run(&new_run("normal", "m", text("failed"), 5))
+        .await
+        .unwrap();
+    store.fail_run(failed, "context full").await.unwrap();
+    let compared = finished_run(
+        &store,
+        &new_run("normal", "m", text("compared"), 6),
+        &outcome("e", 20.0, 6),
+        0,
+    )
+    .await;
+    store
+        .create_comparison(&text("compared"), &[compared])
+        .await
+        .unwrap();
+    assert!(older < newer);
+
+    let answers = store.recent_answers("/models/m.gguf", 10).await.unwrap();
+    let token_ids = outcome("", 1.0, 0).token_ids.unwrap();
+    assert_eq!(
+        answers,
+        [
+            (text("newer"), token_ids.clone()),
+            (text("older"), token_ids)
+        ]
+    );
+    assert_eq!(
+        store
+            .recent_answers("/models/m.gguf", 1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(store
+        .recent_answers("/models/none.gguf", 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
