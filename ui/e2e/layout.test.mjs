@@ -168,6 +168,13 @@ test(`the chat's toolbars take at most ${CHAT_TOOLBARS_MAX} px of an 800x600 win
   assert.deepEqual(box, { left: 0, right: 0 });
   await page.getByTestId('chat-system-prompt-toggle').click();
   await screenshots(page, 'layout-800-chat-toolbars');
+  // The folded label names a draft length only where one is picked.
+  await (await chatControl(page, 'chat-mode')).selectOption('lookup');
+  const label = page.getByTestId('chat-decoding-toggle');
+  assert.match(await label.innerText(), /^Prompt lookup [▴▾]$/);
+  await (await chatControl(page, 'chat-draft-length')).selectOption('4');
+  assert.match(await label.innerText(), /^Prompt lookup · 4 drafted [▴▾]$/);
+  await (await chatControl(page, 'chat-draft-length')).selectOption('auto');
   await (await chatControl(page, 'chat-mode')).selectOption('auto');
   // Folded again, one row.
   await page.getByTestId('chat-decoding-toggle').click();

@@ -133,12 +133,15 @@ pub(crate) async fn load_comparison(conn: &mut SqliteConnection, id: i64) -> Res
 
     let rows = sqlx::query(
         "SELECT id, mode, status, tokens_per_second, decode_tokens_per_second, ttft_ms, \
-         mean_accepted, draft_tokens, output, \
-         (SELECT COUNT(*) FROM steps WHERE steps.run_id = runs.id) AS recorded_steps, \
-         (SELECT SUM(tree_size) FROM steps WHERE steps.run_id = runs.id) AS tree_tokens, \
-         (SELECT SUM(draft_ms) FROM steps WHERE steps.run_id = runs.id) AS draft_ms, \
-         (SELECT SUM(verify_ms) FROM steps WHERE steps.run_id = runs.id) AS verify_ms \
-         FROM runs WHERE comparison_id = ? ORDER BY created_at, id",
+         mean_accepted, draft_tokens, output, COALESCE(recorded_steps, 0) AS recorded_steps, \
+         tree_tokens, draft_ms, verify_ms \
+         FROM runs LEFT JOIN ( \
+           SELECT run_id, COUNT(*) AS recorded_steps, SUM(tree_size) AS tree_tokens, \
+           SUM(draft_ms) AS draft_ms, SUM(verify_ms) AS verify_ms \
+           FROM steps WHERE run_id IN (SELECT id FROM runs WHERE comparison_id = ?1) \
+           GROUP BY run_id \
+         ) AS recorded ON recorded.run_id = runs.id \
+         WHERE comparison_id = ?1 ORDER BY created_at, id",
     )
     .bind(id)
     .fetch_all(&mut *conn)

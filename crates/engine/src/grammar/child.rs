@@ -16,7 +16,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 
 use crate::error::EngineError;
-use crate::grammar::prep::compile_and_try;
+use crate::grammar::trial::{compile_and_try, deadline_missed};
 
 /// Set in a child's environment to the model whose vocabulary it checks a grammar against.
 const CHILD_MODEL_ENV: &str = "MEDUSA_GRAMMAR_CHECK_MODEL";
@@ -63,8 +63,11 @@ fn without_prefix(err: &EngineError) -> String {
 }
 
 fn parse_verdict(line: &str) -> Result<(), EngineError> {
-    match line.trim_end().split_once('\t') {
-        _ if line.trim_end() == "ok" => Ok(()),
+    let line = line.trim_end();
+    if line == "ok" {
+        return Ok(());
+    }
+    match line.split_once('\t') {
         Some(("invalid", why)) => Err(EngineError::InvalidGrammar(why.to_owned())),
         Some(("too_complex", why)) => Err(EngineError::GrammarTooComplex(why.to_owned())),
         _ => Err(EngineError::GrammarTooComplex(
@@ -212,10 +215,7 @@ fn follow(
                     deadline_s = deadline.as_secs(),
                     "grammar check stopped at its deadline"
                 );
-                return Err(EngineError::GrammarTooComplex(format!(
-                    "compiling and trying it took more than {} s",
-                    deadline.as_secs()
-                )));
+                return Err(deadline_missed(deadline));
             }
             Err(err) => {
                 stop(&mut child);

@@ -10,6 +10,7 @@ pub(crate) mod child;
 pub(crate) mod deadline;
 pub(crate) mod limits;
 pub(crate) mod prep;
+pub(crate) mod trial;
 
 use std::time::{Duration, Instant};
 

@@ -1,103 +1,58 @@
 //! A request's grammar made ready off the engine thread: compiled on a thread with a large stack,
-//! within a deadline, and followed for a few tokens first, so that a grammar whose every step
-//! would stall the engine is refused before it runs instead of holding every request up.
+//! within a deadline, and tried first (see [`trial`](super::trial)), so that a grammar whose every
+//! step would stall the engine is refused before it runs instead of holding every request up.
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use llama_cpp_2::model::LlamaModel;
-use llama_cpp_2::token::LlamaToken;
 
 use crate::error::EngineError;
 use crate::grammar::child::check_in_child;
 use crate::grammar::deadline::{DeadlineError, GRAMMAR_WORKERS};
+use crate::grammar::trial::{compile_and_try, deadline_missed};
 use crate::grammar::{Grammar, GRAMMAR_STACK_BYTES};
 
 /// Longest a grammar may take to compile and to be tried.
 pub const GRAMMAR_PREPARE_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Longest one check of the whole vocabulary against a grammar may take while it is tried, and
-/// the most grammar work one request may cost a step: others wait for it. JSON schemas' grammars
-/// take 3 to 155 ms a check here (2 cores), so the limit leaves them ten times that.
-pub const GRAMMAR_STEP_LIMIT: Duration = Duration::from_millis(1500);
-
-/// Tokens followed when a grammar is tried, each the longest the grammar allows, to walk deep
-/// into it where ambiguity multiplies the work.
-const TRIAL_TOKENS: usize = 6;
-
 /// Compiles and tries `gbnf` (within the limits request validation checks) for `model` (the
 /// file at `model_path`), waiting at most [`GRAMMAR_PREPARE_DEADLINE`]. Where this process serves
 /// grammar checks (see [`child`](super::child)), a child checks it first and is killed at the
-/// deadline. Otherwise a grammar that misses the deadline is refused and its thread finishes on
-/// its own at idle priority (see [`deadline`](super::deadline)).
+/// deadline; the grammar it passed is then only compiled here. Otherwise a grammar that misses
+/// the deadline is refused and its thread finishes on its own at idle priority (see
+/// [`deadline`](super::deadline)).
 pub(crate) fn prepare_grammar(
     model: Arc<LlamaModel>,
     model_path: &Path,
     gbnf: String,
 ) -> Result<Grammar, EngineError> {
-    if let Some(checked) = check_in_child(model_path, &gbnf, GRAMMAR_PREPARE_DEADLINE) {
-        checked?;
-    }
+    let tried = match check_in_child(model_path, &gbnf, GRAMMAR_PREPARE_DEADLINE) {
+        Some(checked) => {
+            checked?;
+            true
+        }
+        None => false,
+    };
     let prepared = GRAMMAR_WORKERS.run(
         "medusa-grammar",
         GRAMMAR_STACK_BYTES,
         GRAMMAR_PREPARE_DEADLINE,
-        move || compile_and_try(&model, &gbnf),
+        move || {
+            if tried {
+                Grammar::new(&model, &gbnf)
+            } else {
+                compile_and_try(&model, &gbnf)
+            }
+        },
     );
     match prepared {
         Ok(prepared) => prepared,
-        Err(DeadlineError::Missed) => Err(EngineError::GrammarTooComplex(format!(
-            "compiling and trying it took more than {} s",
-            GRAMMAR_PREPARE_DEADLINE.as_secs()
-        ))),
+        Err(DeadlineError::Missed) => Err(deadline_missed(GRAMMAR_PREPARE_DEADLINE)),
         Err(DeadlineError::Busy { overdue }) => Err(EngineError::GrammarsBusy { overdue }),
         Err(DeadlineError::Thread(reason)) => Err(EngineError::GrammarTooComplex(format!(
             "llama.cpp failed while compiling it: {reason}"
         ))),
     }
-}
-
-pub(crate) fn compile_and_try(model: &LlamaModel, gbnf: &str) -> Result<Grammar, EngineError> {
-    let grammar = Grammar::new(model, gbnf)?;
-    let mut trial = grammar.clone();
-    let n_vocab = model.n_vocab().max(0) as usize;
-    let mut logits = vec![0.0f32; n_vocab];
-    for token_index in 0..TRIAL_TOKENS {
-        logits.fill(0.0);
-        let started = Instant::now();
-        trial.mask(&mut logits);
-        let took = started.elapsed();
-        tracing::debug!(
-            token_index,
-            mask_ms = took.as_millis() as u64,
-            "grammar tried"
-        );
-        if took > GRAMMAR_STEP_LIMIT {
-            return Err(EngineError::GrammarTooComplex(format!(
-                "checking the vocabulary against it took {} ms at token {}; each step may \
-                 spend at most {} ms on the grammar",
-                took.as_millis(),
-                token_index + 1,
-                GRAMMAR_STEP_LIMIT.as_millis()
-            )));
-        }
-        let Some(next) = longest_allowed(model, &logits, trial.end_token()) else {
-            break;
-        };
-        trial.accept(next);
-    }
-    Ok(grammar)
-}
-
-/// The allowed token (not the end) whose text is longest, lowest id first among equals.
-fn longest_allowed(model: &LlamaModel, masked: &[f32], end_token: i32) -> Option<i32> {
-    let vocab = model.vocab();
-    masked
-        .iter()
-        .enumerate()
-        .filter(|(id, logit)| **logit != f32::NEG_INFINITY && *id as i32 != end_token)
-        .map(|(id, _)| id as i32)
-        .filter(|&id| !vocab.is_eog(LlamaToken(id)))
-        .max_by_key(|&id| (vocab.token_to_piece(LlamaToken(id), false, None).len(), -id))
 }

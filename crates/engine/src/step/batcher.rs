@@ -15,7 +15,7 @@ use crate::clock::ms_since;
 use crate::engine_metrics::{Shared, StepCount};
 use crate::error::EngineError;
 use crate::events::{GenerationEvent, StopReason};
-use crate::grammar::prep::GRAMMAR_STEP_LIMIT;
+use crate::grammar::trial::GRAMMAR_STEP_LIMIT;
 use crate::grammar::Grammar;
 use crate::llama::runtime::random_seed;
 use crate::medusa::heads::MedusaHeads;
