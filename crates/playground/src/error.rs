@@ -200,7 +200,9 @@ impl From<StoreError> for AppError {
         }
         let kind = match &err {
             StoreError::NotFound { .. } => ErrorKind::NotFound,
-            StoreError::InvalidInput(_) | StoreError::Json(_) => ErrorKind::Invalid,
+            StoreError::InvalidInput(_) | StoreError::NotAnExport(_) | StoreError::Json(_) => {
+                ErrorKind::Invalid
+            }
             _ => ErrorKind::Internal,
         };
         Self::new(kind, err.code(), err.to_string())

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use store::{
     Comparison, DeleteReport, ExportDocument, ExportFormat, ImportReport, ListedRun, RunFilter,
-    RunStatus, RunWithSteps, SortKey, SortOrder, StoreError, MAX_DELETED_RUNS,
+    RunStatus, RunWithSteps, SortKey, SortOrder, SpooledImport, StoreError, MAX_DELETED_RUNS,
 };
 use tokio::io::{AsyncWrite, DuplexStream};
 use tokio::sync::oneshot;
@@ -200,13 +200,26 @@ impl Playground {
         self.store()
             .import_document(document)
             .await
-            .map_err(|err| match err {
-                // The document is well formed, only more than one import takes.
-                StoreError::ImportTooLarge { .. } => {
-                    AppError::new(ErrorKind::TooLarge, err.code(), err.to_string())
-                }
-                err => err.into(),
-            })
+            .map_err(import_error)
+    }
+
+    /// Reads an export from `reader` as it arrives, its runs set aside until
+    /// [`Playground::import_spooled`] adds them (see [`store::Store::spool_import`]).
+    pub async fn spool_import(
+        &self,
+        reader: impl std::io::Read + Send + 'static,
+    ) -> Result<SpooledImport, AppError> {
+        self.store()
+            .spool_import(reader)
+            .await
+            .map_err(import_error)
+    }
+
+    pub async fn import_spooled(&self, spooled: SpooledImport) -> Result<ImportReport, AppError> {
+        self.store()
+            .import_spooled(spooled)
+            .await
+            .map_err(import_error)
     }
 
     /// Deletes finished runs with their steps; comparisons that lose runs are measured again.
@@ -270,6 +283,16 @@ pub fn export_filename(format: ExportFormat) -> String {
         Utc::now().format("%Y%m%d-%H%M%S"),
         format.as_str()
     )
+}
+
+fn import_error(err: StoreError) -> AppError {
+    match err {
+        // The document is well formed, only more than one import takes.
+        StoreError::ImportTooLarge { .. } => {
+            AppError::new(ErrorKind::TooLarge, err.code(), err.to_string())
+        }
+        err => err.into(),
+    }
 }
 
 #[cfg(test)]

@@ -18,12 +18,13 @@ use playground::{
     AppError, Health, Info, LoadModelRequest, Playground, PlaygroundRequest, SetTreeRequest,
 };
 use serde::Deserialize;
-use store::{ExportDocument, ImportReport};
+use store::ImportReport;
 use tokio::io::{AsyncReadExt, DuplexStream};
 
 use crate::error::ApiError;
 use crate::extract::{JsonBody, QueryParams, RecordId};
 use crate::import_turn::ImportTurn;
+use crate::json_reader::JsonReader;
 use crate::ServerState;
 
 #[tracing::instrument(skip_all)]
@@ -121,32 +122,38 @@ async fn export_ending(
     }
 }
 
-/// Imports an export, one at a time (see [`ImportTurn`]). A training job whose model or prompt
-/// file this server may not read is left out (a resume would read them), and said so in the
-/// report.
+/// Imports an export, one at a time (see [`ImportTurn`]), read as it arrives (see
+/// [`store::Store::spool_import`]). A training job whose model or prompt file this server may
+/// not read is left out (a resume would read them), and said so in the report.
 #[tracing::instrument(skip_all)]
 pub async fn import_runs(
     State(state): State<ServerState>,
     _turn: ImportTurn,
-    JsonBody(mut document): JsonBody<ExportDocument>,
+    body: JsonReader,
 ) -> Result<Json<ImportReport>, ApiError> {
+    let (reader, body_failure) = body.into_parts();
+    let mut spooled = match state.playground.spool_import(reader).await {
+        Ok(spooled) => spooled,
+        // A body that failed (too slow, too large) is what went wrong, not the JSON it cut.
+        Err(err) => return Err(body_failure.take().unwrap_or(ApiError(err))),
+    };
     let loaded = state.playground.loaded_files();
     let loadable = crate::paths::Loadable {
         dirs: &state.access.loadable_dirs,
         loaded: &loaded,
     };
     let mut refused = Vec::new();
-    document.training_jobs.retain(
-        |job| match crate::paths::check_training_job(&loadable, job) {
+    spooled.document.training_jobs.retain(|job| {
+        match crate::paths::check_training_job(&loadable, job) {
             Ok(()) => true,
             Err(err) => {
                 let reason = format!("training job {}: {}", job.id, err.message);
                 refused.push((job.uid.to_string(), reason));
                 false
             }
-        },
-    );
-    let mut report = state.playground.import_runs(&document).await?;
+        }
+    });
+    let mut report = state.playground.import_spooled(spooled).await?;
     for (uid, reason) in refused {
         report.reject(uid, reason);
     }

@@ -41,10 +41,7 @@ where
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
         check_json_content_type(req.headers())?;
-        let limit = req
-            .extensions()
-            .get::<BodyLimit>()
-            .map_or(crate::BODY_LIMIT, |limit| limit.0);
+        let limit = route_limit(&req);
         if let Some(declared) = declared_length(req.headers()).filter(|&n| n > limit as u64) {
             return Err(refuse_declared(req, declared, limit));
         }
@@ -53,6 +50,13 @@ where
             .map(JsonBody)
             .map_err(JsonRejection::from)
     }
+}
+
+/// The largest body the request's route takes.
+pub(crate) fn route_limit(req: &Request) -> usize {
+    req.extensions()
+        .get::<BodyLimit>()
+        .map_or(crate::BODY_LIMIT, |limit| limit.0)
 }
 
 /// Why a JSON body was refused.
@@ -96,7 +100,7 @@ impl IntoResponse for JsonRejection {
 }
 
 /// The body's length as its `Content-Length` declares it.
-fn declared_length(headers: &HeaderMap) -> Option<u64> {
+pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
     headers
         .get(header::CONTENT_LENGTH)?
         .to_str()
@@ -109,7 +113,7 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
 /// The 413 for a body declared `declared` bytes long, over `limit`. A client that waits for
 /// `100 Continue` sends nothing more, and an HTTP/2 stream is reset alone, so only an HTTP/1
 /// body sent right away is drained, and only when it is not much longer than the limit.
-fn refuse_declared(req: Request, declared: u64, limit: usize) -> JsonRejection {
+pub(crate) fn refuse_declared(req: Request, declared: u64, limit: usize) -> JsonRejection {
     tracing::debug!(declared, limit, "request body declared over the limit");
     let waits_for_continue = req
         .headers()
@@ -124,7 +128,7 @@ fn refuse_declared(req: Request, declared: u64, limit: usize) -> JsonRejection {
     }
 }
 
-fn too_large(limit: usize) -> ApiError {
+pub(crate) fn too_large(limit: usize) -> ApiError {
     ApiError(AppError::new(
         ErrorKind::TooLarge,
         "body_too_large",
@@ -176,7 +180,7 @@ impl http_body::Body for AnswerThenDrain {
     }
 }
 
-fn check_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(crate) fn check_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -199,16 +203,7 @@ async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let mut kept = Vec::new();
     let mut seen = 0usize;
     while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|err| {
-            if let Some(timeout) = crate::body_timeout::body_timeout(&err) {
-                return ApiError(AppError::new(
-                    ErrorKind::TimedOut,
-                    timeout.code(),
-                    format!("{timeout}; send it faster, or a smaller one"),
-                ));
-            }
-            ApiError::bad_request("invalid_body", format!("could not read the body: {err}"))
-        })?;
+        let chunk = chunk.map_err(body_error)?;
         seen = seen.saturating_add(chunk.len());
         if seen <= limit {
             kept.extend_from_slice(&chunk);
@@ -220,6 +215,18 @@ async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
         return Err(too_large(limit));
     }
     Ok(Bytes::from(kept))
+}
+
+/// What the client is told of a body that failed while it was read: too slow, or cut off.
+pub(crate) fn body_error(err: axum::Error) -> ApiError {
+    if let Some(timeout) = crate::body_timeout::body_timeout(&err) {
+        return ApiError(AppError::new(
+            ErrorKind::TimedOut,
+            timeout.code(),
+            format!("{timeout}; send it faster, or a smaller one"),
+        ));
+    }
+    ApiError::bad_request("invalid_body", format!("could not read the body: {err}"))
 }
 
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {

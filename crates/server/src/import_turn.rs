@@ -1,8 +1,8 @@
-//! One import at a time. An import is read whole and checked before anything is written, so
-//! it holds several times its size in memory while it is read (a 169 MB document peaks at about
-//! 3 GB): two or three at once can take more memory than the machine has. A second import while
-//! one is read is answered 503 `import_busy` before its body is read, and once an import ends
-//! the allocator is asked to give back what it freed (glibc keeps freed memory otherwise).
+//! One import at a time. An import is read as it arrives and its runs set aside on disk (see
+//! `store::Store::spool_import`), but each still writes the history for as long as it takes, and
+//! two at once would only take turns at the database. A second import while one is read is
+//! answered 503 `import_busy` before its body is read, and once an import ends the allocator is
+//! asked to give back what it freed (glibc keeps freed memory otherwise).
 
 use std::sync::Arc;
 

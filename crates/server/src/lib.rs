@@ -15,6 +15,7 @@ mod extract;
 mod guard;
 mod headers;
 mod import_turn;
+mod json_reader;
 mod listener;
 mod metrics;
 mod openai;

@@ -26,7 +26,8 @@
 //!   [`ConnectionLimits::reserved_connections`] places kept for health checks and for requests
 //!   that carry the API key (the operator's own clients): any other request on it is answered
 //!   503 `server_busy` and the connection closed, and a reserved place that serves nothing is
-//!   taken by the next newcomer. Only when even those are busy is a new connection answered
+//!   taken by the next newcomer, once [`RESERVED_HEAD_GRACE`] has passed since it was accepted
+//!   (a flood of bare connections cannot push the operator's out before its head arrives). Only when even those are busy is a new connection answered
 //!   an HTTP/1.1 503 `server_busy` at once and closed (rather than left in the listen backlog,
 //!   or reset, which clients report as a network failure rather than a busy server).
 //!
@@ -102,6 +103,12 @@ pub struct ConnectionLimits {
 /// How long an answer must have waited for its peer to read before its connection may be
 /// closed to make room for a newcomer: far longer than a reading peer ever leaves one waiting.
 const STALLED_EVICTABLE: Duration = Duration::from_secs(2);
+
+/// How long a connection on a reserved place is left to send its first request's head before a
+/// newcomer may take its place: far longer than a head takes to arrive, and long enough that a
+/// flood of bare connections cannot cycle a health check or a keyed request out before it is
+/// read (the flood is answered busy instead).
+const RESERVED_HEAD_GRACE: Duration = Duration::from_secs(1);
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
@@ -507,8 +514,9 @@ impl Registry {
 
 impl Table {
     /// The connection to close to make room, among those on reserved places or on ordinary
-    /// ones (of `client` only, when given): the oldest that never sent a request head, else the
-    /// one idle the longest, else the one whose answer has waited longest, at least
+    /// ones (of `client` only, when given): the oldest that never sent a request head (on a
+    /// reserved place, only once [`RESERVED_HEAD_GRACE`] has passed), else the one idle the
+    /// longest, else the one whose answer has waited longest, at least
     /// [`STALLED_EVICTABLE`], for its peer to read; never one whose answers are being taken.
     fn victim(&self, client: Option<ClientId>, reserved: bool) -> Option<u64> {
         let candidates = self.open.iter().filter(|(_, entry)| {
@@ -535,7 +543,11 @@ impl Table {
                 continue;
             }
             if !entry.state.served.load(Ordering::SeqCst) {
-                silent_oldest = Some(silent_oldest.map_or(id, |oldest| oldest.min(id)));
+                // Still silent, it has been since it was accepted.
+                let in_grace = reserved && entry.state.idle_since() + RESERVED_HEAD_GRACE > now;
+                if !in_grace {
+                    silent_oldest = Some(silent_oldest.map_or(id, |oldest| oldest.min(id)));
+                }
                 continue;
             }
             let since = entry.state.idle_since();
@@ -1117,7 +1129,11 @@ mod tests {
         let reserved = registry.admit(client(2)).unwrap();
         assert!(reserved.state.reserved);
         assert!(!first.state.reserved && !second.state.reserved);
-        // A reserved place that serves nothing goes to the next newcomer.
+        // A reserved place that serves nothing goes to the next newcomer, once its connection
+        // has had its time to send a head: until then the newcomer is refused.
+        assert!(registry.admit(client(3)).is_none());
+        *reserved.state.idle_since.lock().unwrap() =
+            Instant::now().checked_sub(RESERVED_HEAD_GRACE).unwrap();
         let next = registry.admit(client(3)).unwrap();
         assert!(next.state.reserved);
         let mut reserved_evicted = reserved.evicted;

@@ -122,6 +122,15 @@ impl Store {
         &self.path
     }
 
+    /// Where an import's runs wait while it is read: beside the database, as private as it is,
+    /// and on a disk that has room for it (a temporary directory may be held in memory).
+    pub(crate) fn spool_dir(&self) -> PathBuf {
+        match self.path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
+    }
+
     /// Waits for pending work and closes every connection.
     pub async fn close(self) {
         self.pool.close().await;

@@ -16,6 +16,9 @@ pub enum StoreError {
     /// import file, a run that is no longer running, a non-finite number.
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// An import document is not JSON, or not an export's shape; nothing of it was written.
+    #[error("not a valid history export: {0}")]
+    NotAnExport(serde_json::Error),
     /// An import document holds more, summed over all its runs, than one import takes; nothing
     /// of it was written.
     #[error(
@@ -43,6 +46,12 @@ impl StoreError {
             Self::Migration(_) => "migration",
             Self::NotFound { .. } => "not_found",
             Self::InvalidInput(_) => "invalid_input",
+            // As a request body of the wrong shape, or malformed, is named.
+            Self::NotAnExport(err) => match err.classify() {
+                serde_json::error::Category::Data => "invalid_parameter",
+                serde_json::error::Category::Io => "io",
+                _ => "invalid_json",
+            },
             Self::ImportTooLarge { .. } => "import_too_large",
             Self::Io(_) => "io",
             Self::Json(_) => "json",

@@ -1,6 +1,6 @@
 //! Import of a JSON export into this database.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Read;
 
 use chrono::{DateTime, Duration, Utc};
@@ -10,13 +10,11 @@ use crate::comparisons::insert_comparison;
 use crate::db::Store;
 use crate::error::{Result, StoreError};
 use crate::export::{ExportDocument, EXPORT_VERSION, STEPS_AFTER_THE_PROMPT};
+use crate::import_spool::{envelope_of, read_document, ImportLimits, RunSpool};
 use crate::records::{PromptRecord, Run, RunStatus, RunWithSteps, StepRecord};
 use crate::runs::{insert_run, insert_step};
 use crate::training_jobs::import_job;
 
-/// Runs written per transaction: each batch holds the write lock briefly, so that generations
-/// running meanwhile are recorded between batches.
-const IMPORT_BATCH: usize = 1_000;
 /// Rejections listed one by one in a report; the count covers all of them.
 const LISTED_REJECTIONS: usize = 100;
 /// Largest prompt, output or error text an imported run may hold.
@@ -44,14 +42,6 @@ pub const MAX_IMPORT_TOKENS: u64 = 8_000_000;
 /// Most steps the runs of one import document may hold together: about what the smallest
 /// steps (a plain step, some 140 bytes) of a document within [`MAX_IMPORT_BYTES`] add up to.
 pub const MAX_IMPORT_STEPS: u64 = 2_000_000;
-
-/// What one import document may hold, summed over all its runs.
-#[derive(Debug, Clone, Copy)]
-struct ImportLimits {
-    bytes: u64,
-    tokens: u64,
-    steps: u64,
-}
 
 const IMPORT_LIMITS: ImportLimits = ImportLimits {
     bytes: MAX_IMPORT_BYTES,
@@ -96,63 +86,92 @@ impl ImportReport {
     }
 }
 
+/// An import document read, its runs set aside and not yet written; its training jobs may
+/// still be looked at, and left out, before [`Store::import_spooled`] adds it.
+pub struct SpooledImport {
+    /// The document without its runs.
+    pub document: ExportDocument,
+    spool: RunSpool,
+}
+
 impl Store {
-    /// Reads a [`ExportFormat::Json`](crate::ExportFormat::Json) export and adds its runs.
-    /// A malformed file is refused whole, before anything is written.
-    pub async fn import_json<R: Read>(&self, reader: R) -> Result<ImportReport> {
-        let document: ExportDocument = serde_json::from_reader(reader)
-            .map_err(|e| StoreError::invalid(format!("not a valid history export: {e}")))?;
-        self.import_document(&document).await
+    /// Reads a [`ExportFormat::Json`](crate::ExportFormat::Json) export from `reader` and adds
+    /// its runs: [`Store::spool_import`], then [`Store::import_spooled`].
+    pub async fn import_json(&self, reader: impl Read + Send + 'static) -> Result<ImportReport> {
+        let spooled = self.spool_import(reader).await?;
+        self.import_spooled(spooled).await
     }
 
-    /// Adds the runs of `document`, in transactions of 1,000 runs, so that a large import
-    /// does not hold up the generations recorded meanwhile. The document is checked whole before
-    /// anything is written: one holding more than [`MAX_IMPORT_BYTES`], [`MAX_IMPORT_TOKENS`] or
-    /// [`MAX_IMPORT_STEPS`] is refused whole ([`StoreError::ImportTooLarge`]); a run with a field
-    /// out of range is rejected (and reported) alone.
+    /// Reads a [`ExportFormat::Json`](crate::ExportFormat::Json) export from `reader` as it
+    /// arrives, on a blocking thread. Only one run is held in memory at a time: the others wait
+    /// in a file beside the database (unlinked from the start) until the document has been read
+    /// and checked whole. A document that is not an export is refused
+    /// ([`StoreError::NotAnExport`]) before anything is written.
+    pub async fn spool_import(&self, reader: impl Read + Send + 'static) -> Result<SpooledImport> {
+        let mut spool = RunSpool::new(&self.spool_dir(), IMPORT_LIMITS)?;
+        let read = tokio::task::spawn_blocking(move || {
+            read_document(reader, &mut spool).map(|document| SpooledImport { document, spool })
+        });
+        read.await
+            .map_err(|err| StoreError::invalid(format!("the import stopped: {err}")))?
+    }
+
+    /// Adds the runs of an import read by [`Store::spool_import`], with its comparisons and the
+    /// training jobs left in it, as [`Store::import_document`] does.
+    pub async fn import_spooled(&self, spooled: SpooledImport) -> Result<ImportReport> {
+        self.import_runs_of(&spooled.document, spooled.spool).await
+    }
+
+    /// Adds the runs of `document`, in transactions of at most 1,000 runs, so that a large
+    /// import does not hold up the generations recorded meanwhile. The document is checked whole
+    /// before anything is written: one holding more than [`MAX_IMPORT_BYTES`],
+    /// [`MAX_IMPORT_TOKENS`] or [`MAX_IMPORT_STEPS`] is refused whole
+    /// ([`StoreError::ImportTooLarge`]); a run with a field out of range is rejected (and
+    /// reported) alone.
     ///
     /// Runs are matched on `uid`: one already stored is skipped, so an import that stopped
     /// half-way can simply be repeated. New runs get new local ids, and a run that was still
     /// running when exported is stored as interrupted, since nothing here will finish it.
     /// Comparisons are re-created over the local ids of their runs.
-    #[tracing::instrument(level = "debug", skip_all, fields(runs = document.runs.len()), err(level = "debug"))]
     pub async fn import_document(&self, document: &ExportDocument) -> Result<ImportReport> {
+        let mut spool = RunSpool::new(&self.spool_dir(), IMPORT_LIMITS)?;
+        for entry in &document.runs {
+            spool.push(entry)?;
+        }
+        self.import_runs_of(document, spool).await
+    }
+
+    /// Imports `document`'s comparisons and training jobs and the runs set aside in `spool`
+    /// (the document's own runs are not read).
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+    async fn import_runs_of(
+        &self,
+        document: &ExportDocument,
+        spool: RunSpool,
+    ) -> Result<ImportReport> {
         if !(1..=EXPORT_VERSION).contains(&document.version) {
             return Err(StoreError::invalid(format!(
                 "export version {} is not supported (expected 1 to {EXPORT_VERSION})",
                 document.version
             )));
         }
-        check_totals(document, IMPORT_LIMITS)?;
+        let mut runs = spool.finish(&envelope_of(document))?;
         let mut report = ImportReport::default();
-        // Oldest first, so that local ids grow with creation time as they did where the runs
-        // were made (exports list newest first).
-        let mut entries: Vec<&RunWithSteps> = document.runs.iter().collect();
-        entries.sort_by_key(|e| (e.run.created_at, e.run.id));
-        let mut seen = HashSet::with_capacity(entries.len());
-        for entry in &entries {
-            if !seen.insert(entry.run.id) {
-                return Err(StoreError::invalid(format!(
-                    "run id {} appears twice in the export",
-                    entry.run.id
-                )));
-            }
-        }
         let now = Utc::now();
-        let accepted: Vec<&RunWithSteps> = entries
-            .into_iter()
-            .filter(|entry| match check_imported(entry, now) {
-                Ok(()) => true,
-                Err(reason) => {
-                    report.reject(entry.run.uid.to_string(), reason);
-                    false
-                }
-            })
-            .collect();
-
-        let mut local_ids: HashMap<i64, i64> = HashMap::with_capacity(accepted.len());
-        for batch in accepted.chunks(IMPORT_BATCH) {
-            let write = self.import_batch(batch, document.version, &mut local_ids, &mut report);
+        let mut local_ids: HashMap<i64, i64> = HashMap::new();
+        while let Some(batch) = runs.next_batch() {
+            let batch = batch?;
+            let accepted: Vec<&RunWithSteps> = batch
+                .iter()
+                .filter(|entry| match check_imported(entry, now) {
+                    Ok(()) => true,
+                    Err(reason) => {
+                        report.reject(entry.run.uid.to_string(), reason);
+                        false
+                    }
+                })
+                .collect();
+            let write = self.import_batch(&accepted, document.version, &mut local_ids, &mut report);
             self.health.observe(write.await)?;
         }
         let write = self.import_comparisons(document, &local_ids, &mut report);
@@ -295,50 +314,6 @@ impl Store {
             }
         }
         tx.commit().await
-    }
-}
-
-/// Refuses a document heavier than one import takes, summed over all its runs (whether they would
-/// be imported, skipped or rejected): what a history can be made to hold through one import.
-fn check_totals(document: &ExportDocument, limits: ImportLimits) -> Result<()> {
-    let too_large = |measure, total, limit| StoreError::ImportTooLarge {
-        measure,
-        total,
-        limit,
-    };
-    let (mut tokens, mut steps) = (0u64, 0u64);
-    for entry in &document.runs {
-        let token_ids = entry.run.token_ids.as_ref().map_or(0, Vec::len);
-        let logprobs = entry.run.logprobs.as_ref().map_or(0, Vec::len);
-        tokens += token_ids.max(logprobs) as u64;
-        steps += entry.steps.len() as u64;
-    }
-    if tokens > limits.tokens {
-        return Err(too_large("tokens", tokens, limits.tokens));
-    }
-    if steps > limits.steps {
-        return Err(too_large("steps", steps, limits.steps));
-    }
-    // The document as compact JSON, counted rather than written out.
-    let mut bytes = ByteCount(0);
-    serde_json::to_writer(&mut bytes, document)?;
-    if bytes.0 > limits.bytes {
-        return Err(too_large("bytes", bytes.0, limits.bytes));
-    }
-    Ok(())
-}
-
-/// Counts the bytes written to it, keeping none.
-struct ByteCount(u64);
-
-impl std::io::Write for ByteCount {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len() as u64;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 
@@ -510,7 +485,11 @@ mod tests {
         }
     }
 
-    fn document(runs: Vec<RunWithSteps>) -> ExportDocument {
+    /// A document of `runs`, numbered 1, 2, ... as an export numbers them.
+    fn document(mut runs: Vec<RunWithSteps>) -> ExportDocument {
+        for (id, entry) in (1..).zip(&mut runs) {
+            entry.run.id = id;
+        }
         ExportDocument {
             version: EXPORT_VERSION,
             exported_at: Utc::now(),
@@ -525,6 +504,15 @@ mod tests {
         tokens: 100,
         steps: 10,
     };
+
+    /// The document's runs set aside under `limits` and checked whole.
+    fn check_totals(document: &ExportDocument, limits: ImportLimits) -> Result<()> {
+        let mut spool = RunSpool::new(&std::env::temp_dir(), limits)?;
+        for entry in &document.runs {
+            spool.push(entry)?;
+        }
+        spool.finish(&envelope_of(document)).map(drop)
+    }
 
     fn refusal(document: &ExportDocument, limits: ImportLimits) -> (&'static str, u64, u64) {
         match check_totals(document, limits) {
@@ -563,6 +551,20 @@ mod tests {
             message.contains("101 tokens") && message.contains("100"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_run_id_listed_twice_is_refused_once_the_totals_are_within_the_limits() {
+        let mut twice = document(vec![entry(1, 1, 0), entry(1, 1, 0)]);
+        twice.runs[1].run.id = 1;
+        let err = check_totals(&twice, ROOMY).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid input: run id 1 appears twice in the export"
+        );
+        // Over a limit, that is what is said.
+        twice.runs[1].run.token_ids = Some(vec![7; 100]);
+        assert_eq!(refusal(&twice, ROOMY), ("tokens", 101, 100));
     }
 
     #[test]

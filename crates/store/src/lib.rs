@@ -35,6 +35,7 @@ mod error;
 mod export;
 mod filter;
 mod import;
+mod import_spool;
 mod records;
 mod runs;
 mod search;
@@ -54,7 +55,8 @@ pub use error::{Result, StoreError};
 pub use export::{ExportDocument, ExportFormat, EXPORT_VERSION};
 pub use filter::{RunFilter, SortKey, SortOrder, LOCAL_ENGINE};
 pub use import::{
-    ImportRejection, ImportReport, MAX_IMPORT_BYTES, MAX_IMPORT_STEPS, MAX_IMPORT_TOKENS,
+    ImportRejection, ImportReport, SpooledImport, MAX_IMPORT_BYTES, MAX_IMPORT_STEPS,
+    MAX_IMPORT_TOKENS,
 };
 pub use records::{
     Comparison, ComparisonRun, ConversationTurn, DraftDecisionRecord, DraftNodeRecord,

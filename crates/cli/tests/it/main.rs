@@ -3,3 +3,4 @@
 
 mod cli;
 mod serve;
+mod serve_import;

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-struct Served {
-    child: Child,
-    base: String,
+pub(crate) struct Served {
+    pub(crate) child: Child,
+    pub(crate) base: String,
     // Held so that the server never writes to a closed pipe.
     _stdout: BufReader<ChildStdout>,
 }
@@ -23,7 +23,7 @@ impl Drop for Served {
     }
 }
 
-fn serve(db: &Path) -> Served {
+pub(crate) fn serve(db: &Path) -> Served {
     serve_with(db, &[])
 }
 
@@ -64,7 +64,7 @@ fn serve_with(db: &Path, extra: &[&str]) -> Served {
     }
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(600))
         .build()

@@ -1,7 +1,7 @@
 //! Export in every format, and import of the JSON export into another database.
 
 use std::collections::HashMap;
-use std::io;
+use std::io::{self, Cursor};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -135,7 +135,10 @@ async fn json_export_imports_into_a_fresh_database_and_only_once() {
         .unwrap();
     target.fail_run(local, "local run").await.unwrap();
 
-    let report = target.import_json(bytes.as_slice()).await.unwrap();
+    let report = target
+        .import_json(Cursor::new(bytes.clone()))
+        .await
+        .unwrap();
     assert_eq!(report.imported, 5);
     assert_eq!(report.skipped_duplicates, 0);
     assert_eq!(report.comparisons_imported, 1);
@@ -199,7 +202,10 @@ async fn json_export_imports_into_a_fresh_database_and_only_once() {
 
     // The same file again: every run is a duplicate, and nothing changes.
     let before = all_with_steps(&target).await;
-    let again = target.import_json(bytes.as_slice()).await.unwrap();
+    let again = target
+        .import_json(Cursor::new(bytes.clone()))
+        .await
+        .unwrap();
     assert_eq!(again.imported, 0);
     assert_eq!(again.skipped_duplicates, 5);
     assert_eq!(again.comparisons_imported, 0);
@@ -224,7 +230,10 @@ async fn a_comparison_whose_runs_are_not_all_exported_is_skipped() {
     assert_eq!(document.comparisons.len(), 1);
 
     let (_dst_dir, target) = temp_store().await;
-    let report = target.import_json(bytes.as_slice()).await.unwrap();
+    let report = target
+        .import_json(Cursor::new(bytes.clone()))
+        .await
+        .unwrap();
     assert_eq!(report.imported, 1);
     assert_eq!(report.comparisons_imported, 0);
     assert_eq!(report.comparisons_skipped, 1);
@@ -391,15 +400,19 @@ async fn a_malformed_import_is_refused_and_imports_nothing() {
 
     // Cut short.
     let truncated = &bytes[..bytes.len() / 2];
-    let err = target.import_json(truncated).await.unwrap_err();
-    assert!(matches!(err, StoreError::InvalidInput(_)), "{err}");
+    let err = target
+        .import_json(Cursor::new(truncated.to_vec()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotAnExport(_)), "{err}");
+    assert_eq!(err.code(), "invalid_json");
     nothing_imported().await;
 
     // Not an export at all.
     for text in ["", "[]", "{\"version\":1}", "{\"runs\": 5}"] {
         assert!(matches!(
-            target.import_json(text.as_bytes()).await,
-            Err(StoreError::InvalidInput(_))
+            target.import_json(Cursor::new(text)).await,
+            Err(StoreError::NotAnExport(_))
         ));
     }
     nothing_imported().await;
@@ -409,7 +422,7 @@ async fn a_malformed_import_is_refused_and_imports_nothing() {
     document.version = store::EXPORT_VERSION + 1;
     let newer = serde_json::to_vec(&document).unwrap();
     assert!(matches!(
-        target.import_json(newer.as_slice()).await,
+        target.import_json(Cursor::new(newer.clone())).await,
         Err(StoreError::InvalidInput(_))
     ));
     nothing_imported().await;
@@ -421,11 +434,17 @@ async fn a_malformed_import_is_refused_and_imports_nothing() {
     let repeated = last.steps[0].clone();
     last.steps.push(repeated);
     let broken = serde_json::to_vec(&document).unwrap();
-    assert!(target.import_json(broken.as_slice()).await.is_err());
+    assert!(target
+        .import_json(Cursor::new(broken.clone()))
+        .await
+        .is_err());
     nothing_imported().await;
 
     // The intact file still imports afterwards.
-    let report = target.import_json(bytes.as_slice()).await.unwrap();
+    let report = target
+        .import_json(Cursor::new(bytes.clone()))
+        .await
+        .unwrap();
     assert_eq!(report.imported, 5);
 }
 

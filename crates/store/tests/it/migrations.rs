@@ -1,5 +1,7 @@
 //! Histories written by earlier versions open with everything in them, and their exports import.
 
+use std::io::Cursor;
+
 use sqlx::Executor;
 use store::{ExportDocument, ExportFormat, RunFilter, Store};
 
@@ -49,7 +51,10 @@ async fn an_export_naming_acceptance_by_head_imports() {
     assert!(older.contains("acceptance_by_head"));
 
     let (_dst_dir, target) = temp_store().await;
-    let report = target.import_json(older.as_bytes()).await.unwrap();
+    let report = target
+        .import_json(Cursor::new(older.clone()))
+        .await
+        .unwrap();
     assert_eq!(report.imported, 1);
     let document: ExportDocument = serde_json::from_str(&older).unwrap();
     let imported = target.list_runs(&RunFilter::default()).await.unwrap();
@@ -116,7 +121,7 @@ async fn an_export_from_before_step_trees_imports() {
 
     let (_dst_dir, target) = temp_store().await;
     let report = target
-        .import_json(value.to_string().as_bytes())
+        .import_json(Cursor::new(value.to_string()))
         .await
         .unwrap();
     assert_eq!(report.imported, 1);
@@ -176,7 +181,11 @@ async fn an_export_that_counted_the_prompt_as_a_step_imports_counting_the_steps_
 
     let (_dst_dir, target) = temp_store().await;
     assert_eq!(
-        target.import_json(older.as_slice()).await.unwrap().imported,
+        target
+            .import_json(Cursor::new(older.clone()))
+            .await
+            .unwrap()
+            .imported,
         1
     );
     let imported = &target.list_runs(&RunFilter::default()).await.unwrap()[0];
