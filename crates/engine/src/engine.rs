@@ -191,13 +191,15 @@ impl Engine {
             self.shared.clone(),
         );
         let thread_cancel = cancel.clone();
+        let client = crate::grammar::requester::requester();
         let span = tracing::info_span!("prepare_grammar", bytes = gbnf.len());
         let waiting = std::thread::Builder::new()
             .name("medusa-grammar-wait".into())
             .spawn(move || {
                 let _span = span.entered();
-                let prepared =
-                    grammars.get_or_prepare(gbnf, |gbnf| prepare_grammar(model, &model_path, gbnf));
+                let prepared = grammars.get_or_prepare(gbnf, |gbnf| {
+                    prepare_grammar(model, &model_path, gbnf, client)
+                });
                 let command = match prepared {
                     Ok(grammar) => Command::Generate(QueuedRequest {
                         request: Box::new(request),

@@ -83,6 +83,13 @@ pub enum EngineError {
          shortly"
     )]
     GrammarChecksBusy { running: usize },
+    /// The client's own share of grammar check places stayed taken for as long as a check may
+    /// wait.
+    #[error(
+        "this client already has {running} grammar checks running, as many as one client may; \
+         send the grammar again when one has ended"
+    )]
+    ClientGrammarChecksBusy { running: usize },
     #[error("the queue is full ({capacity} requests waiting); retry in {retry_after_ms} ms")]
     QueueFull {
         capacity: usize,
@@ -144,7 +151,9 @@ impl EngineError {
             Self::Quantize(_) => "quantize_failed",
             Self::EngineStopped => "engine_stopped",
             Self::QueueFull { .. } => "queue_full",
-            Self::GrammarsBusy { .. } | Self::GrammarChecksBusy { .. } => "grammars_busy",
+            Self::GrammarsBusy { .. }
+            | Self::GrammarChecksBusy { .. }
+            | Self::ClientGrammarChecksBusy { .. } => "grammars_busy",
             Self::Remote { code, .. } => code,
             Self::Io { .. } => "io_error",
             Self::Widen { .. } => "cannot_widen",

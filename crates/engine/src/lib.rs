@@ -44,10 +44,12 @@ pub use events::{
     GenerationEvent, RunSummary, StepEvent, StepToken, StepTree, StopReason,
 };
 pub use generation_stream::{Canceller, GenerationSender, GenerationStream};
-pub use grammar::child::{serve_grammar_checks, MAX_GRAMMAR_CHECKS};
+pub use grammar::check_places::{MAX_GRAMMAR_CHECKS, MAX_GRAMMAR_CHECKS_PER_CLIENT};
+pub use grammar::child::serve_grammar_checks;
 pub use grammar::deadline::{overdue_grammar_threads, MAX_OVERDUE_GRAMMARS};
 pub use grammar::limits::{MAX_GRAMMAR_BYTES, MAX_GRAMMAR_NESTING};
 pub use grammar::prep::GRAMMAR_PREPARE_DEADLINE;
+pub use grammar::requester::{on_behalf_of, requester};
 pub use grammar::trial::GRAMMAR_STEP_LIMIT;
 pub use grammar::{json_object_grammar, json_schema_grammar};
 pub use info::{DraftModelInfo, ModelInfo};

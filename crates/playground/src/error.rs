@@ -161,7 +161,8 @@ impl From<EngineError> for AppError {
             EngineError::NoMedusaHeads => ErrorKind::Conflict,
             EngineError::QueueFull { .. }
             | EngineError::GrammarsBusy { .. }
-            | EngineError::GrammarChecksBusy { .. } => ErrorKind::Unavailable,
+            | EngineError::GrammarChecksBusy { .. }
+            | EngineError::ClientGrammarChecksBusy { .. } => ErrorKind::Unavailable,
             EngineError::TooMuchWork { .. } => ErrorKind::TooLarge,
             EngineError::Remote { .. } => ErrorKind::Upstream,
             e if e.is_client_error() => ErrorKind::Invalid,

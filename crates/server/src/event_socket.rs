@@ -258,9 +258,16 @@ pub async fn upgrade(
     };
     let ping_every = sockets.ping_every;
     let connection = connection.map(|Extension(connection)| connection);
+    // The socket outlives the request: its generations are started on behalf of its client.
+    let client = engine::requester();
     socket
         .max_message_size(MAX_MESSAGE_BYTES)
-        .on_upgrade(move |socket| serve(playground, socket, ping_every, connection, place))
+        .on_upgrade(move |socket| {
+            engine::on_behalf_of(
+                client,
+                serve(playground, socket, ping_every, connection, place),
+            )
+        })
 }
 
 /// A generation the socket started: its task, and how to ask that task to cancel it.
@@ -347,6 +354,7 @@ async fn serve(
                                     playground.clone(), id, request, turn, cancelled,
                                     outgoing.clone(), ended_tx.clone(),
                                 );
+                                let run = engine::on_behalf_of(engine::requester(), run);
                                 let task = tokio::spawn(
                                     run.instrument(tracing::info_span!("stream_run", id)),
                                 );

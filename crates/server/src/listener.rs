@@ -190,6 +190,7 @@ pub(crate) async fn serve(
         }
         let service = TowerToHyperService::new(ConnService {
             router: router.clone(),
+            client,
             state: state.clone(),
             body_rules: BodyRules::of(&limits),
             access: access.clone(),
@@ -807,11 +808,13 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 /// The router as one connection serves it: each request is counted in flight until its answer
-/// is done, its body is held to [`BodyRules`], and a connection on a reserved place serves only
-/// requests with priority.
+/// is done, its body is held to [`BodyRules`], a connection on a reserved place serves only
+/// requests with priority, and the work a request starts is done on behalf of its client (see
+/// [`engine::on_behalf_of`]).
 #[derive(Clone)]
 struct ConnService {
     router: Router,
+    client: ClientId,
     state: Arc<ConnState>,
     body_rules: BodyRules,
     access: Arc<AccessPolicy>,
@@ -858,10 +861,11 @@ where
         let body = DeadlineBody::new(body, self.body_rules, http1.then(|| self.state.clone()));
         let request = Request::from_parts(parts, Body::new(body));
         let answer = tower_service::Service::call(&mut self.router, request);
-        Box::pin(async move {
+        let client = self.client.0;
+        Box::pin(engine::on_behalf_of(Some(client), async move {
             let response = answer.await?;
             Ok(tracked(response, in_flight))
-        })
+        }))
     }
 }
 

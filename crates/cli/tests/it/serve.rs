@@ -634,8 +634,18 @@ fn ambiguous_grammars_are_stopped_at_their_refusal_and_a_schema_answers_beside_t
             .extend(extra.as_object().unwrap().clone());
         body
     };
-    // Four ambiguous grammars at once, each with its own literal so that nothing is shared.
-    let refused: Vec<(u16, Value)> = std::thread::scope(|scope| {
+    // Four ambiguous grammars at once from this machine (one client), each with its own literal
+    // so that nothing is shared. While they are asked, the server's children are counted.
+    let asking = std::sync::atomic::AtomicBool::new(true);
+    let (refused, most_checks) = std::thread::scope(|scope| {
+        let counted = scope.spawn(|| {
+            let mut most = 0;
+            while asking.load(std::sync::atomic::Ordering::SeqCst) {
+                most = most.max(children_of(served.child.id()).len());
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            most
+        });
         let asked: Vec<_> = (0..4)
             .map(|i| {
                 let grammar = format!(
@@ -645,15 +655,34 @@ fn ambiguous_grammars_are_stopped_at_their_refusal_and_a_schema_answers_beside_t
                 scope.spawn(move || ask(body))
             })
             .collect();
-        asked.into_iter().map(|a| a.join().unwrap()).collect()
+        let refused: Vec<(u16, Value)> = asked.into_iter().map(|a| a.join().unwrap()).collect();
+        asking.store(false, std::sync::atomic::Ordering::SeqCst);
+        (refused, counted.join().unwrap())
     });
+    // One client holds at most its share of the checks' places: the others wait for one, and
+    // are refused at their deadline as busy (or, given a place at its very end, as too complex).
+    assert!(
+        most_checks <= engine::MAX_GRAMMAR_CHECKS_PER_CLIENT,
+        "{most_checks} checks ran at once"
+    );
+    let too_complex = refused
+        .iter()
+        .filter(|(status, body)| *status == 400 && body["error"]["code"] == "grammar_too_complex")
+        .count();
+    assert!(
+        too_complex >= engine::MAX_GRAMMAR_CHECKS_PER_CLIENT,
+        "{refused:?}"
+    );
     for (status, body) in &refused {
-        assert_eq!(*status, 400, "{body}");
-        assert_eq!(body["error"]["code"], "grammar_too_complex", "{body}");
+        let busy = *status == 503 && body["error"]["code"] == "grammars_busy";
+        assert!(
+            busy || body["error"]["code"] == "grammar_too_complex",
+            "{status} {body}"
+        );
     }
     // Their checks were stopped, not left running.
     assert_eq!(children_of(served.child.id()), Vec::<String>::new());
-    // Another client's schema compiles and answers as it would alone.
+    // A schema sent afterwards compiles and answers as it would alone.
     let (status, body) = ask(question(json!({
         "response_format": {
             "type": "json_schema",

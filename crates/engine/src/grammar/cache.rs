@@ -35,7 +35,8 @@ impl PreparedGrammars {
             prepared,
             Err(EngineError::Context(_)
                 | EngineError::GrammarsBusy { .. }
-                | EngineError::GrammarChecksBusy { .. })
+                | EngineError::GrammarChecksBusy { .. }
+                | EngineError::ClientGrammarChecksBusy { .. })
         ) {
             self.keep(gbnf, prepared.clone());
         }

@@ -7,15 +7,17 @@
 //! binaries), grammars are checked on threads as before.
 
 use std::io::{Read, Write};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 
 use crate::error::EngineError;
+use crate::grammar::check_places::PLACES;
 use crate::grammar::trial::{compile_and_try, deadline_missed};
 
 /// Set in a child's environment to the model whose vocabulary it checks a grammar against.
@@ -24,9 +26,6 @@ const CHILD_MODEL_ENV: &str = "MEDUSA_GRAMMAR_CHECK_MODEL";
 /// The most memory a check may take besides the model's mapped file: llama.cpp's grammar stacks
 /// grow with a grammar's ambiguity.
 const CHILD_MEMORY_BYTES: u64 = 2 << 30;
-
-/// Checks that may run at once; later ones wait for a place, up to their deadline.
-pub const MAX_GRAMMAR_CHECKS: usize = 4;
 
 /// How often a running child is looked at.
 const POLL: Duration = Duration::from_millis(10);
@@ -111,62 +110,21 @@ fn limit_memory(bytes: u64) {
     }
 }
 
-/// Places for running checks.
-struct Places {
-    running: Mutex<usize>,
-    freed: Condvar,
-}
-
-static PLACES: Places = Places {
-    running: Mutex::new(0),
-    freed: Condvar::new(),
-};
-
-/// A taken place, given back when dropped.
-struct Place(&'static Places);
-
-impl Places {
-    /// Waits for a place until `until`; `None` when none came free.
-    fn take(&'static self, until: Instant) -> Option<Place> {
-        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        while *running >= MAX_GRAMMAR_CHECKS {
-            let left = until.checked_duration_since(Instant::now())?;
-            running = self
-                .freed
-                .wait_timeout(running, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-        *running += 1;
-        Some(Place(self))
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        *self
-            .0
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) -= 1;
-        self.0.freed.notify_one();
-    }
-}
-
-/// Checks `gbnf` against the model at `model` in a child, killed at `deadline`; `None` when this
+/// Checks `gbnf` against the model at `model` in a child, killed at `deadline`, in a place of
+/// `client`'s share (see [`check_places`](super::check_places)); `None` when this
 /// process does not serve grammar checks (see [`serve_grammar_checks`]) or cannot start one (its
 /// executable replaced by an upgrade, say): the grammar is then checked on a thread.
 pub(crate) fn check_in_child(
     model: &Path,
     gbnf: &str,
     deadline: Duration,
+    client: Option<IpAddr>,
 ) -> Option<Result<(), EngineError>> {
     let exe = CHECKER.get()?;
     let until = Instant::now() + deadline;
-    let Some(_place) = PLACES.take(until) else {
-        return Some(Err(EngineError::GrammarChecksBusy {
-            running: MAX_GRAMMAR_CHECKS,
-        }));
+    let _place = match PLACES.take(client, until) {
+        Ok(place) => place,
+        Err(busy) => return Some(Err(busy)),
     };
     let started = Command::new(exe)
         .env(CHILD_MODEL_ENV, model)
@@ -255,28 +213,5 @@ mod tests {
             parse_verdict(""),
             Err(EngineError::GrammarTooComplex(why)) if why.contains("without an answer")
         ));
-    }
-
-    #[test]
-    fn places_are_given_back_and_waited_for_until_a_deadline() {
-        let places: &'static Places = Box::leak(Box::new(Places {
-            running: Mutex::new(0),
-            freed: Condvar::new(),
-        }));
-        let soon = || Instant::now() + Duration::from_millis(20);
-        let taken: Vec<Place> = (0..MAX_GRAMMAR_CHECKS)
-            .map(|_| places.take(soon()).unwrap())
-            .collect();
-        // All taken: none comes free within the deadline.
-        assert!(places.take(soon()).is_none());
-        // One given back is taken by a check that waits for it.
-        let waiting = std::thread::spawn(move || {
-            places
-                .take(Instant::now() + Duration::from_secs(10))
-                .is_some()
-        });
-        drop(taken);
-        assert!(waiting.join().unwrap());
-        assert_eq!(*places.running.lock().unwrap(), 0);
     }
 }

@@ -6,10 +6,12 @@
 //! forbids can never equal the constrained choice, so it is rejected like any other miss.
 
 pub(crate) mod cache;
+pub(crate) mod check_places;
 pub(crate) mod child;
 pub(crate) mod deadline;
 pub(crate) mod limits;
 pub(crate) mod prep;
+pub(crate) mod requester;
 pub(crate) mod trial;
 
 use std::time::{Duration, Instant};

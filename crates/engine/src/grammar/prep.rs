@@ -2,6 +2,7 @@
 //! within a deadline, and tried first (see [`trial`](super::trial)), so that a grammar whose every
 //! step would stall the engine is refused before it runs instead of holding every request up.
 
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +19,7 @@ use crate::grammar::{Grammar, GRAMMAR_STACK_BYTES};
 pub const GRAMMAR_PREPARE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Compiles and tries `gbnf` (within the limits request validation checks) for `model` (the
-/// file at `model_path`), waiting at most [`GRAMMAR_PREPARE_DEADLINE`]. Where this process serves
+/// file at `model_path`) on behalf of `client`, waiting at most [`GRAMMAR_PREPARE_DEADLINE`]. Where this process serves
 /// grammar checks (see [`child`](super::child)), a child checks it first and is killed at the
 /// deadline; the grammar it passed is then only compiled here. Otherwise a grammar that misses
 /// the deadline is refused and its thread finishes on its own at idle priority (see
@@ -27,8 +28,9 @@ pub(crate) fn prepare_grammar(
     model: Arc<LlamaModel>,
     model_path: &Path,
     gbnf: String,
+    client: Option<IpAddr>,
 ) -> Result<Grammar, EngineError> {
-    let tried = match check_in_child(model_path, &gbnf, GRAMMAR_PREPARE_DEADLINE) {
+    let tried = match check_in_child(model_path, &gbnf, GRAMMAR_PREPARE_DEADLINE, client) {
         Some(checked) => {
             checked?;
             true
