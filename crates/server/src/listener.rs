@@ -26,8 +26,9 @@
 //!   [`ConnectionLimits::reserved_connections`] places kept for health checks and for requests
 //!   that carry the API key (the operator's own clients): any other request on it is answered
 //!   503 `server_busy` and the connection closed, and a reserved place that serves nothing is
-//!   taken by the next newcomer, once [`RESERVED_HEAD_GRACE`] has passed since it was accepted
-//!   (a flood of bare connections cannot push the operator's out before its head arrives). Only when even those are busy is a new connection answered
+//!   taken by the next newcomer (another client's only once [`RESERVED_HEAD_GRACE`] has passed
+//!   since it was accepted, so that one client's flood of bare connections cannot push another's
+//!   health check out before its head arrives). Only when even those are busy is a new connection answered
 //!   an HTTP/1.1 503 `server_busy` at once and closed (rather than left in the listen backlog,
 //!   or reset, which clients report as a network failure rather than a busy server).
 //!
@@ -104,10 +105,10 @@ pub struct ConnectionLimits {
 /// closed to make room for a newcomer: far longer than a reading peer ever leaves one waiting.
 const STALLED_EVICTABLE: Duration = Duration::from_secs(2);
 
-/// How long a connection on a reserved place is left to send its first request's head before a
-/// newcomer may take its place: far longer than a head takes to arrive, and long enough that a
-/// flood of bare connections cannot cycle a health check or a keyed request out before it is
-/// read (the flood is answered busy instead).
+/// How long a connection on a reserved place is left to send its first request's head before
+/// another client's newcomer may take its place: far longer than a head takes to arrive, so that
+/// a flood of bare connections cannot cycle another client's health check or keyed request out
+/// before it is read (the flood takes its own places, or is answered busy).
 const RESERVED_HEAD_GRACE: Duration = Duration::from_secs(1);
 
 impl Default for ConnectionLimits {
@@ -466,11 +467,11 @@ impl Registry {
         if client_full || all_full {
             // The client's own when it holds its share (so that it makes room for itself, not
             // at others' cost), else anyone's.
-            match table.victim(client_full.then_some(client), false) {
+            match table.victim(client_full.then_some(client), false, client) {
                 Some(victim) => table.evict(victim),
                 None => {
                     if table.reserved >= self.limits.reserved_connections {
-                        let victim = table.victim(None, true)?;
+                        let victim = table.victim(None, true, client)?;
                         table.evict(victim);
                     }
                     reserved = true;
@@ -514,12 +515,13 @@ impl Registry {
 }
 
 impl Table {
-    /// The connection to close to make room, among those on reserved places or on ordinary
-    /// ones (of `client` only, when given): the oldest that never sent a request head (on a
-    /// reserved place, only once [`RESERVED_HEAD_GRACE`] has passed), else the one idle the
-    /// longest, else the one whose answer has waited longest, at least
-    /// [`STALLED_EVICTABLE`], for its peer to read; never one whose answers are being taken.
-    fn victim(&self, client: Option<ClientId>, reserved: bool) -> Option<u64> {
+    /// The connection to close to make room for a newcomer of `newcomer`, among those on
+    /// reserved places or on ordinary ones (of `client` only, when given): the oldest that never
+    /// sent a request head (on a reserved place, another client's only once
+    /// [`RESERVED_HEAD_GRACE`] has passed), else the one idle the longest, else the one whose
+    /// answer has waited longest, at least [`STALLED_EVICTABLE`], for its peer to read; never one
+    /// whose answers are being taken.
+    fn victim(&self, client: Option<ClientId>, reserved: bool, newcomer: ClientId) -> Option<u64> {
         let candidates = self.open.iter().filter(|(_, entry)| {
             entry.evict.is_some()
                 && entry.state.reserved == reserved
@@ -544,8 +546,11 @@ impl Table {
                 continue;
             }
             if !entry.state.served.load(Ordering::SeqCst) {
-                // Still silent, it has been since it was accepted.
-                let in_grace = reserved && entry.state.idle_since() + RESERVED_HEAD_GRACE > now;
+                // Still silent, it has been since it was accepted. A flood makes room with its
+                // own connections, not with another client's that has yet to send its head.
+                let in_grace = reserved
+                    && entry.client != newcomer
+                    && entry.state.idle_since() + RESERVED_HEAD_GRACE > now;
                 if !in_grace {
                     silent_oldest = Some(silent_oldest.map_or(id, |oldest| oldest.min(id)));
                 }
@@ -1133,8 +1138,8 @@ mod tests {
         let reserved = registry.admit(client(2)).unwrap();
         assert!(reserved.state.reserved);
         assert!(!first.state.reserved && !second.state.reserved);
-        // A reserved place that serves nothing goes to the next newcomer, once its connection
-        // has had its time to send a head: until then the newcomer is refused.
+        // A reserved place that serves nothing goes to the next newcomer of another client once
+        // its connection has had its time to send a head: until then the newcomer is refused.
         assert!(registry.admit(client(3)).is_none());
         *reserved.state.idle_since.lock().unwrap() =
             Instant::now().checked_sub(RESERVED_HEAD_GRACE).unwrap();
@@ -1153,6 +1158,32 @@ mod tests {
         drop(first.slot);
         let ordinary = registry.admit(client(4)).unwrap();
         assert!(!ordinary.state.reserved);
+    }
+
+    #[test]
+    fn a_flood_of_bare_connections_takes_its_own_reserved_places_not_anothers() {
+        let registry = registry_with_reserve(1, 1, 4);
+        let ordinary = registry.admit(client(1)).unwrap();
+        let _busy = ordinary.state.begin_request();
+        // An operator's health check takes a reserved place; its head has yet to arrive.
+        let mut health = registry.admit(client(2)).unwrap();
+        assert!(health.state.reserved);
+        // Another client's bare connections pour in: each takes the place of that client's own
+        // oldest, and the health check keeps its place.
+        let flood: Vec<Admitted> = (0..20)
+            .map(|_| registry.admit(client(3)).unwrap())
+            .collect();
+        assert!(health.evicted.try_recv().is_err());
+        let kept: Vec<Admitted> = flood
+            .into_iter()
+            .filter_map(|mut c| c.evicted.try_recv().is_err().then_some(c))
+            .collect();
+        assert_eq!(kept.len(), 3);
+        // Once its time to send a head has passed, a silent one is anyone's to take.
+        *health.state.idle_since.lock().unwrap() =
+            Instant::now().checked_sub(RESERVED_HEAD_GRACE).unwrap();
+        let _newest = registry.admit(client(3)).unwrap();
+        assert!(health.evicted.try_recv().is_ok());
     }
 
     #[test]

@@ -900,54 +900,6 @@ fn a_connection_beyond_every_place_is_answered_busy_not_reset() {
 }
 
 #[test]
-fn a_flood_of_bare_connections_cannot_push_a_health_check_off_its_reserved_place() {
-    if crate::alone::in_group_process(
-        "hostile::",
-        "hostile::a_flood_of_bare_connections_cannot_push_a_health_check_off_its_reserved_place",
-    ) {
-        return;
-    }
-    let _one_at_a_time = exclusive();
-    logs();
-    let limits = ConnectionLimits {
-        max_connections: 1,
-        max_connections_per_client: 1,
-        reserved_connections: 1,
-        ..patient_limits()
-    };
-    let access = AccessPolicy {
-        api_key: Some(ApiKey::new(KEY).unwrap()),
-        ..AccessPolicy::default()
-    };
-    let base = serve_limited(default_playground, None, access, limits);
-    // The one ordinary place holds a request whose body is still on its way.
-    let mut busy = TcpStream::connect(address(&base)).expect("connects");
-    let head = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\
-         Authorization: Bearer {KEY}\r\nContent-Type: application/json\r\n\
-         Content-Length: 1000\r\nExpect: 100-continue\r\n\r\n"
-    );
-    busy.write_all(head.as_bytes()).expect("sends the head");
-    let interim = read_until(&mut busy, PROBE_TIMEOUT, |text| text.contains("\r\n\r\n"));
-    assert!(interim.starts_with("HTTP/1.1 100"), "{interim:?}");
-    // A health check connects and takes the reserved place; before its head arrives, bare
-    // connections pour in. Each is told the server is busy instead of taking the place.
-    let mut health = TcpStream::connect(address(&base)).expect("connects");
-    for _ in 0..8 {
-        let mut bare = TcpStream::connect(address(&base)).expect("connects");
-        let answer = read_until(&mut bare, PROBE_TIMEOUT, |text| text.contains("\r\n\r\n"));
-        assert_eq!(status_of(&answer), Some(503), "{answer}");
-    }
-    health
-        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .expect("sends the health check");
-    let answer = read_to_close(&mut health, Instant::now() + PROBE_TIMEOUT)
-        .expect("the health check is answered");
-    assert_eq!(status_of(&answer), Some(200), "{answer}");
-    drop(busy);
-}
-
-#[test]
 fn slow_bodies_from_many_loopback_addresses_are_refused_early_and_lock_nobody_out() {
     if crate::alone::in_group_process(
         "hostile::",
