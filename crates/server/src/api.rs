@@ -25,7 +25,7 @@ use crate::error::ApiError;
 use crate::extract::{JsonBody, QueryParams, RecordId};
 use crate::import_turn::ImportTurn;
 use crate::json_reader::JsonReader;
-use crate::ServerState;
+use crate::state::ServerState;
 
 #[tracing::instrument(skip_all)]
 pub async fn list_runs(

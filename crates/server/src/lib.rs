@@ -23,6 +23,7 @@ mod paths;
 mod remotes_api;
 mod sampling;
 mod simple_api;
+mod state;
 mod training_api;
 
 use std::future::Future;
@@ -31,14 +32,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::FromRef;
 use axum::http::StatusCode;
 use axum::routing::{any, delete, get, post, put};
 use axum::{Extension, Router};
 use event_socket_places::EventSockets;
 use extract::BodyLimit;
 use import_turn::ImportPlace;
-use metrics::RequestCounts;
 use playground::catalog::Catalog;
 use playground::{AppError, Playground};
 use tokio::net::TcpListener;
@@ -51,6 +50,7 @@ pub use error::{ApiError, ServerError};
 pub use guard::{is_loopback_name, AccessPolicy};
 pub use listener::ConnectionLimits;
 pub use openai::EmbeddingTokenIds;
+pub use state::ServerState;
 
 /// Largest request body, except for imports.
 pub const BODY_LIMIT: usize = 1 << 20;
@@ -83,48 +83,6 @@ impl Default for ServerConfig {
             limits: ConnectionLimits::default(),
             embedding_token_ids: EmbeddingTokenIds::default(),
         }
-    }
-}
-
-/// What the handlers share: the playground, and the counts of answered requests.
-#[derive(Clone)]
-pub struct ServerState {
-    playground: Playground,
-    requests: Arc<RequestCounts>,
-    access: Arc<AccessPolicy>,
-    catalog: Arc<Catalog>,
-    event_sockets: Arc<EventSockets>,
-    imports: ImportPlace,
-    embedding_token_ids: EmbeddingTokenIds,
-}
-
-impl FromRef<ServerState> for EmbeddingTokenIds {
-    fn from_ref(state: &ServerState) -> Self {
-        state.embedding_token_ids
-    }
-}
-
-impl FromRef<ServerState> for ImportPlace {
-    fn from_ref(state: &ServerState) -> Self {
-        state.imports.clone()
-    }
-}
-
-impl FromRef<ServerState> for Arc<EventSockets> {
-    fn from_ref(state: &ServerState) -> Self {
-        state.event_sockets.clone()
-    }
-}
-
-impl FromRef<ServerState> for Arc<Catalog> {
-    fn from_ref(state: &ServerState) -> Self {
-        state.catalog.clone()
-    }
-}
-
-impl FromRef<ServerState> for Playground {
-    fn from_ref(state: &ServerState) -> Self {
-        state.playground.clone()
     }
 }
 

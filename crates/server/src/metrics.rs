@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
@@ -21,8 +21,6 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-
-use crate::ServerState;
 
 /// Requests answered, by route and status.
 #[derive(Debug, Default)]
@@ -367,7 +365,7 @@ impl EncodeMetric for Observed<'_> {
 /// Counts every answer by its route pattern (not the raw path, so ids do not explode the label
 /// set) and status.
 pub async fn count_requests(
-    State(state): State<ServerState>,
+    State(requests): State<Arc<RequestCounts>>,
     req: Request,
     next: Next,
 ) -> Response {
@@ -376,7 +374,7 @@ pub async fn count_requests(
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let response = next.run(req).await;
-    state.requests.record(endpoint, response.status().as_u16());
+    requests.record(endpoint, response.status().as_u16());
     response
 }
 

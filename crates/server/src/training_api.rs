@@ -17,7 +17,7 @@ use store::TrainingJob;
 
 use crate::error::ApiError;
 use crate::extract::{JsonBody, QueryParams, RecordId};
-use crate::ServerState;
+use crate::state::ServerState;
 
 /// Starts a job for a model the server may load (its heads are written beside it); a prompt
 /// file must be in the same folders, since over HTTP a path is somebody else's input.
