@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use engine::matrix::{GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q4_K, GGML_TYPE_Q8_0};
 use engine::medusa::convert::{base_identity, convert_checkpoint, frequent_tokens};
 use engine::medusa::heads::HeadsEncoding;
-use engine::medusa::matrix::{GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q4_K, GGML_TYPE_Q8_0};
 use engine::TreeSpec;
 
 #[derive(Args, Debug)]

@@ -73,6 +73,7 @@ pub use sampling::token_choice::{PromptLogprobs, TokenChoice, TokenLogprobs};
 pub use speculative::tree::{TokenSource, TreeSpec};
 pub use step::profile::StepProfile;
 pub use token::TokenId;
+pub use weights::matrix;
 pub use weights::model_file::{
     heads_file_names, inspect as inspect_model, is_heads_file_of, model_beside_heads, GgufHeader,
 };

@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use candle_core::Device;
+use engine::matrix::GGML_TYPE_F16;
 use engine::medusa::convert::base_identity;
 use engine::medusa::heads::{
     base_projection, base_token_embedding, scale_to_unit_rms, write_heads, HeadsEncoding,
     HeadsWeights, TrainingRecord,
 };
-use engine::medusa::matrix::GGML_TYPE_F16;
 use engine::speculative::tree_builder::{best_trees, AccuracyTable};
 use engine::{Engine, EngineConfig};
 use serde::Serialize;

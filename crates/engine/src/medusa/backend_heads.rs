@@ -10,8 +10,8 @@ use llama_cpp_sys_2 as sys;
 
 use super::head::Head;
 use super::heads::HeadQuery;
-use super::matrix::{QuantMatrix, GGML_TYPE_F32};
 use crate::error::EngineError;
+use crate::weights::matrix::{QuantMatrix, GGML_TYPE_F32};
 
 /// Where to put the heads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

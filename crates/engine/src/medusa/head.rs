@@ -1,7 +1,7 @@
 //! One Medusa head's weights, as loaded: apart from the heads that hold them, so that the
 //! ggml backend can upload a head without depending on the loader that made it.
 
-use super::matrix::QuantMatrix;
+use crate::weights::matrix::QuantMatrix;
 
 /// A head's matrices: its blocks' `(W, b)`, and its own projection unless it shares the base
 /// model's.

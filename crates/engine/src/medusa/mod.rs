@@ -5,9 +5,7 @@
 pub mod accuracy;
 mod backend_heads;
 pub mod convert;
-pub(crate) mod gguf_file;
 mod head;
 pub mod heads;
 pub mod heads_drafter;
-pub mod matrix;
 pub mod plan;

@@ -12,7 +12,7 @@ use half::f16;
 use llama_cpp_sys_2::{ggml_context, ggml_type, gguf_context};
 
 use crate::error::EngineError;
-use crate::medusa::gguf_file::GgufFile;
+use crate::weights::gguf_file::GgufFile;
 use crate::weights::model_file::partial_path;
 
 /// How one tensor changes when its file is widened by a factor `k`.
@@ -282,7 +282,7 @@ fn scale_row(ty: ggml_type, row: &mut [u8], by: f32) -> Result<(), String> {
         _ => {
             return Err(format!(
                 "its values are {}, which cannot be scaled here (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 can)",
-                crate::medusa::matrix::type_name(ty)
+                crate::weights::matrix::type_name(ty)
             ))
         }
     };

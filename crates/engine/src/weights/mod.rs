@@ -2,6 +2,8 @@
 //! copier) into the scale fixture.
 
 pub(crate) mod gguf_copy;
+pub(crate) mod gguf_file;
+pub mod matrix;
 pub(crate) mod model_file;
 pub(crate) mod quantize;
 pub(crate) mod widen;

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::EngineError;
-use crate::medusa::gguf_file::GgufFile;
 use crate::weights::gguf_copy::{widen_gguf, NewValue, TensorRule};
+use crate::weights::gguf_file::GgufFile;
 use crate::weights::model_file;
 
 /// The factors a model can be widened by.

@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
+use engine::matrix::{GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q8_0};
 use engine::medusa::convert::{base_identity, convert_checkpoint, frequent_tokens};
 use engine::medusa::heads::{
     widen_heads, write_heads, HeadsEncoding, HeadsPlacement, HeadsWeights,
 };
-use engine::medusa::matrix::{GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q8_0};
 use engine::medusa::plan::TreeOrigin;
 use engine::speculative::costs::{CostPoint, CostSource};
 use engine::speculative::outlook::CostRegime;

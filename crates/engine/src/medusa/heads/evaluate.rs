@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use super::info::HeadsInfo;
 use crate::medusa::backend_heads::BackendHeads;
 use crate::medusa::head::Head;
-use crate::medusa::matrix::QuantMatrix;
 use crate::token::TokenId;
+use crate::weights::matrix::QuantMatrix;
 
 /// One question to a head: its best `k` tokens from `hidden`, the base model's final hidden
 /// state at one request's last accepted position, given that request's

@@ -14,10 +14,10 @@ use super::format::{
 use super::info::{BaseIdentity, HeadsInfo, TrainingRecord};
 use crate::error::EngineError;
 use crate::medusa::backend_heads::BackendDevice;
-use crate::medusa::gguf_file::GgufFile;
 use crate::medusa::head::Head;
-use crate::medusa::matrix::{type_name, QuantMatrix};
 use crate::speculative::tree::TreeSpec;
+use crate::weights::gguf_file::GgufFile;
+use crate::weights::matrix::{type_name, QuantMatrix};
 
 impl MedusaHeads {
     /// Loads heads for `model` (read from `model_path` when they share its projection) and puts

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use super::format::keys;
 use crate::error::EngineError;
-use crate::medusa::gguf_file::GgufFile;
 use crate::weights::gguf_copy::{widen_gguf, NewValue, TensorRule};
+use crate::weights::gguf_file::GgufFile;
 use crate::weights::widen::{check_factor, norm_scale};
 
 /// Writes `output` as the heads file `input` widened `factor` times, for the model

@@ -7,10 +7,10 @@ use super::format::{
 };
 use super::info::{BaseIdentity, TrainingRecord};
 use crate::error::EngineError;
-use crate::medusa::gguf_file::{write_gguf, MetaValue, TensorOut};
-use crate::medusa::matrix::{QuantMatrix, GGML_TYPE_F32, GGML_TYPE_I32};
 use crate::speculative::tree::TreeSpec;
 use crate::token::TokenId;
+use crate::weights::gguf_file::{write_gguf, MetaValue, TensorOut};
+use crate::weights::matrix::{QuantMatrix, GGML_TYPE_F32, GGML_TYPE_I32};
 
 /// Weights of heads to be written to a file, in f32.
 pub struct HeadsWeights {
