@@ -1,8 +1,18 @@
-//! The token id every part of the engine speaks: its own module, at the bottom of the crate, so
-//! that drafting, sampling and requests can name a token without importing one another.
+//! The token id every part of the engine speaks, and what text tokens stand for: their own
+//! module, at the bottom of the crate, so that drafting, sampling, requests and output can name a
+//! token without importing one another.
 
 /// A token of the model's vocabulary, as llama.cpp numbers it.
 pub type TokenId = i32;
+
+/// What text the model's tokens stand for.
+pub(crate) trait Vocabulary {
+    /// Whether `token` ends a generation (end of turn, end of text).
+    fn ends_generation(&self, token: TokenId) -> bool;
+
+    /// Appends `token`'s bytes to `out`; special tokens by name when `special`, else as nothing.
+    fn piece_into(&self, token: TokenId, special: bool, out: &mut Vec<u8>);
+}
 
 /// How many tokens `a` and `b` start with alike.
 pub(crate) fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {

@@ -18,8 +18,9 @@ use crate::llama::prompt;
 use crate::llama::prompt::RenderedPrompt;
 use crate::request::Prompt;
 use crate::speculative::costs::{Calibration, CostModel, CostPoint, CostSource};
-use crate::step::backend::{DecodeTimes, StepBackend, Vocabulary};
+use crate::step::backend::{DecodeTimes, StepBackend};
 use crate::token::TokenId;
+use crate::token::Vocabulary;
 
 pub(crate) struct LlamaRuntime<'m> {
     model: &'m LlamaModel,

@@ -11,8 +11,8 @@ use crate::output::stop::{StopMatcher, StopScan};
 use crate::output::utf8::Utf8Stream;
 use crate::sampling::token_choice::TokenLogprobs;
 use crate::speculative::tree::TokenSource;
-use crate::step::backend::Vocabulary;
 use crate::token::TokenId;
+use crate::token::Vocabulary;
 
 pub(crate) struct OutputSink<'a> {
     vocabulary: &'a dyn Vocabulary,

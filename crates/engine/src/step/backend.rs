@@ -21,15 +21,6 @@ impl DecodeTimes {
     }
 }
 
-/// What text the model's tokens stand for.
-pub(crate) trait Vocabulary {
-    /// Whether `token` ends a generation (end of turn, end of text).
-    fn ends_generation(&self, token: TokenId) -> bool;
-
-    /// Appends `token`'s bytes to `out`; special tokens by name when `special`, else as nothing.
-    fn piece_into(&self, token: TokenId, special: bool, out: &mut Vec<u8>);
-}
-
 pub(crate) trait StepBackend {
     /// Most tokens one decode takes.
     fn n_batch(&self) -> usize;

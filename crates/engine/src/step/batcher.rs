@@ -28,12 +28,13 @@ use crate::speculative::drafter::{
     BatchedProposer, DraftAsk, ModelProposer, PreparedTree, PreparedTrees,
 };
 use crate::step::active_request::{ActiveRequest, NewActiveRequest, StepPlan};
-use crate::step::backend::{StepBackend, Vocabulary};
+use crate::step::backend::StepBackend;
 use crate::step::batch::{add_tree, fit_leaves, StepBatch};
 use crate::step::drafter_pool::DrafterPool;
 use crate::step::drafting::no_room;
 use crate::step::prompt_cache::PromptCache;
 use crate::token::TokenId;
+use crate::token::Vocabulary;
 
 /// A request waiting for a slot.
 pub(crate) struct QueuedRequest {

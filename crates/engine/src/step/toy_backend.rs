@@ -13,8 +13,9 @@
 use crate::error::EngineError;
 use crate::request::Prompt;
 use crate::speculative::costs::{CostModel, CostPoint, CostSource};
-use crate::step::backend::{DecodeTimes, StepBackend, Vocabulary};
+use crate::step::backend::{DecodeTimes, StepBackend};
 use crate::token::TokenId;
+use crate::token::Vocabulary;
 
 /// Tokens 1..=26 are the letters a..z; 0 ends a generation (the model never writes it).
 const LETTERS: TokenId = 26;
