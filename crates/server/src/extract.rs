@@ -40,23 +40,26 @@ where
     type Rejection = JsonRejection;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        check_json_content_type(req.headers())?;
-        let limit = route_limit(&req);
-        if let Some(declared) = declared_length(req.headers()).filter(|&n| n > limit as u64) {
-            return Err(refuse_declared(req, declared, limit));
-        }
-        let bytes = read_limited(req.into_body(), limit).await?;
+        let (body, limit) = json_body_of(req).map_err(|rejection| *rejection)?;
+        let bytes = read_limited(body, limit).await?;
         parse_json(&bytes)
             .map(JsonBody)
             .map_err(JsonRejection::from)
     }
 }
 
-/// The largest body the request's route takes.
-pub(crate) fn route_limit(req: &Request) -> usize {
-    req.extensions()
+/// A JSON body's checks before any of it is read (its content type, and a declared length
+/// within the route's limit): the body, and the route's limit.
+pub(crate) fn json_body_of(req: Request) -> Result<(Body, usize), Box<JsonRejection>> {
+    check_json_content_type(req.headers()).map_err(|err| Box::new(err.into()))?;
+    let limit = req
+        .extensions()
         .get::<BodyLimit>()
-        .map_or(crate::BODY_LIMIT, |limit| limit.0)
+        .map_or(crate::BODY_LIMIT, |limit| limit.0);
+    if let Some(declared) = declared_length(req.headers()).filter(|&n| n > limit as u64) {
+        return Err(Box::new(refuse_declared(req, declared, limit)));
+    }
+    Ok((req.into_body(), limit))
 }
 
 /// Why a JSON body was refused.
@@ -100,7 +103,7 @@ impl IntoResponse for JsonRejection {
 }
 
 /// The body's length as its `Content-Length` declares it.
-pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
     headers
         .get(header::CONTENT_LENGTH)?
         .to_str()
@@ -113,7 +116,7 @@ pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
 /// The 413 for a body declared `declared` bytes long, over `limit`. A client that waits for
 /// `100 Continue` sends nothing more, and an HTTP/2 stream is reset alone, so only an HTTP/1
 /// body sent right away is drained, and only when it is not much longer than the limit.
-pub(crate) fn refuse_declared(req: Request, declared: u64, limit: usize) -> JsonRejection {
+fn refuse_declared(req: Request, declared: u64, limit: usize) -> JsonRejection {
     tracing::debug!(declared, limit, "request body declared over the limit");
     let waits_for_continue = req
         .headers()
@@ -180,7 +183,7 @@ impl http_body::Body for AnswerThenDrain {
     }
 }
 
-pub(crate) fn check_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+fn check_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

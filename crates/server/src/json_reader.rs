@@ -11,10 +11,7 @@ use futures_util::StreamExt;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 
 use crate::error::ApiError;
-use crate::extract::{
-    body_error, check_json_content_type, declared_length, refuse_declared, route_limit, too_large,
-    JsonRejection,
-};
+use crate::extract::{body_error, json_body_of, too_large, JsonRejection};
 
 /// A JSON body to be read on a blocking thread.
 pub struct JsonReader {
@@ -49,15 +46,11 @@ impl<S: Send + Sync> FromRequest<S> for JsonReader {
     type Rejection = JsonRejection;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        check_json_content_type(req.headers())?;
-        let limit = route_limit(&req);
-        if let Some(declared) = declared_length(req.headers()).filter(|&n| n > limit as u64) {
-            return Err(refuse_declared(req, declared, limit));
-        }
+        let (body, limit) = json_body_of(req).map_err(|rejection| *rejection)?;
         let failure = BodyFailure::default();
         let kept = failure.clone();
         let mut seen = 0usize;
-        let chunks = req.into_body().into_data_stream().map(move |chunk| {
+        let chunks = body.into_data_stream().map(move |chunk| {
             let refused = match chunk {
                 Ok(chunk) if seen.saturating_add(chunk.len()) <= limit => {
                     seen += chunk.len();
