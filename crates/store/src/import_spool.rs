@@ -1,5 +1,5 @@
-//! An import document read as it arrives: each run is counted against the document's totals and
-//! set aside, as compact JSON, in a file beside the database (unlinked from the start, so that
+//! An import document read as it arrives: each run is counted against the document's totals,
+//! checked (see [`check_imported`]) and, unless rejected, set aside, as compact JSON, in a file beside the database (unlinked from the start, so that
 //! nothing is left behind), so that memory holds one run at a time rather than the document.
 //! The runs are then read back oldest first, a batch at a time.
 
@@ -16,6 +16,7 @@ use serde::Deserializer;
 
 use crate::error::{Result, StoreError};
 use crate::export::ExportDocument;
+use crate::import_checks::check_imported;
 use crate::records::{Comparison, RunWithSteps};
 use crate::training_jobs::TrainingJob;
 
@@ -56,6 +57,10 @@ pub(crate) struct RunSpool {
     run_bytes: u64,
     ids: HashSet<i64>,
     repeated_id: Option<i64>,
+    /// When the runs are checked: no run may be made more than a day after.
+    now: DateTime<Utc>,
+    /// Runs that cannot be stored, by uid, with the reason.
+    rejected: Vec<(String, String)>,
 }
 
 impl RunSpool {
@@ -72,6 +77,8 @@ impl RunSpool {
             run_bytes: 0,
             ids: HashSet::new(),
             repeated_id: None,
+            now: Utc::now(),
+            rejected: Vec::new(),
         })
     }
 
@@ -81,8 +88,9 @@ impl RunSpool {
             || self.run_bytes > self.limits.bytes
     }
 
-    /// Counts `entry` and sets it aside; once the document is over a limit, only counts, so that
-    /// the refusal can say by how much.
+    /// Counts `entry` and sets it aside, or keeps why it cannot be stored; once the document is
+    /// over a limit, only counts, so that the refusal can say by how much. A run is checked
+    /// before it is written out (JSON would carry a NaN as null).
     pub(crate) fn push(&mut self, entry: &RunWithSteps) -> Result<()> {
         let token_ids = entry.run.token_ids.as_ref().map_or(0, Vec::len);
         let logprobs = entry.run.logprobs.as_ref().map_or(0, Vec::len);
@@ -97,6 +105,11 @@ impl RunSpool {
         if self.over_limits() {
             // Nothing will be read back: the spool only counts from now on.
             self.runs = Vec::new();
+            self.rejected = Vec::new();
+            return Ok(());
+        }
+        if let Err(reason) = check_imported(entry, self.now) {
+            self.rejected.push((entry.run.uid.to_string(), reason));
             return Ok(());
         }
         self.file.write_all_at(&json, self.end)?;
@@ -157,6 +170,7 @@ impl RunSpool {
         Ok(SpooledRuns {
             file: self.file,
             batches,
+            rejected: self.rejected,
         })
     }
 }
@@ -177,9 +191,15 @@ pub(crate) struct SpooledRuns {
     file: File,
     /// Last first, so that the next is popped.
     batches: Vec<Vec<SpooledRun>>,
+    rejected: Vec<(String, String)>,
 }
 
 impl SpooledRuns {
+    /// The runs that cannot be stored, by uid, with the reason, in the document's order.
+    pub(crate) fn take_rejections(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.rejected)
+    }
+
     /// The next batch of runs, oldest first; `None` after the last.
     pub(crate) fn next_batch(&mut self) -> Option<Result<Vec<RunWithSteps>>> {
         let batch = self.batches.pop()?;

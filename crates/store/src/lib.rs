@@ -35,6 +35,7 @@ mod error;
 mod export;
 mod filter;
 mod import;
+mod import_checks;
 mod import_spool;
 mod records;
 mod runs;
