@@ -153,7 +153,6 @@ impl Store {
         let mut local_ids: HashMap<i64, i64> = HashMap::new();
         while let Some(batch) = runs.next_batch() {
             let batch = batch?;
-            let batch: Vec<&RunWithSteps> = batch.iter().collect();
             let write = self.import_batch(&batch, document.version, &mut local_ids, &mut report);
             self.health.observe(write.await)?;
         }
@@ -173,7 +172,7 @@ impl Store {
 
     async fn import_batch(
         &self,
-        batch: &[&RunWithSteps],
+        batch: &[RunWithSteps],
         version: u32,
         local_ids: &mut HashMap<i64, i64>,
         report: &mut ImportReport,

@@ -1,7 +1,8 @@
 //! An import document read as it arrives: each run is counted against the document's totals,
-//! checked (see [`check_imported`]) and, unless rejected, set aside, as compact JSON, in a file beside the database (unlinked from the start, so that
-//! nothing is left behind), so that memory holds one run at a time rather than the document.
-//! The runs are then read back oldest first, a batch at a time.
+//! checked (see [`check_imported`]) and, unless rejected, set aside as compact JSON in a file
+//! beside the database (unlinked from the start, so that nothing is left behind), so that memory
+//! holds one run at a time rather than the document. The runs are then read back oldest first,
+//! a batch at a time.
 
 use std::collections::HashSet;
 use std::fmt;
