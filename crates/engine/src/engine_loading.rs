@@ -25,7 +25,7 @@ use crate::medusa::plan::plan_tree;
 use crate::request::MAX_DRAFT_TOKENS;
 use crate::sampling::defaults::SamplingDefaults;
 use crate::scheduler::{Command, Scheduler};
-use crate::speculative::drafter::BatchedProposer;
+use crate::speculative::model_drafter::DraftModelDrafter;
 use crate::speculative::outlook::WidenedCosts;
 use crate::speculative::tree::TreeSpec;
 use crate::step::backend::StepBackend;
@@ -225,12 +225,16 @@ pub(crate) fn engine_thread(
     tracing::info!(model = %info.name, file_type = %info.file_type, threads, n_ctx_seq, parallel, "model loaded");
     // Made before the engine is ready, so that what it knows (the decode costs) is published by
     // the time the first caller asks.
+    let mut drafters = DrafterPool::new(medusa, draft_agreement, config.draft_confidence)
+        .with_lookup_memory(config.lookup_memory);
+    if let Some((draft, _)) = draft_model {
+        drafters =
+            drafters.with_step_drafter(Box::new(DraftModelDrafter::new(RefCell::new(draft))));
+    }
     let batcher = Batcher::new(
         runtime,
         model.as_ref(),
-        DrafterPool::new(medusa, draft_agreement, config.draft_confidence)
-            .with_lookup_memory(config.lookup_memory),
-        draft_model.map(|(draft, _)| Box::new(RefCell::new(draft)) as Box<dyn BatchedProposer>),
+        drafters,
         SequenceIds {
             slots: parallel,
             cache: cache_seqs,

@@ -8,6 +8,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use serde::Serialize;
 
 use crate::speculative::costs::CostPoint;
+use crate::speculative::drafter_kind::DrafterKind;
 use crate::step::profile::StepProfile;
 
 /// Engine-wide counters, for the UI and the server's metrics.
@@ -131,18 +132,22 @@ impl Shared {
             .add(profile);
     }
 
-    /// The draft model's decodes of a step and their tokens.
-    pub(crate) fn count_draft_model(&self, decodes: u64, tokens: u64) {
+    /// A step drafter's work in a step: the draft model's decodes and their tokens, the
+    /// heads' evaluations and the questions in them.
+    pub(crate) fn count_drafter_work(&self, drafter: DrafterKind, work: u64, items: u64) {
         let mut m = self.counters();
-        m.draft_model_decodes += decodes;
-        m.draft_model_tokens += tokens;
-    }
-
-    /// The heads' evaluations of a step and the questions in them.
-    pub(crate) fn count_heads(&self, evaluations: u64, queries: u64) {
-        let mut m = self.counters();
-        m.heads_evaluations += evaluations;
-        m.heads_queries += queries;
+        match drafter {
+            DrafterKind::DraftModel => {
+                m.draft_model_decodes += work;
+                m.draft_model_tokens += items;
+            }
+            DrafterKind::Medusa => {
+                m.heads_evaluations += work;
+                m.heads_queries += items;
+            }
+            // Lookup works for one request at a time.
+            DrafterKind::Lookup => {}
+        }
     }
 
     /// Embedding calls waiting or being read.
@@ -200,8 +205,8 @@ mod tests {
         }
         shared.count_finished();
         shared.count_failed();
-        shared.count_draft_model(3, 7);
-        shared.count_draft_model(1, 2);
+        shared.count_drafter_work(DrafterKind::DraftModel, 3, 7);
+        shared.count_drafter_work(DrafterKind::DraftModel, 1, 2);
         shared.count_embedding_tokens(64);
         shared.count_embedding_tokens(10);
         shared.set_embedding_calls(2);

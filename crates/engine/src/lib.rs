@@ -70,6 +70,7 @@ pub use request::{
 pub use sampling::defaults::SamplingDefaults;
 pub use sampling::sampler::{argmax, Sampler, TokenProb};
 pub use sampling::token_choice::{PromptLogprobs, TokenChoice, TokenLogprobs};
+pub use speculative::drafter_kind::DrafterKind;
 pub use speculative::tree::{TokenSource, TreeSpec};
 pub use step::profile::StepProfile;
 pub use token::TokenId;

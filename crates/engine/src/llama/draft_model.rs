@@ -24,7 +24,8 @@ use crate::error::EngineError;
 use crate::llama::runtime::LlamaRuntime;
 use crate::request::{ChatMessage, Prompt};
 use crate::sampling::sampler::argmax;
-use crate::speculative::drafter::{BatchedProposer, DraftAsk, Guesses, ModelProposer};
+use crate::speculative::drafter::DraftAsk;
+use crate::speculative::model_drafter::{Guesses, ModelProposer};
 use crate::step::backend::StepBackend;
 use crate::token::{common_prefix, TokenId};
 
@@ -68,7 +69,7 @@ struct Lane<'h> {
 impl<'h> Lane<'h> {
     fn new(ask: &DraftAsk<'h>, n: usize) -> Self {
         Self {
-            seq: ask.seq,
+            seq: ask.sequence,
             history: ask.history,
             n,
             read: 0,
@@ -215,7 +216,7 @@ impl<'m> DraftModel<'m> {
         let mut lanes: Vec<Lane<'_>> = asks
             .iter()
             .filter_map(|ask| {
-                let n = self.room(ask.seq, ask.history, ask.n);
+                let n = self.room(ask.sequence, ask.history, ask.max_nodes);
                 (n > 0).then(|| Lane::new(ask, n))
             })
             .collect();
@@ -506,14 +507,12 @@ fn greedy_answer(
 }
 
 impl ModelProposer for RefCell<DraftModel<'_>> {
-    fn propose(&self, seq: usize, history: &[TokenId], n: usize) -> Result<Guesses, EngineError> {
-        self.borrow_mut().propose(seq, history, n)
-    }
-}
-
-impl BatchedProposer for RefCell<DraftModel<'_>> {
     fn prepare(&self, asks: &[DraftAsk<'_>]) {
         self.borrow_mut().prepare(asks);
+    }
+
+    fn propose(&self, seq: usize, history: &[TokenId], n: usize) -> Result<Guesses, EngineError> {
+        self.borrow_mut().propose(seq, history, n)
     }
 
     fn take_counts(&self) -> (u64, u64) {

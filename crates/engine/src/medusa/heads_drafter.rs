@@ -3,27 +3,32 @@
 //! the heads are made together ([`draft_trees`]): each head is evaluated once per depth for all
 //! of them, one matrix product instead of one per request.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::heads::{HeadQuery, MedusaHeads};
-use crate::speculative::drafter::{DraftInput, Drafter, DrafterTraits, Proposal};
-use crate::speculative::tree::{DraftTree, TreeSpec, MEDUSA};
+use crate::clock::ms_since;
+use crate::speculative::drafter::{DraftAsk, DrafterTraits, Proposal, StepDrafter};
+use crate::speculative::drafter_kind::DrafterKind;
+use crate::speculative::tree::{DraftTree, TreeSpec};
 use crate::token::TokenId;
 
 /// What one request asks of the heads this step.
-pub(crate) struct HeadsAsk<'a> {
-    pub(crate) sequence: usize,
+struct HeadsAsk<'a> {
+    sequence: usize,
     /// The base model's final hidden state at the request's last accepted position.
-    pub(crate) hidden: &'a [f32],
+    hidden: &'a [f32],
     /// The last accepted token, the tree's root.
-    pub(crate) root: TokenId,
-    pub(crate) tree: &'a TreeSpec,
-    pub(crate) max_nodes: usize,
+    root: TokenId,
+    tree: &'a TreeSpec,
+    max_nodes: usize,
 }
 
 /// Each ask's tree, at most its `max_nodes`, with every head evaluated once per depth for all
 /// of them.
-pub(crate) fn draft_trees(heads: &MedusaHeads, asks: &[HeadsAsk<'_>]) -> Vec<DraftTree> {
+fn draft_trees(heads: &MedusaHeads, asks: &[HeadsAsk<'_>]) -> Vec<DraftTree> {
     let mut trees = if heads.info().path_input {
         trees_by_path(heads, asks)
     } else {
@@ -115,58 +120,107 @@ fn trees_by_rank(heads: &MedusaHeads, asks: &[HeadsAsk<'_>]) -> Vec<DraftTree> {
         .collect()
 }
 
-pub struct MedusaDrafter {
+/// The heads as a step drafter: the trees of every request that drafts with them are made
+/// together at the start of the step, and kept until the requests take them.
+pub struct HeadsDrafter {
     heads: Arc<MedusaHeads>,
-    tree: TreeSpec,
+    prepared: RefCell<HashMap<usize, PreparedTree>>,
 }
 
-impl MedusaDrafter {
-    pub fn new(heads: Arc<MedusaHeads>, tree: TreeSpec) -> Self {
-        Self { heads, tree }
+/// A tree made for a request at the start of a step.
+struct PreparedTree {
+    tree: DraftTree,
+    /// The most nodes it was made for: a request that wants more makes its own.
+    max_nodes: usize,
+    /// This request's share of the time the trees took.
+    ms: f64,
+}
+
+impl HeadsDrafter {
+    pub fn new(heads: Arc<MedusaHeads>) -> Self {
+        Self {
+            heads,
+            prepared: RefCell::default(),
+        }
     }
 }
 
-impl Drafter for MedusaDrafter {
-    fn name(&self) -> &'static str {
-        MEDUSA
+/// What the heads need of an ask: the hidden state and a tree to fill.
+fn heads_ask<'a>(ask: &DraftAsk<'a>) -> Option<HeadsAsk<'a>> {
+    Some(HeadsAsk {
+        sequence: ask.sequence,
+        hidden: ask.hidden_state?,
+        root: ask.history.last().copied().unwrap_or_default(),
+        tree: ask.tree?,
+        max_nodes: ask.max_nodes,
+    })
+}
+
+impl StepDrafter for HeadsDrafter {
+    fn kind(&self) -> DrafterKind {
+        DrafterKind::Medusa
     }
 
     /// How often the heads are right is theirs (and the model's).
     fn traits(&self) -> DrafterTraits {
         DrafterTraits {
             acceptance_carries_over: true,
+            reads_hidden_state: true,
             ..DrafterTraits::default()
+        }
+    }
+
+    fn prepare(&self, asks: &[DraftAsk<'_>]) {
+        let mut prepared = self.prepared.borrow_mut();
+        prepared.clear();
+        let asks: Vec<HeadsAsk<'_>> = asks.iter().filter_map(heads_ask).collect();
+        if asks.is_empty() {
+            return;
+        }
+        let _span = tracing::debug_span!("heads", requests = asks.len()).entered();
+        let started = Instant::now();
+        let trees = draft_trees(&self.heads, &asks);
+        // Each request's share of the time is in its draft's time.
+        let share = ms_since(started) / asks.len() as f64;
+        for (ask, tree) in asks.iter().zip(trees) {
+            prepared.insert(
+                ask.sequence,
+                PreparedTree {
+                    tree,
+                    max_nodes: ask.max_nodes,
+                    ms: share,
+                },
+            );
         }
     }
 
     /// The tree made for this request with every other's at the start of the step, else its
     /// own (a request that asks for more than was made).
-    fn propose(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> Proposal {
-        if let Some(prepared) = input
-            .heads_trees
-            .and_then(|trees| trees.get(input.sequence, max_nodes))
+    fn propose(&self, ask: &DraftAsk<'_>) -> Proposal {
+        if let Some(prepared) = self
+            .prepared
+            .borrow()
+            .get(&ask.sequence)
+            .filter(|prepared| prepared.max_nodes >= ask.max_nodes)
         {
             let mut tree = prepared.tree.clone();
-            tree.truncate(max_nodes);
+            tree.truncate(ask.max_nodes);
             return Proposal {
                 tree,
                 prepared_ms: prepared.ms,
                 ..Proposal::default()
             };
         }
-        let Some(hidden) = input.hidden_state else {
+        let Some(ask) = heads_ask(ask) else {
             return Proposal::default();
-        };
-        let ask = HeadsAsk {
-            sequence: input.sequence,
-            hidden,
-            root: input.history.last().copied().unwrap_or_default(),
-            tree: &self.tree,
-            max_nodes,
         };
         draft_trees(&self.heads, &[ask])
             .pop()
             .unwrap_or_default()
             .into()
+    }
+
+    fn take_counts(&self) -> (u64, u64) {
+        self.heads.take_counts()
     }
 }

@@ -1,10 +1,14 @@
 //! What a drafter sees and what it must do. The verifier does not care who drafted.
+//!
+//! Drafters have two roles. A [`Drafter`] belongs to one request and proposes its tree at each
+//! step. A [`StepDrafter`] is loaded once and works for every request of a step together (the
+//! heads, the draft model): the batcher hands it every request's [`DraftAsk`] before any
+//! request drafts, and each request's drafter then takes what was made for it. Adding a
+//! drafter of either kind touches its own module and the drafter pool, not the batcher.
 
-use std::collections::HashMap;
-
+use super::drafter_kind::DrafterKind;
 use super::lookup_memory::LookupMemory;
-use super::tree::DraftTree;
-use crate::error::EngineError;
+use super::tree::{DraftTree, TreeSpec};
 use crate::token::TokenId;
 
 pub struct DraftInput<'a> {
@@ -15,91 +19,118 @@ pub struct DraftInput<'a> {
     /// The base model's final hidden state at the last accepted position, when the context
     /// computes it (Medusa heads read it).
     pub hidden_state: Option<&'a [f32]>,
-    /// The draft model, when one is loaded.
-    pub draft_model: Option<&'a dyn ModelProposer>,
-    /// The heads' trees for every request that drafts with them this step, made together.
-    pub heads_trees: Option<&'a PreparedTrees>,
+    /// The drafters loaded for every request.
+    pub step_drafters: &'a StepDrafters<'a>,
     /// What earlier requests' text says follows, when the request may read it.
     pub memory: Option<&'a LookupMemory>,
 }
 
-/// Trees a drafter made for every request at once at the start of a step (one batched
-/// evaluation instead of one per request), by sequence id.
-#[derive(Debug, Default)]
-pub struct PreparedTrees {
-    by_sequence: HashMap<usize, PreparedTree>,
+impl DraftInput<'_> {
+    /// This request's ask of a step drafter: `max_nodes` tokens, in `tree`'s shape if given.
+    pub fn ask<'t>(&'t self, tree: Option<&'t TreeSpec>, max_nodes: usize) -> DraftAsk<'t> {
+        DraftAsk {
+            sequence: self.sequence,
+            history: self.history,
+            hidden_state: self.hidden_state,
+            tree,
+            max_nodes,
+        }
+    }
 }
 
-#[derive(Debug)]
-pub struct PreparedTree {
-    pub tree: DraftTree,
-    /// The most nodes it was made for: a request that wants more makes its own.
+/// What one request asks of a step drafter.
+pub struct DraftAsk<'a> {
+    pub sequence: usize,
+    /// Prompt and output so far, ending with the root token.
+    pub history: &'a [TokenId],
+    /// See [`DraftInput::hidden_state`].
+    pub hidden_state: Option<&'a [f32]>,
+    /// The shape the request drafts in, where it fixes one (the heads' tree).
+    pub tree: Option<&'a TreeSpec>,
+    /// Most tokens wanted.
     pub max_nodes: usize,
-    /// This request's share of the time the trees took.
-    pub ms: f64,
 }
 
-impl PreparedTrees {
-    pub fn insert(&mut self, sequence: usize, tree: PreparedTree) {
-        self.by_sequence.insert(sequence, tree);
-    }
+/// A drafter loaded once that drafts for every request of a step together: one evaluation (a
+/// head's product, a draft decode) per depth for all of them instead of one per request.
+pub trait StepDrafter {
+    fn kind(&self) -> DrafterKind;
 
-    /// The tree made for `sequence`, if it was made for at least `max_nodes` nodes.
-    pub fn get(&self, sequence: usize, max_nodes: usize) -> Option<&PreparedTree> {
-        self.by_sequence
-            .get(&sequence)
-            .filter(|prepared| prepared.max_nodes >= max_nodes)
-    }
-}
+    fn traits(&self) -> DrafterTraits;
 
-/// A model that continues a sequence's text: the draft model, in its own context.
-pub trait ModelProposer {
-    /// Up to `n` tokens expected after `history` in sequence `seq`.
-    fn propose(&self, seq: usize, history: &[TokenId], n: usize) -> Result<Guesses, EngineError>;
-}
-
-/// A model that drafts for every request together: a step's asks are decoded at once before
-/// any request drafts, and each request then reads its guesses through [`ModelProposer`].
-pub(crate) trait BatchedProposer: ModelProposer {
+    /// Does the step's work for every ask at once, before any request drafts.
     fn prepare(&self, asks: &[DraftAsk<'_>]);
 
-    /// Decodes, and the tokens in them, since the last call.
+    /// One request's proposal: what [`Self::prepare`] made for it when that covers the ask,
+    /// else its own.
+    fn propose(&self, ask: &DraftAsk<'_>) -> Proposal;
+
+    /// Its work since the last call, as two counts for the metrics: evaluations (or decodes)
+    /// and the queries (or tokens) in them.
     fn take_counts(&self) -> (u64, u64);
 }
 
-/// A request's ask of the draft model for this step: up to `n` guesses after `history` in
-/// sequence `seq`.
-pub struct DraftAsk<'h> {
-    pub seq: usize,
-    pub history: &'h [TokenId],
-    pub n: usize,
+/// The step drafters loaded, at most one of each kind.
+#[derive(Default)]
+pub struct StepDrafters<'m> {
+    drafters: Vec<Box<dyn StepDrafter + 'm>>,
 }
 
-/// A model's guesses: a chain of its top tokens, and where it was torn between a few at the
-/// place after the chain, those few, as branches.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Guesses {
-    pub tokens: Vec<TokenId>,
-    pub branches: Vec<TokenId>,
-    /// Time spent first reading text it had not seen (see [`Proposal::reading_ms`]).
-    pub reading_ms: f64,
-    /// Time spent on them before they were asked for (see [`Proposal::prepared_ms`]).
-    pub prepared_ms: f64,
+impl<'m> StepDrafters<'m> {
+    pub fn add(&mut self, drafter: Box<dyn StepDrafter + 'm>) {
+        self.drafters.retain(|d| d.kind() != drafter.kind());
+        self.drafters.push(drafter);
+    }
+
+    pub fn get(&self, kind: DrafterKind) -> Option<&(dyn StepDrafter + 'm)> {
+        self.drafters
+            .iter()
+            .find(|d| d.kind() == kind)
+            .map(|d| d.as_ref())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &(dyn StepDrafter + 'm)> {
+        self.drafters.iter().map(|d| d.as_ref())
+    }
 }
 
-impl Guesses {
-    pub fn len(&self) -> usize {
-        self.tokens.len() + self.branches.len()
+/// A request's drafter that takes its proposals from a step drafter.
+pub struct StepDrafterHandle {
+    kind: DrafterKind,
+    traits: DrafterTraits,
+    tree: Option<TreeSpec>,
+}
+
+impl StepDrafterHandle {
+    /// For `drafter`, drafting in `tree`'s shape if given.
+    pub fn new(drafter: &dyn StepDrafter, tree: Option<TreeSpec>) -> Self {
+        Self {
+            kind: drafter.kind(),
+            traits: drafter.traits(),
+            tree,
+        }
+    }
+}
+
+impl Drafter for StepDrafterHandle {
+    fn kind(&self) -> DrafterKind {
+        self.kind
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    fn traits(&self) -> DrafterTraits {
+        self.traits
     }
 
-    /// Keeps the first `n` guesses, the chain's first.
-    pub fn truncate(&mut self, n: usize) {
-        self.tokens.truncate(n);
-        self.branches.truncate(n - self.tokens.len());
+    fn tree(&self) -> Option<&TreeSpec> {
+        self.tree.as_ref()
+    }
+
+    fn propose(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> Proposal {
+        input
+            .step_drafters
+            .get(self.kind)
+            .map(|drafter| drafter.propose(&input.ask(self.tree.as_ref(), max_nodes)))
+            .unwrap_or_default()
     }
 }
 
@@ -116,6 +147,9 @@ pub struct DrafterTraits {
     /// Making a draft takes time in proportion to its length (a model's decodes), so that the
     /// budget prices each drafted token, not the draft.
     pub priced_per_token: bool,
+    /// It drafts from the hidden state behind the last token (the heads), so that a request
+    /// without one asks nothing of it.
+    pub reads_hidden_state: bool,
 }
 
 /// A drafter's proposal for one step.
@@ -145,10 +179,105 @@ impl From<DraftTree> for Proposal {
 }
 
 pub trait Drafter: Send {
-    fn name(&self) -> &'static str;
+    fn kind(&self) -> DrafterKind;
 
     fn traits(&self) -> DrafterTraits;
 
+    /// The shape its trees take, where it fixes one.
+    fn tree(&self) -> Option<&TreeSpec> {
+        None
+    }
+
     /// Candidate tokens after the root, at most `max_nodes` of them.
     fn propose(&mut self, input: &DraftInput<'_>, max_nodes: usize) -> Proposal;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::speculative::tree::TokenSource;
+
+    /// A step drafter that proposes its ask's token count of copies of the root, and counts
+    /// its asks.
+    struct Echo {
+        kind: DrafterKind,
+        asked: std::cell::Cell<u64>,
+    }
+
+    impl StepDrafter for Echo {
+        fn kind(&self) -> DrafterKind {
+            self.kind
+        }
+
+        fn traits(&self) -> DrafterTraits {
+            DrafterTraits::default()
+        }
+
+        fn prepare(&self, asks: &[DraftAsk<'_>]) {
+            self.asked.set(self.asked.get() + asks.len() as u64);
+        }
+
+        fn propose(&self, ask: &DraftAsk<'_>) -> Proposal {
+            let mut tree = DraftTree::default();
+            let mut parent = None;
+            for _ in 0..ask.max_nodes {
+                let root = *ask.history.last().unwrap();
+                parent = Some(tree.push(root, parent, TokenSource::DraftModel, 0));
+            }
+            tree.into()
+        }
+
+        fn take_counts(&self) -> (u64, u64) {
+            (self.asked.replace(0), 0)
+        }
+    }
+
+    fn echo(kind: DrafterKind) -> Box<Echo> {
+        Box::new(Echo {
+            kind,
+            asked: Default::default(),
+        })
+    }
+
+    fn input<'a>(history: &'a [TokenId], drafters: &'a StepDrafters<'a>) -> DraftInput<'a> {
+        DraftInput {
+            sequence: 0,
+            history,
+            hidden_state: None,
+            step_drafters: drafters,
+            memory: None,
+        }
+    }
+
+    #[test]
+    fn a_handle_proposes_through_its_kind_of_step_drafter() {
+        let mut drafters = StepDrafters::default();
+        drafters.add(echo(DrafterKind::DraftModel));
+        let mut handle =
+            StepDrafterHandle::new(drafters.get(DrafterKind::DraftModel).unwrap(), None);
+        assert_eq!(handle.kind(), DrafterKind::DraftModel);
+        let proposal = handle.propose(&input(&[7], &drafters), 3);
+        assert_eq!(proposal.tree.tokens, vec![7, 7, 7]);
+    }
+
+    #[test]
+    fn a_handle_whose_drafter_is_not_loaded_proposes_nothing() {
+        let loaded = StepDrafters::default();
+        let mut handle = StepDrafterHandle::new(echo(DrafterKind::Medusa).as_ref(), None);
+        assert!(handle.propose(&input(&[7], &loaded), 3).tree.is_empty());
+    }
+
+    #[test]
+    fn one_step_drafter_of_each_kind_is_kept_the_last_added() {
+        let mut drafters = StepDrafters::default();
+        drafters.add(echo(DrafterKind::DraftModel));
+        drafters.add(echo(DrafterKind::Medusa));
+        let again = echo(DrafterKind::DraftModel);
+        again.asked.set(5);
+        drafters.add(again);
+        let kinds: Vec<DrafterKind> = drafters.iter().map(|d| d.kind()).collect();
+        assert_eq!(kinds, vec![DrafterKind::Medusa, DrafterKind::DraftModel]);
+        let model = drafters.get(DrafterKind::DraftModel).unwrap();
+        assert_eq!(model.take_counts(), (5, 0), "the one added last");
+    }
 }

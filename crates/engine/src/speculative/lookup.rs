@@ -4,6 +4,7 @@
 //! of the token history and a few table reads.
 
 use super::drafter::{DraftInput, Drafter, DrafterTraits, Proposal};
+use super::drafter_kind::DrafterKind;
 use super::lookup_memory::{Evidence, LookupMemory};
 use super::tree::{DraftTree, TokenSource};
 use crate::token::TokenId;
@@ -42,8 +43,8 @@ const LONGEST_MATCH_COUNTED: usize = 32;
 const DEFAULT_MIN_SHARE: f64 = 0.3;
 
 impl Drafter for LookupDrafter {
-    fn name(&self) -> &'static str {
-        "lookup"
+    fn kind(&self) -> DrafterKind {
+        DrafterKind::Lookup
     }
 
     /// By the length of its match, how often a continuation is right says more about text in
@@ -53,6 +54,7 @@ impl Drafter for LookupDrafter {
             acceptance_carries_over: true,
             drafts_cheaply: true,
             priced_per_token: false,
+            reads_hidden_state: false,
         }
     }
 
@@ -183,6 +185,7 @@ fn merge_into_tree(continuations: &[Vec<TokenId>], max_nodes: usize) -> DraftTre
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::speculative::drafter::StepDrafters;
 
     fn drafter() -> LookupDrafter {
         LookupDrafter {
@@ -200,8 +203,7 @@ mod tests {
                 sequence: 0,
                 history,
                 hidden_state: None,
-                draft_model: None,
-                heads_trees: None,
+                step_drafters: &StepDrafters::default(),
                 memory,
             },
             8,
@@ -293,8 +295,7 @@ mod tests {
                     sequence: 0,
                     history: &history,
                     hidden_state: None,
-                    draft_model: None,
-                    heads_trees: None,
+                    step_drafters: &StepDrafters::default(),
                     memory: None,
                 },
                 8

@@ -3,6 +3,7 @@
 pub mod budget;
 pub mod costs;
 pub mod drafter;
+pub mod drafter_kind;
 pub mod lookup;
 pub mod lookup_memory;
 pub mod model_drafter;

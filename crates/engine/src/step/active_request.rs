@@ -12,7 +12,6 @@ use crate::events::{
     StepToken, StepTree, StopReason,
 };
 use crate::grammar::Grammar;
-use crate::medusa::heads_drafter::HeadsAsk;
 use crate::output::OutputSink;
 use crate::request::GenerateRequest;
 use crate::request::MAX_DRAFT_TOKENS;
@@ -20,9 +19,9 @@ use crate::sampling::sampler::Sampler;
 use crate::sampling::token_choice::{self, TokenLogprobs};
 use crate::speculative::budget::{AcceptanceStats, BatchLoad};
 use crate::speculative::costs::CostModel;
-use crate::speculative::drafter::{DraftAsk, DraftInput, Drafter, ModelProposer, PreparedTrees};
+use crate::speculative::drafter::{DraftAsk, DraftInput, Drafter, StepDrafter, StepDrafters};
 use crate::speculative::lookup_memory::LookupMemory;
-use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout, DRAFT_MODEL};
+use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
 use crate::speculative::verify::{verify, Verdict};
 use crate::step::backend::StepBackend;
 use crate::step::drafter_pool::DraftSetup;
@@ -209,8 +208,7 @@ impl<'m> ActiveRequest<'m> {
         cost: Option<&CostModel>,
         batch: BatchLoad,
         max_nodes: usize,
-        draft_model: Option<&dyn ModelProposer>,
-        heads_trees: &PreparedTrees,
+        step_drafters: &StepDrafters<'_>,
         memory: Option<&LookupMemory>,
     ) -> Draft {
         let Some(drafting) = self.drafting.as_mut() else {
@@ -220,48 +218,32 @@ impl<'m> ActiveRequest<'m> {
             sequence: self.id as usize,
             history: &self.out.history,
             hidden_state: (!self.hidden.is_empty()).then_some(&self.hidden[..]),
-            draft_model,
-            heads_trees: Some(heads_trees),
+            step_drafters,
             memory: memory.filter(|_| self.request.lookup_memory.reads()),
         };
         drafting.draft(&input, cost, batch, max_nodes)
     }
 
-    /// What this step may ask of the draft model for this request (see
-    /// [`Drafting::ask_of`]), if anything.
-    pub(crate) fn draft_model_ask(
+    /// What this step may ask of `drafter` for this request (see [`Drafting::ask_of`]), if
+    /// anything. A drafter that reads hidden states is asked nothing before there is one.
+    pub(crate) fn ask_of(
         &self,
+        drafter: &dyn StepDrafter,
         cost: Option<&CostModel>,
         batch: BatchLoad,
         max_nodes: usize,
     ) -> Option<DraftAsk<'_>> {
-        let n = self
-            .drafting
-            .as_ref()?
-            .ask_of(DRAFT_MODEL, cost, batch, max_nodes);
-        (n > 0).then(|| DraftAsk {
-            seq: self.id as usize,
-            history: &self.out.history,
-            n,
-        })
-    }
-
-    /// What this step may ask of the heads for this request (see [`Drafting::ask_of`]), if
-    /// anything: they read the hidden state behind its last token.
-    pub(crate) fn heads_ask(
-        &self,
-        cost: Option<&CostModel>,
-        batch: BatchLoad,
-        max_nodes: usize,
-    ) -> Option<HeadsAsk<'_>> {
-        if self.hidden.is_empty() {
+        if drafter.traits().reads_hidden_state && self.hidden.is_empty() {
             return None;
         }
-        let (tree, n) = self.drafting.as_ref()?.heads_ask(cost, batch, max_nodes)?;
-        Some(HeadsAsk {
+        let (n, tree) = self
+            .drafting
+            .as_ref()?
+            .ask_of(drafter.kind(), cost, batch, max_nodes)?;
+        Some(DraftAsk {
             sequence: self.id as usize,
-            hidden: &self.hidden,
-            root: self.root(),
+            history: &self.out.history,
+            hidden_state: (!self.hidden.is_empty()).then_some(&self.hidden[..]),
             tree,
             max_nodes: n,
         })

@@ -19,14 +19,11 @@ use crate::grammar::trial::GRAMMAR_STEP_LIMIT;
 use crate::grammar::Grammar;
 use crate::llama::runtime::random_seed;
 use crate::medusa::heads::MedusaHeads;
-use crate::medusa::heads_drafter::{draft_trees, HeadsAsk};
 use crate::output::OutputSink;
 use crate::request::valid::ValidRequest;
 use crate::speculative::budget::BatchLoad;
 use crate::speculative::costs::CostModel;
-use crate::speculative::drafter::{
-    BatchedProposer, DraftAsk, ModelProposer, PreparedTree, PreparedTrees,
-};
+use crate::speculative::drafter::DraftAsk;
 use crate::step::active_request::{ActiveRequest, NewActiveRequest, StepPlan};
 use crate::step::backend::StepBackend;
 use crate::step::batch::{add_tree, fit_leaves, StepBatch};
@@ -77,9 +74,7 @@ pub(crate) struct Batcher<'m, B: StepBackend> {
     n_seq_max: usize,
     /// Finished requests' cells, for later requests that start with the same tokens.
     cache: PromptCache,
-    drafters: DrafterPool,
-    /// The draft model, in its own context, when one is loaded.
-    draft_model: Option<Box<dyn BatchedProposer + 'm>>,
+    drafters: DrafterPool<'m>,
     shared: Arc<Shared>,
     /// The version of the decode costs last published to `shared`.
     published_costs: Option<u64>,
@@ -89,20 +84,12 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
     pub(crate) fn new(
         backend: B,
         vocabulary: &'m dyn Vocabulary,
-        drafters: DrafterPool,
-        draft_model: Option<Box<dyn BatchedProposer + 'm>>,
+        drafters: DrafterPool<'m>,
         ids: SequenceIds,
         shared: Arc<Shared>,
     ) -> Self {
         let leaves_from = ids.slots + ids.cache;
         shared.set_capacity(ids.slots, ids.slots * backend.n_ctx_seq());
-        // What they evaluated when they loaded is not a request's.
-        if let Some(model) = &draft_model {
-            model.take_counts();
-        }
-        if let Some(heads) = drafters.heads() {
-            heads.take_counts();
-        }
         let leaves: Vec<i32> = (leaves_from..ids.n_seq_max)
             .map(|s| s as i32)
             .rev()
@@ -118,7 +105,6 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             n_seq_max: ids.n_seq_max,
             cache: PromptCache::new((ids.slots..leaves_from).map(|s| s as i32)),
             drafters,
-            draft_model,
             shared,
             published_costs: None,
         };
@@ -369,8 +355,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             })
             .collect();
         let cost = self.backend.cost_model().cloned();
-        self.prepare_draft_model(&decoding, cost.as_ref());
-        let heads_trees = self.prepare_heads(&decoding, cost.as_ref());
+        self.prepare_step_drafters(&decoding, cost.as_ref());
         for (k, &slot) in decoding.iter().enumerate() {
             let reserved_for_others = decoding.len() - k - 1;
             let Some(running) = self.slots[slot].as_mut() else {
@@ -392,9 +377,13 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
                 tokens: batch.tokens + reserved_for_others,
                 requests: decoding.len() - 1,
             };
-            let draft_model = self.draft_model.as_deref().map(|m| m as &dyn ModelProposer);
-            let memory = self.drafters.memory();
-            let draft = running.draft(cost.as_ref(), load, room, draft_model, &heads_trees, memory);
+            let draft = running.draft(
+                cost.as_ref(),
+                load,
+                room,
+                self.drafters.step_drafters(),
+                self.drafters.memory(),
+            );
             batch.profile.draft_ms += draft.draft_ms;
             let drafted = !draft.tree.is_empty();
             let tree = fit_leaves(draft.tree, self.leaf_pool.len());
@@ -428,13 +417,9 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             batch.tokens += 1 + plan.tree.len();
             batch.trees.push((slot, plan));
         }
-        if let Some(draft_model) = &self.draft_model {
-            let (decodes, tokens) = draft_model.take_counts();
-            self.shared.count_draft_model(decodes, tokens);
-        }
-        if let Some(heads) = self.drafters.heads() {
-            let (evaluations, queries) = heads.take_counts();
-            self.shared.count_heads(evaluations, queries);
+        for drafter in self.drafters.step_drafters().iter() {
+            let (work, items) = drafter.take_counts();
+            self.shared.count_drafter_work(drafter.kind(), work, items);
         }
     }
 
@@ -465,55 +450,19 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         })
     }
 
-    /// The draft model's guesses for every decoding request that may draft with it, made
-    /// together (one decode per depth for all of them), as the first request would weigh them:
-    /// beside the others' roots.
-    fn prepare_draft_model(&self, decoding: &[usize], cost: Option<&CostModel>) {
-        let Some(draft_model) = self.draft_model.as_deref() else {
-            return;
-        };
+    /// Each step drafter's work for every decoding request that may draft with it, done
+    /// together (one evaluation or decode per depth for all of them), each ask as large as the
+    /// request would draft beside the others' roots. Each request's share of the time is in
+    /// its draft's time.
+    fn prepare_step_drafters(&self, decoding: &[usize], cost: Option<&CostModel>) {
         let load = Self::ask_load(decoding);
-        let asks: Vec<DraftAsk<'_>> = self
-            .with_room(decoding)
-            .filter_map(|(running, room)| running.draft_model_ask(cost, load, room))
-            .collect();
-        // Each request's share of this time is in its draft's time.
-        draft_model.prepare(&asks);
-    }
-
-    /// The heads' trees for every decoding request that may draft with them, made together
-    /// (each head evaluated once per depth for all of them), each as large as the request
-    /// would draft beside the others' roots.
-    fn prepare_heads(&self, decoding: &[usize], cost: Option<&CostModel>) -> PreparedTrees {
-        let mut prepared = PreparedTrees::default();
-        let Some(heads) = self.drafters.heads() else {
-            return prepared;
-        };
-        let load = Self::ask_load(decoding);
-        let asks: Vec<HeadsAsk<'_>> = self
-            .with_room(decoding)
-            .filter_map(|(running, room)| running.heads_ask(cost, load, room))
-            .collect();
-        if asks.is_empty() {
-            return prepared;
+        for drafter in self.drafters.step_drafters().iter() {
+            let asks: Vec<DraftAsk<'_>> = self
+                .with_room(decoding)
+                .filter_map(|(running, room)| running.ask_of(drafter, cost, load, room))
+                .collect();
+            drafter.prepare(&asks);
         }
-        let _span = tracing::debug_span!("heads", requests = asks.len()).entered();
-        let started = Instant::now();
-        let trees = draft_trees(heads, &asks);
-        // Each request's share of the time is in its draft's time.
-        let share = ms_since(started) / asks.len() as f64;
-        for (ask, tree) in asks.iter().zip(trees) {
-            let max_nodes = ask.max_nodes;
-            prepared.insert(
-                ask.sequence,
-                PreparedTree {
-                    tree,
-                    max_nodes,
-                    ms: share,
-                },
-            );
-        }
-        prepared
     }
 
     /// Then prompt chunks in what is left of the batch, the request with the least of its

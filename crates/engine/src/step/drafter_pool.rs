@@ -1,22 +1,22 @@
 //! The drafters this engine hands out. A request gets its drafters when it is admitted, as its
 //! draft was decided when it was accepted (`request::draft`); the batcher sees only the
-//! [`Drafter`] trait and what verification made of its tree. Adding a drafter means a mode in
-//! `request/mod.rs`, a decision in `request/draft.rs` and a line here.
+//! [`Drafter`] and [`StepDrafter`] traits and what verification made of its tree. Adding a
+//! drafter means a mode in `request/mod.rs`, a decision in `request/draft.rs`, its
+//! registration where the engine loads and a line here.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::llama::draft_model::Agreement;
 use crate::medusa::heads::MedusaHeads;
-use crate::medusa::heads_drafter::MedusaDrafter;
+use crate::medusa::heads_drafter::HeadsDrafter;
 use crate::medusa::plan::MedusaPlan;
 use crate::request::draft::RequestDraft;
 use crate::speculative::budget::AcceptanceStats;
-use crate::speculative::drafter::Drafter;
+use crate::speculative::drafter::{Drafter, StepDrafter, StepDrafterHandle, StepDrafters};
+use crate::speculative::drafter_kind::DrafterKind;
 use crate::speculative::lookup::LookupDrafter;
 use crate::speculative::lookup_memory::LookupMemory;
-use crate::speculative::model_drafter::DraftModelDrafter;
-use crate::speculative::tree::{TreeSpec, DRAFT_MODEL, MEDUSA};
 use crate::token::TokenId;
 
 /// The loaded heads and the tree Medusa mode drafts with on this machine.
@@ -84,24 +84,24 @@ pub(crate) struct DraftSetup {
     pub(crate) fixed: bool,
     /// Standard deviations below the observed acceptance the budget plans with.
     pub(crate) confidence_z: f64,
-    /// The tree the heads fill, when they are among the drafters.
-    pub(crate) heads_tree: Option<TreeSpec>,
 }
 
-pub(crate) struct DrafterPool {
+pub(crate) struct DrafterPool<'m> {
     medusa: Option<MedusaSetup>,
+    /// The drafters that work for every request of a step together.
+    step_drafters: StepDrafters<'m>,
     /// What is known of each drafter whose acceptance carries over from one request to the
     /// next, by evidence class: its measurement when it loaded (the heads' held-out accuracy,
     /// the draft model's agreement), with what finished requests learnt added to it. A request
     /// that learnt nothing (its drafter was never asked to draft) leaves it as it was.
-    known: HashMap<&'static str, Vec<AcceptanceStats>>,
+    known: HashMap<DrafterKind, Vec<AcceptanceStats>>,
     /// See [`EngineConfig::draft_confidence`](crate::EngineConfig::draft_confidence).
     confidence_z: f64,
     /// Finished requests' text, for lookup; none when the engine remembers nothing.
     memory: Option<LookupMemory>,
 }
 
-impl DrafterPool {
+impl<'m> DrafterPool<'m> {
     pub(crate) fn new(
         medusa: Option<MedusaSetup>,
         draft_model: Option<Agreement>,
@@ -112,12 +112,12 @@ impl DrafterPool {
             .as_ref()
             .and_then(|m| heldout_prior(&m.heads, &m.plan))
         {
-            known.insert(MEDUSA, vec![prior]);
+            known.insert(DrafterKind::Medusa, vec![prior]);
         }
         // Priced per token by the drafting that takes it up, as the drafter says.
         if let Some(agreement) = draft_model {
             known.insert(
-                DRAFT_MODEL,
+                DrafterKind::DraftModel,
                 vec![AcceptanceStats::with_rate(
                     agreement.rate,
                     PRIOR_WEIGHT,
@@ -125,12 +125,31 @@ impl DrafterPool {
                 )],
             );
         }
+        let mut step_drafters = StepDrafters::default();
+        if let Some(setup) = &medusa {
+            // What they evaluated when they loaded is not a request's.
+            setup.heads.take_counts();
+            step_drafters.add(Box::new(HeadsDrafter::new(setup.heads.clone())));
+        }
         Self {
             medusa,
+            step_drafters,
             known,
             confidence_z,
             memory: None,
         }
+    }
+
+    /// Adds a drafter that works for every request of a step together (the draft model).
+    pub(crate) fn with_step_drafter(mut self, drafter: Box<dyn StepDrafter + 'm>) -> Self {
+        // What it evaluated when it loaded is not a request's.
+        drafter.take_counts();
+        self.step_drafters.add(drafter);
+        self
+    }
+
+    pub(crate) fn step_drafters(&self) -> &StepDrafters<'m> {
+        &self.step_drafters
     }
 
     /// Lookup remembers `buckets` contexts of each length of finished requests' text (none
@@ -163,15 +182,17 @@ impl DrafterPool {
             drafters.push(Box::new(LookupDrafter::default()));
         }
         // A tree is only decided where heads are loaded.
-        let heads_tree = draft.tree.clone().filter(|_| self.medusa.is_some());
-        if let (Some(tree), Some(setup)) = (&heads_tree, &self.medusa) {
-            drafters.push(Box::new(MedusaDrafter::new(
-                setup.heads.clone(),
-                tree.clone(),
-            )));
+        if let (Some(tree), Some(heads)) =
+            (&draft.tree, self.step_drafters.get(DrafterKind::Medusa))
+        {
+            drafters.push(Box::new(StepDrafterHandle::new(heads, Some(tree.clone()))));
         }
-        if draft.draft_model {
-            drafters.push(Box::new(DraftModelDrafter));
+        if let Some(model) = self
+            .step_drafters
+            .get(DrafterKind::DraftModel)
+            .filter(|_| draft.draft_model)
+        {
+            drafters.push(Box::new(StepDrafterHandle::new(model, None)));
         }
         DraftSetup {
             drafters: drafters
@@ -184,7 +205,6 @@ impl DrafterPool {
             max_draft: draft.max_draft,
             fixed: draft.fixed,
             confidence_z: self.confidence_z,
-            heads_tree,
         }
     }
 
@@ -195,7 +215,7 @@ impl DrafterPool {
             return Vec::new();
         }
         self.known
-            .get(drafter.name())
+            .get(&drafter.kind())
             .map(|known| known.iter().map(|s| s.as_prior(PRIOR_WEIGHT)).collect())
             .unwrap_or_default()
     }
@@ -206,7 +226,7 @@ impl DrafterPool {
         if !drafter.traits().acceptance_carries_over {
             return;
         }
-        let kept = self.known.entry(drafter.name()).or_default();
+        let kept = self.known.entry(drafter.kind()).or_default();
         if kept.len() < learnt.len() {
             kept.resize(learnt.len(), AcceptanceStats::default());
         }
@@ -225,7 +245,25 @@ const PRIOR_WEIGHT: u32 = 128;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::EngineError;
     use crate::speculative::budget::CONFIDENCE_Z;
+    use crate::speculative::drafter::DraftAsk;
+    use crate::speculative::model_drafter::{DraftModelDrafter, Guesses, ModelProposer};
+
+    /// A draft model with no guesses.
+    struct Silent;
+
+    impl ModelProposer for Silent {
+        fn prepare(&self, _asks: &[DraftAsk<'_>]) {}
+
+        fn propose(&self, _: usize, _: &[TokenId], _: usize) -> Result<Guesses, EngineError> {
+            Ok(Guesses::default())
+        }
+
+        fn take_counts(&self) -> (u64, u64) {
+            (0, 0)
+        }
+    }
 
     #[test]
     fn what_requests_learnt_carries_over_by_class_and_weighs_as_a_few_tries() {
@@ -261,7 +299,7 @@ mod tests {
             ms_per_token: 1.0,
         };
         let mut drafters = DrafterPool::new(None, Some(agreement), CONFIDENCE_Z);
-        let model = DraftModelDrafter;
+        let model = StepDrafterHandle::new(&DraftModelDrafter::new(Silent), None);
         let measured = drafters.prior(&model);
         assert_eq!(measured[0].evidence(), (64, PRIOR_WEIGHT));
         // Its drafter was declined at every step (e.g. auto drafted with lookup only).

@@ -11,7 +11,8 @@ use crate::speculative::budget::{
 };
 use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftInput, Drafter};
-use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout, TreeSpec, MEDUSA};
+use crate::speculative::drafter_kind::DrafterKind;
+use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout, TreeSpec};
 use crate::step::drafter_pool::DraftSetup;
 use crate::token::TokenId;
 
@@ -80,8 +81,6 @@ pub(crate) struct Drafting {
     shadow: Option<Shadow>,
     /// Standard deviations below the observed acceptance the budget plans with.
     confidence_z: f64,
-    /// The tree the heads fill, when they draft.
-    heads_tree: Option<TreeSpec>,
 }
 
 impl Drafting {
@@ -117,7 +116,6 @@ impl Drafting {
             fixed: setup.fixed,
             shadow: None,
             confidence_z: setup.confidence_z,
-            heads_tree: setup.heads_tree,
         })
     }
 
@@ -184,47 +182,32 @@ impl Drafting {
         ms_since(started) + self.proposers.iter().map(|p| p.prepared_ms).sum::<f64>()
     }
 
-    /// The most guesses this step may ask of drafter `name` (the draft model, the heads): all
-    /// it may draft when every drafter proposes in full, else what the budget would let it
-    /// draft were it the only drafter (beside others it is given at most that). Asked before
-    /// any request drafts, so that the drafter's work for every request runs together; a
-    /// request that asks for more when it drafts gets them then.
+    /// What this step may ask of the step drafter `kind` (the heads, the draft model): how
+    /// many guesses, in what tree shape if the request fixes one. All it may draft when every
+    /// drafter proposes in full, else what the budget would let it draft were it the only
+    /// drafter (beside others it is given at most that). Asked before any request drafts, so
+    /// that the drafter's work for every request runs together; a request that asks for more
+    /// when it drafts gets them then. `None` when it asks nothing.
     pub(crate) fn ask_of(
         &self,
-        name: &str,
+        kind: DrafterKind,
         cost: Option<&CostModel>,
         batch: BatchLoad,
         max_nodes: usize,
-    ) -> usize {
+    ) -> Option<(usize, Option<&TreeSpec>)> {
         let limit = max_nodes.min(self.max_draft);
-        let Some(p) = self.proposers.iter().find(|p| p.drafter.name() == name) else {
-            return 0;
+        let p = self.proposers.iter().find(|p| p.drafter.kind() == kind)?;
+        let n = if self.fixed {
+            limit
+        } else {
+            let option = DraftOption {
+                stats: p.stats(),
+                cap: limit,
+                confidence_z: self.confidence_z,
+            };
+            choose_draft_lens(cost?, &[option], limit, batch).lens[0]
         };
-        if self.fixed {
-            return limit;
-        }
-        let Some(cost) = cost else {
-            return 0;
-        };
-        let option = DraftOption {
-            stats: p.stats(),
-            cap: limit,
-            confidence_z: self.confidence_z,
-        };
-        choose_draft_lens(cost, &[option], limit, batch).lens[0]
-    }
-
-    /// The tree the heads fill and how many of its nodes this step may ask of them (see
-    /// [`Self::ask_of`]), when they draft.
-    pub(crate) fn heads_ask(
-        &self,
-        cost: Option<&CostModel>,
-        batch: BatchLoad,
-        max_nodes: usize,
-    ) -> Option<(&TreeSpec, usize)> {
-        let tree = self.heads_tree.as_ref()?;
-        let n = self.ask_of(MEDUSA, cost, batch, max_nodes);
-        (n > 0).then_some((tree, n))
+        (n > 0).then(|| (n, p.drafter.tree()))
     }
 
     /// Each drafter's proposal cut to what the budget expects to pay, with the figures it
@@ -309,7 +292,7 @@ impl Drafting {
                 .map(|(p, (&proposed, &drafted))| {
                     let (accepted, tried) = p.stats().evidence();
                     DrafterEvidence {
-                        drafter: p.drafter.name().to_owned(),
+                        drafter: p.drafter.kind().name().to_owned(),
                         class: p.class,
                         accepted,
                         tried,
@@ -343,7 +326,11 @@ impl Drafting {
     }
 
     fn no_candidates(&self) -> DraftSkip {
-        let names: Vec<&str> = self.proposers.iter().map(|p| p.drafter.name()).collect();
+        let names: Vec<&str> = self
+            .proposers
+            .iter()
+            .map(|p| p.drafter.kind().name())
+            .collect();
         let message = match names.as_slice() {
             [one] => format!("the {one} drafter had no guess"),
             many => format!("the {} drafters had no guess", many.join(" and ")),
@@ -369,10 +356,10 @@ impl Drafting {
             }
         }
         for p in &mut self.proposers {
-            let name = Some(p.drafter.name());
+            let kind = Some(p.drafter.kind());
             let proposed = |n: usize| {
-                tree.sources[n].drafter() == name
-                    || tree.also[n].and_then(TokenSource::drafter) == name
+                tree.sources[n].drafter() == kind
+                    || tree.also[n].and_then(TokenSource::drafter) == kind
             };
             let depth = (0..tree.len())
                 .filter(|&n| proposed(n))

@@ -13,8 +13,8 @@ use engine::speculative::costs::{CostPoint, CostSource};
 use engine::speculative::outlook::CostRegime;
 use engine::speculative::tree_builder::Verdict;
 use engine::{
-    DraftPolicy, Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode, StepEvent,
-    TokenSource, TreeSpec,
+    DraftPolicy, DrafterKind, Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode,
+    StepEvent, TokenSource, TreeSpec,
 };
 use safetensors::tensor::{serialize_to_file, Dtype, TensorView};
 
@@ -579,7 +579,7 @@ fn auto_mode_merges_lookup_and_medusa_guesses_into_one_lossless_tree() {
     };
     assert_eq!(summary.mode, GenerationMode::Auto);
     let nodes = || steps.iter().flat_map(|s| s.tree.nodes.iter());
-    let proposed_by = |drafter: &str| {
+    let proposed_by = |drafter: DrafterKind| {
         nodes()
             .filter(|n| {
                 n.source.drafter() == Some(drafter)
@@ -587,8 +587,14 @@ fn auto_mode_merges_lookup_and_medusa_guesses_into_one_lossless_tree() {
             })
             .count()
     };
-    assert!(proposed_by("lookup") > 0, "lookup proposed nothing");
-    assert!(proposed_by("medusa") > 0, "the heads proposed nothing");
+    assert!(
+        proposed_by(DrafterKind::Lookup) > 0,
+        "lookup proposed nothing"
+    );
+    assert!(
+        proposed_by(DrafterKind::Medusa) > 0,
+        "the heads proposed nothing"
+    );
     assert!(
         nodes().any(|n| n.source == TokenSource::Lookup
             && matches!(n.also_proposed_by, Some(TokenSource::Head(_)))),

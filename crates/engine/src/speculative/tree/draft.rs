@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::layout::TreeLayout;
+use crate::speculative::drafter_kind::DrafterKind;
 use crate::token::TokenId;
 
 /// Who proposed a token. On the wire (events, the run history) it is one name: `model`,
@@ -21,20 +22,14 @@ pub enum TokenSource {
     DraftModel,
 }
 
-/// The draft model's name as a drafter and as a token source.
-pub const DRAFT_MODEL: &str = "draft_model";
-
-/// The Medusa heads' name as a drafter.
-pub const MEDUSA: &str = "medusa";
-
 impl TokenSource {
-    /// The name of the drafter that proposes tokens from this source (`Drafter::name`).
-    pub fn drafter(self) -> Option<&'static str> {
+    /// The drafter that proposes tokens from this source.
+    pub fn drafter(self) -> Option<DrafterKind> {
         match self {
             Self::Base => None,
-            Self::Head(_) => Some(MEDUSA),
-            Self::Lookup => Some("lookup"),
-            Self::DraftModel => Some(DRAFT_MODEL),
+            Self::Head(_) => Some(DrafterKind::Medusa),
+            Self::Lookup => Some(DrafterKind::Lookup),
+            Self::DraftModel => Some(DrafterKind::DraftModel),
         }
     }
 }
@@ -44,8 +39,8 @@ impl std::fmt::Display for TokenSource {
         match self {
             Self::Base => f.write_str("model"),
             Self::Head(k) => write!(f, "medusa_head_{k}"),
-            Self::Lookup => f.write_str("lookup"),
-            Self::DraftModel => f.write_str(DRAFT_MODEL),
+            Self::Lookup => f.write_str(DrafterKind::Lookup.name()),
+            Self::DraftModel => f.write_str(DrafterKind::DraftModel.name()),
         }
     }
 }
@@ -57,7 +52,7 @@ impl std::str::FromStr for TokenSource {
         match name {
             "model" => Ok(Self::Base),
             "lookup" => Ok(Self::Lookup),
-            DRAFT_MODEL => Ok(Self::DraftModel),
+            "draft_model" => Ok(Self::DraftModel),
             _ => name
                 .strip_prefix("medusa_head_")
                 .and_then(|k| k.parse().ok())

@@ -5,6 +5,6 @@ mod draft;
 mod layout;
 mod spec;
 
-pub use draft::{DraftTree, TokenSource, DRAFT_MODEL, MEDUSA};
+pub use draft::{DraftTree, TokenSource};
 pub use layout::TreeLayout;
 pub use spec::{PathFill, TreeError, TreeSpec, MAX_RANK, MAX_TREE_FILE_BYTES};

@@ -9,7 +9,7 @@ use crate::events::RunSummary;
 use crate::llama::draft_model::Agreement;
 use crate::request::draft::RequestDraft;
 use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, Prompt, SamplingParams};
-use crate::speculative::drafter::Guesses;
+use crate::speculative::model_drafter::{DraftModelDrafter, Guesses, ModelProposer};
 use crate::step::toy_backend::{copied, next_letter, ToyModel, ToyVocabulary};
 use crate::token::TokenId;
 
@@ -21,6 +21,12 @@ const TOKENS: u32 = 24;
 struct ToyDraftModel;
 
 impl ModelProposer for ToyDraftModel {
+    fn prepare(&self, _asks: &[DraftAsk<'_>]) {}
+
+    fn take_counts(&self) -> (u64, u64) {
+        (0, 0)
+    }
+
     fn propose(&self, _seq: usize, history: &[TokenId], n: usize) -> Result<Guesses, EngineError> {
         let mut context = history.to_vec();
         for _ in 0..n.saturating_sub(2) {
@@ -32,14 +38,6 @@ impl ModelProposer for ToyDraftModel {
             branches: vec![next, next_letter(next)],
             ..Guesses::default()
         })
-    }
-}
-
-impl BatchedProposer for ToyDraftModel {
-    fn prepare(&self, _asks: &[DraftAsk<'_>]) {}
-
-    fn take_counts(&self) -> (u64, u64) {
-        (0, 0)
     }
 }
 
@@ -57,8 +55,8 @@ fn batcher_with_cache(model: ToyModel, slots: usize, cache: usize) -> Batcher<'s
     Batcher::new(
         model,
         &ToyVocabulary,
-        DrafterPool::new(None, Some(agreement), DEFAULT_DRAFT_CONFIDENCE),
-        Some(Box::new(ToyDraftModel)),
+        DrafterPool::new(None, Some(agreement), DEFAULT_DRAFT_CONFIDENCE)
+            .with_step_drafter(Box::new(DraftModelDrafter::new(ToyDraftModel))),
         SequenceIds {
             slots,
             cache,
