@@ -30,7 +30,7 @@ use crate::sampling::token_choice::{PromptLogprobs, TokenChoice};
 use crate::scheduler::Command;
 use crate::speculative::costs::{CostPoint, DecodeCosts};
 use crate::speculative::outlook::{drafting_outlook, DraftingOutlook, WidenedCosts};
-use crate::step::batcher::QueuedRequest;
+use crate::step::admission::QueuedRequest;
 use crate::step::profile::StepProfile;
 use crate::token::TokenId;
 use crate::weights::model_file;

@@ -29,8 +29,9 @@ use crate::speculative::model_drafter::DraftModelDrafter;
 use crate::speculative::outlook::WidenedCosts;
 use crate::speculative::tree::TreeSpec;
 use crate::step::backend::StepBackend;
-use crate::step::batcher::{Batcher, SequenceIds};
+use crate::step::batcher::Batcher;
 use crate::step::drafter_pool::{DrafterPool, MedusaSetup};
+use crate::step::kv_ledger::SequenceIds;
 use crate::weights::model_file;
 use crate::weights::quantize::file_type_name;
 

@@ -18,8 +18,9 @@ use crate::llama::embeddings::{EmbeddingJob, RunningEmbedding};
 use crate::llama::prompt::RenderedPrompt;
 use crate::llama::runtime::LlamaRuntime;
 use crate::request::Prompt;
+use crate::step::admission::QueuedRequest;
 use crate::step::backend::StepBackend;
-use crate::step::batcher::{panic_message, Batcher, QueuedRequest};
+use crate::step::batcher::{panic_message, Batcher};
 use crate::token::TokenId;
 
 pub(crate) enum Command {

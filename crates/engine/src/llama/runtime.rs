@@ -18,7 +18,7 @@ use crate::llama::prompt;
 use crate::llama::prompt::RenderedPrompt;
 use crate::request::Prompt;
 use crate::speculative::costs::{Calibration, CostModel, CostPoint, CostSource};
-use crate::step::backend::{DecodeTimes, StepBackend};
+use crate::step::backend::{DecodeTimes, KvCells, StepBackend};
 use crate::token::TokenId;
 use crate::token::Vocabulary;
 
@@ -344,6 +344,53 @@ impl StepBackend for LlamaRuntime<'_> {
             .map_err(|e| EngineError::Decode(format!("hidden state unavailable: {e}")))
     }
 
+    fn cost_model(&self) -> Option<&CostModel> {
+        self.cost_model.as_ref()
+    }
+
+    /// Changes each time the cost model's figures change.
+    fn cost_version(&self) -> u64 {
+        self.cost_version
+    }
+
+    /// Teaches the cost model what a decode of `tokens` draft-able tokens took. Every so many
+    /// steps, figures that real steps clearly contradict replace the kept ones.
+    fn observe_decode(&mut self, tokens: usize, ms: f64) {
+        let Some(cost) = self.cost_model.as_mut() else {
+            return;
+        };
+        cost.observe(tokens, ms);
+        self.steps_since_drift_check += 1;
+        if self.steps_since_drift_check < STEPS_BETWEEN_DRIFT_CHECKS {
+            return;
+        }
+        self.steps_since_drift_check = 0;
+        if cost.drifted() {
+            cost.settle();
+            self.cost_version += 1;
+            tracing::info!(points = ?cost.points(), "decode costs follow real steps now");
+            if let Some((cache, key)) = &self.cost_cache {
+                if let Err(err) = cache.store(key, cost.points()) {
+                    tracing::warn!(%err, "could not keep the updated decode costs");
+                }
+            }
+        }
+    }
+
+    /// The decode cost model: read from the cache when this machine measured it before for
+    /// this model and settings, else measured once per engine. Needs the engine to be idle.
+    fn ensure_cost_model(&mut self) -> Result<&CostModel, EngineError> {
+        self.read_cached_costs();
+        if self.cost_model.is_none() {
+            self.measure_costs()?;
+        }
+        Ok(self
+            .cost_model
+            .get_or_insert_with(|| CostModel::new(vec![])))
+    }
+}
+
+impl KvCells for LlamaRuntime<'_> {
     fn clear_cells(&mut self) {
         self.ctx.clear_kv_cache();
         if let Some(order) = self.cell_order.as_mut() {
@@ -390,51 +437,6 @@ impl StepBackend for LlamaRuntime<'_> {
             Some(order) => order.keep_room(&mut self.ctx, self.n_seq_max, incoming, requests),
             None => Ok(Vec::new()),
         }
-    }
-
-    fn cost_model(&self) -> Option<&CostModel> {
-        self.cost_model.as_ref()
-    }
-
-    /// Changes each time the cost model's figures change.
-    fn cost_version(&self) -> u64 {
-        self.cost_version
-    }
-
-    /// Teaches the cost model what a decode of `tokens` draft-able tokens took. Every so many
-    /// steps, figures that real steps clearly contradict replace the kept ones.
-    fn observe_decode(&mut self, tokens: usize, ms: f64) {
-        let Some(cost) = self.cost_model.as_mut() else {
-            return;
-        };
-        cost.observe(tokens, ms);
-        self.steps_since_drift_check += 1;
-        if self.steps_since_drift_check < STEPS_BETWEEN_DRIFT_CHECKS {
-            return;
-        }
-        self.steps_since_drift_check = 0;
-        if cost.drifted() {
-            cost.settle();
-            self.cost_version += 1;
-            tracing::info!(points = ?cost.points(), "decode costs follow real steps now");
-            if let Some((cache, key)) = &self.cost_cache {
-                if let Err(err) = cache.store(key, cost.points()) {
-                    tracing::warn!(%err, "could not keep the updated decode costs");
-                }
-            }
-        }
-    }
-
-    /// The decode cost model: read from the cache when this machine measured it before for
-    /// this model and settings, else measured once per engine. Needs the engine to be idle.
-    fn ensure_cost_model(&mut self) -> Result<&CostModel, EngineError> {
-        self.read_cached_costs();
-        if self.cost_model.is_none() {
-            self.measure_costs()?;
-        }
-        Ok(self
-            .cost_model
-            .get_or_insert_with(|| CostModel::new(vec![])))
     }
 }
 

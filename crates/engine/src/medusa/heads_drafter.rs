@@ -1,7 +1,7 @@
 //! The Medusa drafter: heads read the hidden state of the last accepted position, and their
 //! top-k guesses fill the token tree. At each step the trees of every request drafting with
-//! the heads are made together ([`draft_trees`]): each head is evaluated once per depth for all
-//! of them, one matrix product instead of one per request.
+//! the heads are made together: each head is evaluated once per depth for all of them, one
+//! matrix product instead of one per request.
 
 use std::cell::RefCell;
 use std::collections::HashMap;

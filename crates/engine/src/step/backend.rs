@@ -21,7 +21,36 @@ impl DecodeTimes {
     }
 }
 
-pub(crate) trait StepBackend {
+/// The KV cache's cells, by sequence id.
+pub(crate) trait KvCells {
+    /// Frees every cell of every sequence.
+    fn clear_cells(&mut self);
+
+    /// Makes sequence `to` hold `from`'s cells at positions `first..end` (all when `None`).
+    fn copy_cells(
+        &mut self,
+        from: i32,
+        to: i32,
+        first: Option<u32>,
+        end: Option<u32>,
+    ) -> Result<(), EngineError>;
+
+    /// Frees every cell of sequence `seq`.
+    fn remove_cells(&mut self, seq: i32) -> Result<(), EngineError>;
+
+    fn holds_cells(&self, seq: i32) -> bool;
+
+    /// Makes room for a decode of up to `incoming` tokens where the backend keeps cells in
+    /// order (exact mode); the sequences whose cells it had to drop are returned.
+    fn keep_cell_order(
+        &mut self,
+        incoming: usize,
+        requests: usize,
+    ) -> Result<Vec<i32>, EngineError>;
+}
+
+/// A batch to fill and decode, what the decode computed, and what decodes cost.
+pub(crate) trait StepBackend: KvCells {
     /// Most tokens one decode takes.
     fn n_batch(&self) -> usize;
 
@@ -58,31 +87,6 @@ pub(crate) trait StepBackend {
     /// Final hidden state of the last decode at batch index `index`, when the backend returns
     /// them.
     fn hidden_state(&self, index: i32) -> Result<&[f32], EngineError>;
-
-    /// Frees every cell of every sequence.
-    fn clear_cells(&mut self);
-
-    /// Makes sequence `to` hold `from`'s cells at positions `first..end` (all when `None`).
-    fn copy_cells(
-        &mut self,
-        from: i32,
-        to: i32,
-        first: Option<u32>,
-        end: Option<u32>,
-    ) -> Result<(), EngineError>;
-
-    /// Frees every cell of sequence `seq`.
-    fn remove_cells(&mut self, seq: i32) -> Result<(), EngineError>;
-
-    fn holds_cells(&self, seq: i32) -> bool;
-
-    /// Makes room for a decode of up to `incoming` tokens where the backend keeps cells in
-    /// order (exact mode); the sequences whose cells it had to drop are returned.
-    fn keep_cell_order(
-        &mut self,
-        incoming: usize,
-        requests: usize,
-    ) -> Result<Vec<i32>, EngineError>;
 
     /// What a decode of n tokens costs here, once known.
     fn cost_model(&self) -> Option<&CostModel>;

@@ -1,48 +1,34 @@
 //! Continuous batching: every step, one decode carries the next token (or draft tree) of every
 //! running request plus prompt chunks of new ones. Requests join at the next step and leave as
 //! soon as they end, freeing their KV cells and their slot. It sees the model only through
-//! [`StepBackend`].
+//! [`StepBackend`] and the drafters only through the drafter traits. The batcher runs the step's
+//! phases; the requests waiting for a slot are the [`WaitingQueue`]'s and the sequence ids and
+//! kept cells the [`KvLedger`]'s.
 
-use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::clock::ms_since;
 use crate::engine_metrics::{Shared, StepCount};
 use crate::error::EngineError;
 use crate::events::{GenerationEvent, StopReason};
 use crate::grammar::trial::GRAMMAR_STEP_LIMIT;
-use crate::grammar::Grammar;
 use crate::llama::runtime::random_seed;
 use crate::medusa::heads::MedusaHeads;
 use crate::output::OutputSink;
-use crate::request::valid::ValidRequest;
 use crate::speculative::budget::BatchLoad;
 use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::DraftAsk;
 use crate::step::active_request::{ActiveRequest, NewActiveRequest, StepPlan};
+use crate::step::admission::{QueuedRequest, WaitingQueue};
 use crate::step::backend::StepBackend;
 use crate::step::batch::{add_tree, fit_leaves, StepBatch};
 use crate::step::drafter_pool::DrafterPool;
 use crate::step::drafting::no_room;
-use crate::step::prompt_cache::PromptCache;
+use crate::step::kv_ledger::{KvLedger, SequenceIds};
 use crate::token::TokenId;
 use crate::token::Vocabulary;
-
-/// A request waiting for a slot.
-pub(crate) struct QueuedRequest {
-    /// Boxed: a request with its draft is much larger than the engine's other commands.
-    pub(crate) request: Box<ValidRequest>,
-    /// The request's grammar, compiled and tried before it queued.
-    pub(crate) grammar: Option<Grammar>,
-    pub(crate) events: UnboundedSender<GenerationEvent>,
-    pub(crate) cancel: Arc<AtomicBool>,
-    pub(crate) queued_at: Instant,
-}
 
 /// Prompt tokens per step while other requests are decoding, so that a long prompt does not
 /// stall them for a whole batch.
@@ -52,28 +38,13 @@ const PREFILL_CHUNK_WHEN_BUSY: usize = 64;
 /// about what a decoded one does on a CPU, so a smaller chunk costs the prompt little).
 const PREFILL_CHUNK_ALONE: usize = 256;
 
-/// How the sequence ids of the KV cache are shared out.
-pub(crate) struct SequenceIds {
-    /// Requests decoding at once: sequence ids `0..slots`.
-    pub(crate) slots: usize,
-    /// Finished requests' prompts kept: the next `cache` ids.
-    pub(crate) cache: usize,
-    /// Every id up to this one after those is a tree leaf's.
-    pub(crate) n_seq_max: usize,
-}
-
 pub(crate) struct Batcher<'m, B: StepBackend> {
     backend: B,
     vocabulary: &'m dyn Vocabulary,
     slots: Vec<Option<ActiveRequest<'m>>>,
-    waiting: VecDeque<QueuedRequest>,
+    waiting: WaitingQueue,
     panic_in_next_step: bool,
-    /// Free sequence ids for tree leaves, and all of them.
-    leaf_pool: Vec<i32>,
-    leaf_seqs: Vec<i32>,
-    n_seq_max: usize,
-    /// Finished requests' cells, for later requests that start with the same tokens.
-    cache: PromptCache,
+    kv: KvLedger,
     drafters: DrafterPool<'m>,
     shared: Arc<Shared>,
     /// The version of the decode costs last published to `shared`.
@@ -88,22 +59,14 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         ids: SequenceIds,
         shared: Arc<Shared>,
     ) -> Self {
-        let leaves_from = ids.slots + ids.cache;
         shared.set_capacity(ids.slots, ids.slots * backend.n_ctx_seq());
-        let leaves: Vec<i32> = (leaves_from..ids.n_seq_max)
-            .map(|s| s as i32)
-            .rev()
-            .collect();
         let mut batcher = Self {
             backend,
             vocabulary,
             slots: (0..ids.slots).map(|_| None).collect(),
-            waiting: VecDeque::new(),
+            waiting: WaitingQueue::default(),
             panic_in_next_step: false,
-            leaf_pool: leaves.clone(),
-            leaf_seqs: leaves,
-            n_seq_max: ids.n_seq_max,
-            cache: PromptCache::new((ids.slots..leaves_from).map(|s| s as i32)),
+            kv: KvLedger::new(&ids),
             drafters,
             shared,
             published_costs: None,
@@ -130,7 +93,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
     }
 
     pub(crate) fn queue(&mut self, request: QueuedRequest) {
-        self.waiting.push_back(request);
+        self.waiting.push(request);
     }
 
     /// A fault for tests: the next step panics after its decode.
@@ -168,11 +131,9 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
     /// when nothing is cached, starts the next requests at the front of the cache, where
     /// attention scans the fewest cells.
     pub(crate) fn settle_idle(&mut self) {
-        let in_use = (0..self.n_seq_max as i32)
-            .filter(|&seq| !self.cache.holds(seq) && self.backend.holds_cells(seq))
-            .count();
+        let in_use = self.kv.sequences_holding_cells(&self.backend);
         self.shared.set_idle_sequences(in_use);
-        if self.cache.len() == 0 {
+        if self.kv.cached_prompts() == 0 {
             self.backend.clear_cells();
         }
     }
@@ -195,44 +156,31 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
     /// Frees every cell and gives every leaf sequence back: after a panic, nothing the step
     /// left half-done can be trusted.
     pub(crate) fn reset_cells(&mut self) {
-        self.drop_prompt_cache();
-        self.backend.clear_cells();
+        self.kv.reset(&mut self.backend);
+        self.update_cache_metrics();
         self.backend.clear_batch();
-        self.leaf_pool.clone_from(&self.leaf_seqs);
         self.update_load();
     }
 
     pub(crate) fn drop_prompt_cache(&mut self) {
-        let dropped = self.cache.clear();
-        self.remove_cached(dropped);
+        self.kv.drop_prompt_cache(&mut self.backend);
+        self.update_cache_metrics();
     }
 
     /// Frees cached cells until every active request (and `more` about to start) can have its
     /// whole share of the KV cache.
     fn fit_prompt_cache(&mut self, more: usize) {
         let room = self.slots.len().saturating_sub(self.active() + more);
-        let evicted = self.cache.evict_to(room);
-        self.remove_cached(evicted);
-    }
-
-    /// Frees the cells of sequences the prompt cache let go.
-    fn remove_cached(&mut self, seqs: Vec<i32>) {
-        for seq in seqs {
-            let _ = self.backend.remove_cells(seq);
-        }
+        self.kv.fit_prompt_cache(&mut self.backend, room);
         self.update_cache_metrics();
     }
 
     /// Moves waiting requests into free slots.
     pub(crate) fn admit(&mut self) {
         while let Some(slot) = self.slots.iter().position(Option::is_none) {
-            let Some(queued) = self.waiting.pop_front() else {
+            let Some(queued) = self.waiting.next_wanted(&self.shared) else {
                 break;
             };
-            self.shared.queued.fetch_sub(1, Ordering::Relaxed);
-            if queued.cancel.load(Ordering::Relaxed) || queued.events.is_closed() {
-                continue;
-            }
             let failures = queued.events.clone();
             match self.start(slot, queued) {
                 Ok(running) => self.slots[slot] = Some(running),
@@ -263,15 +211,13 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         }
         // Cells of an earlier request starting the same way: copied, not decoded again. The
         // last prompt token is always decoded, as its logits give the first token.
-        let hit = if request.cache_prompt {
-            self.cache.lookup(&prompt, prompt.len().saturating_sub(1))
+        let reused = if request.cache_prompt {
+            let limit = prompt.len().saturating_sub(1);
+            self.kv
+                .reuse_prompt(&mut self.backend, &prompt, limit, slot as i32)?
         } else {
             None
         };
-        if let Some(hit) = hit {
-            self.backend
-                .copy_cells(hit.seq, slot as i32, Some(0), Some(hit.tokens as u32))?;
-        }
         self.fit_prompt_cache(1);
         let out = OutputSink::new(
             self.vocabulary,
@@ -292,8 +238,8 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             grammar: queued.grammar,
             queued_at: queued.queued_at,
         });
-        if let Some(hit) = hit {
-            running.reuse_cells(hit.tokens);
+        if let Some(tokens) = reused {
+            running.reuse_cells(tokens);
         }
         Ok(running)
     }
@@ -314,7 +260,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         if let Err(err) = self.decode(&mut batch) {
             // The decode failed as a whole: every request in it fails, the others go on.
             for (slot, plan) in batch.trees {
-                self.free_leaves(&plan.leaf_seqs);
+                self.kv.give_back_leaves(&mut self.backend, &plan.leaf_seqs);
                 self.fail_slot(slot, err.clone());
             }
             for (slot, _) in batch.prefills {
@@ -386,16 +332,14 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             );
             batch.profile.draft_ms += draft.draft_ms;
             let drafted = !draft.tree.is_empty();
-            let tree = fit_leaves(draft.tree, self.leaf_pool.len());
+            let tree = fit_leaves(draft.tree, self.kv.free_leaves());
             // Every leaf sequence id is taken by other requests' trees.
             let skip = match draft.skip {
                 None if drafted && tree.is_empty() => Some(no_room()),
                 skip => skip,
             };
             let layout = tree.layout();
-            let leaf_seqs: Vec<i32> = (0..layout.leaves.len())
-                .filter_map(|_| self.leaf_pool.pop())
-                .collect();
+            let leaf_seqs = self.kv.take_leaves(layout.leaves.len());
             let plan = StepPlan {
                 root_index: batch.tokens as i32,
                 tree,
@@ -410,7 +354,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             let added = add_tree(&mut self.backend, running, &plan);
             batch.profile.batch_ms += ms_since(adding);
             if let Err(err) = added {
-                self.free_leaves(&plan.leaf_seqs);
+                self.kv.give_back_leaves(&mut self.backend, &plan.leaf_seqs);
                 self.fail_slot(slot, err);
                 continue;
             }
@@ -530,7 +474,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
                 None => Ok(0),
             };
             let freeing = Instant::now();
-            self.free_leaves(&plan.leaf_seqs);
+            self.kv.give_back_leaves(&mut self.backend, &plan.leaf_seqs);
             batch.profile.kv_ms += ms_since(freeing);
             match outcome {
                 Ok(n) => emitted += n,
@@ -573,15 +517,6 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         }
     }
 
-    /// Gives a tree's leaf sequences back, with their cells freed: whatever the step did with
-    /// them (a verification, or a decode that failed), the next tree finds them empty.
-    fn free_leaves(&mut self, leaves: &[i32]) {
-        for &leaf in leaves {
-            let _ = self.backend.remove_cells(leaf);
-        }
-        self.leaf_pool.extend(leaves);
-    }
-
     fn fail_slot(&mut self, slot: usize, err: EngineError) {
         if let Some(running) = self.slots[slot].take() {
             let _ = self.backend.remove_cells(running.id);
@@ -619,17 +554,8 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         if !running.request.cache_prompt {
             return;
         }
-        if let Some((seq, evicted)) = self.cache.store(running.cached_tokens().to_vec()) {
-            self.remove_cached(evicted);
-            if self
-                .backend
-                .copy_cells(running.id, seq, None, None)
-                .is_err()
-            {
-                self.cache.remove(seq);
-                let _ = self.backend.remove_cells(seq);
-            }
-        }
+        let tokens = running.cached_tokens().to_vec();
+        self.kv.keep_prompt(&mut self.backend, running.id, tokens);
         self.fit_prompt_cache(0);
     }
 
@@ -638,11 +564,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         for slot in 0..self.slots.len() {
             self.fail_slot(slot, EngineError::EngineStopped);
         }
-        while let Some(queued) = self.waiting.pop_front() {
-            let _ = queued
-                .events
-                .send(GenerationEvent::Failed(EngineError::EngineStopped));
-        }
+        self.waiting.fail_all(&EngineError::EngineStopped);
     }
 
     /// In exact mode, leaves room for this step's batch after every taken cell. Cached prompts
@@ -655,27 +577,21 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             .map(ActiveRequest::cells_wanted)
             .sum();
         let incoming = wanted.min(self.backend.n_batch());
-        match self.backend.keep_cell_order(incoming, self.slots.len()) {
-            Ok(dropped) => {
-                for seq in dropped {
-                    self.cache.remove(seq);
-                }
-                self.update_cache_metrics();
-            }
-            Err(err) => {
-                for slot in 0..self.slots.len() {
-                    self.fail_slot(slot, err.clone());
-                }
-                for seq in self.cache.clear() {
-                    let _ = self.backend.remove_cells(seq);
-                }
+        let requests = self.slots.len();
+        if let Err(err) = self
+            .kv
+            .keep_cell_order(&mut self.backend, incoming, requests)
+        {
+            for slot in 0..self.slots.len() {
+                self.fail_slot(slot, err.clone());
             }
         }
+        self.update_cache_metrics();
     }
 
     fn update_cache_metrics(&self) {
         self.shared
-            .set_cache(self.cache.len(), self.kv_cells_used());
+            .set_cache(self.kv.cached_prompts(), self.kv_cells_used());
     }
 
     /// Cells held by the requests decoding and by the prompt cache. A request's cells copied
@@ -687,7 +603,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             .flatten()
             .map(|seq| seq.cached_tokens().len())
             .sum();
-        requests + self.cache.tokens_held()
+        requests + self.kv.cached_tokens()
     }
 
     fn update_load(&self) {

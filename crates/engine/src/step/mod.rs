@@ -1,13 +1,15 @@
 //! The decoding step: the batcher that runs every active request in one decode per step, the
-//! backend seam it decodes through, each request's state and drafting, the batch, the prompt
-//! cache and the step profile.
+//! requests waiting for a slot, the KV cache's books, the backend seam it decodes through, each
+//! request's state and drafting, the batch, the prompt cache and the step profile.
 
 pub(crate) mod active_request;
+pub(crate) mod admission;
 pub(crate) mod backend;
 pub(crate) mod batch;
 pub(crate) mod batcher;
 pub(crate) mod drafter_pool;
 pub(crate) mod drafting;
+pub(crate) mod kv_ledger;
 pub(crate) mod profile;
 pub(crate) mod prompt_cache;
 #[cfg(test)]

@@ -13,7 +13,7 @@
 use crate::error::EngineError;
 use crate::request::Prompt;
 use crate::speculative::costs::{CostModel, CostPoint, CostSource};
-use crate::step::backend::{DecodeTimes, StepBackend};
+use crate::step::backend::{DecodeTimes, KvCells, StepBackend};
 use crate::token::TokenId;
 use crate::token::Vocabulary;
 
@@ -301,6 +301,22 @@ impl StepBackend for ToyModel {
         Err(toy_error("no hidden states".into()))
     }
 
+    fn cost_model(&self) -> Option<&CostModel> {
+        Some(&self.costs)
+    }
+
+    fn cost_version(&self) -> u64 {
+        1
+    }
+
+    fn observe_decode(&mut self, _tokens: usize, _ms: f64) {}
+
+    fn ensure_cost_model(&mut self) -> Result<&CostModel, EngineError> {
+        Ok(&self.costs)
+    }
+}
+
+impl KvCells for ToyModel {
     fn clear_cells(&mut self) {
         self.cells.clear();
     }
@@ -339,20 +355,6 @@ impl StepBackend for ToyModel {
         _requests: usize,
     ) -> Result<Vec<i32>, EngineError> {
         Ok(Vec::new())
-    }
-
-    fn cost_model(&self) -> Option<&CostModel> {
-        Some(&self.costs)
-    }
-
-    fn cost_version(&self) -> u64 {
-        1
-    }
-
-    fn observe_decode(&mut self, _tokens: usize, _ms: f64) {}
-
-    fn ensure_cost_model(&mut self) -> Result<&CostModel, EngineError> {
-        Ok(&self.costs)
     }
 }
 

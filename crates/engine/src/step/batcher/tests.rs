@@ -1,6 +1,8 @@
 //! The batcher on the toy model: batching, trees and their verification, cancellation and a
 //! full cache, each in milliseconds.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::*;
@@ -8,6 +10,7 @@ use crate::config::DEFAULT_DRAFT_CONFIDENCE;
 use crate::events::RunSummary;
 use crate::llama::draft_model::Agreement;
 use crate::request::draft::RequestDraft;
+use crate::request::valid::ValidRequest;
 use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, Prompt, SamplingParams};
 use crate::speculative::model_drafter::{DraftModelDrafter, Guesses, ModelProposer};
 use crate::step::toy_backend::{copied, next_letter, ToyModel, ToyVocabulary};
@@ -321,7 +324,7 @@ fn cached_cells_make_way_for_running_requests() {
     assert_eq!(metrics.idle_sequences_in_kv, 0);
     assert_eq!(
         batcher.backend().cells_held(),
-        batcher.cache.tokens_held(),
+        batcher.kv.cached_tokens(),
         "cells held outside the cache"
     );
 }
