@@ -5,8 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::cpu_kernel_choice::CpuKernels;
 use crate::error::EngineError;
-use crate::llama::cpu_kernels::CpuKernels;
 use crate::medusa::heads::HeadsPlacement;
 use crate::speculative::budget::CONFIDENCE_Z;
 use crate::speculative::costs::CostPoint;

@@ -10,7 +10,7 @@ use std::time::UNIX_EPOCH;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::llama::cpu_kernels::CpuKernels;
+use crate::cpu_kernel_choice::CpuKernels;
 use crate::speculative::costs::CostPoint;
 use crate::speculative::outlook::WidenedCosts;
 

@@ -31,7 +31,7 @@ use crate::scheduler::Command;
 use crate::speculative::costs::{CostPoint, DecodeCosts};
 use crate::speculative::outlook::{drafting_outlook, DraftingOutlook, WidenedCosts};
 use crate::step::admission::QueuedRequest;
-use crate::step::profile::StepProfile;
+use crate::step_profile::StepProfile;
 use crate::token::TokenId;
 use crate::weights::model_file;
 

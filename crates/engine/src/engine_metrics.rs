@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::speculative::costs::CostPoint;
 use crate::speculative::drafter_kind::DrafterKind;
-use crate::step::profile::StepProfile;
+use crate::step_profile::StepProfile;
 
 /// Engine-wide counters, for the UI and the server's metrics.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, ts_rs::TS)]

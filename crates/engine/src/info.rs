@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 use ts_rs::TS;
 
+use crate::cpu_kernel_choice::CpuKernels;
 use crate::llama::compute::ComputeInfo;
-use crate::llama::cpu_kernels::CpuKernels;
 use crate::medusa::heads::HeadsInfo;
 use crate::medusa::plan::MedusaPlan;
 use crate::sampling::defaults::SamplingDefaults;

@@ -9,6 +9,7 @@
 mod clock;
 mod config;
 pub mod cost_cache;
+mod cpu_kernel_choice;
 mod diagnostics;
 mod engine;
 mod engine_loading;
@@ -19,6 +20,7 @@ mod generation_stream;
 mod grammar;
 mod info;
 mod llama;
+mod llama_process;
 pub mod medusa;
 mod output;
 mod request;
@@ -26,6 +28,7 @@ mod sampling;
 mod scheduler;
 pub mod speculative;
 mod step;
+mod step_profile;
 mod token;
 pub mod tuning;
 mod weights;
@@ -35,6 +38,7 @@ pub use config::{
     DEFAULT_DRAFT_CONFIDENCE, DEFAULT_LOOKUP_MEMORY, DEFAULT_MAX_QUEUED, DEFAULT_PARALLEL,
     MAX_DRAFT_CONFIDENCE, MAX_LOOKUP_MEMORY,
 };
+pub use cpu_kernel_choice::CpuKernels;
 pub use diagnostics::BaselineRun;
 pub use engine::Engine;
 pub use engine_metrics::EngineMetrics;
@@ -54,7 +58,6 @@ pub use grammar::trial::GRAMMAR_STEP_LIMIT;
 pub use grammar::{json_object_grammar, json_schema_grammar};
 pub use info::{DraftModelInfo, ModelInfo};
 pub use llama::compute::{ComputeDevice, ComputeInfo};
-pub use llama::cpu_kernels::CpuKernels;
 pub use llama::embeddings::{
     Embedding, EmbeddingCall, EmbeddingInput, EMBEDDING_CHUNK, MAX_EMBEDDING_INPUTS,
 };
@@ -72,7 +75,7 @@ pub use sampling::sampler::{argmax, Sampler, TokenProb};
 pub use sampling::token_choice::{PromptLogprobs, TokenChoice, TokenLogprobs};
 pub use speculative::drafter_kind::DrafterKind;
 pub use speculative::tree::{TokenSource, TreeSpec};
-pub use step::profile::StepProfile;
+pub use step_profile::StepProfile;
 pub use token::TokenId;
 pub use weights::matrix;
 pub use weights::model_file::{

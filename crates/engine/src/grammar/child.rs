@@ -91,7 +91,7 @@ fn run_check(model: &Path) -> i32 {
 }
 
 fn load_vocabulary(path: &Path) -> Result<LlamaModel, EngineError> {
-    let backend = crate::llama::backend::backend()?;
+    let backend = crate::llama_process::backend()?;
     let params = LlamaModelParams::default().with_vocab_only(true);
     LlamaModel::load_from_file(backend, path, &params).map_err(|e| {
         EngineError::Context(format!("the grammar check could not read the model: {e}"))

@@ -25,7 +25,7 @@ use crate::llama::runtime::LlamaRuntime;
 use crate::request::{ChatMessage, Prompt};
 use crate::sampling::sampler::argmax;
 use crate::speculative::drafter::DraftAsk;
-use crate::speculative::model_drafter::{Guesses, ModelProposer};
+use crate::speculative::model_drafter::{Agreement, Guesses, ModelProposer};
 use crate::step::backend::{KvCells, StepBackend};
 use crate::token::{common_prefix, TokenId};
 
@@ -393,19 +393,6 @@ impl<'m> DraftModel<'m> {
 
 fn failed(e: impl std::fmt::Display) -> EngineError {
     EngineError::Decode(format!("draft model: {e}"))
-}
-
-/// How well a draft model guesses the served model's answers, measured when it loads: the
-/// starting point of its acceptance before any request has drafted with it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Agreement {
-    /// Of the draft model's confident guesses along the served model's greedy answer, the
-    /// share that was the served model's token.
-    pub(crate) rate: f64,
-    /// Confident guesses behind the rate.
-    pub(crate) guesses: usize,
-    /// One draft decode of a single token.
-    pub(crate) ms_per_token: f64,
 }
 
 /// A question whose answer the served model writes when a draft model loads.

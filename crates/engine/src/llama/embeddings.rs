@@ -23,8 +23,8 @@ use llama_cpp_2::token::LlamaToken;
 use tokio::sync::oneshot;
 
 use crate::error::EngineError;
-use crate::llama::backend::backend;
 use crate::llama::prompt;
+use crate::llama_process::backend;
 use crate::request::Prompt;
 use crate::token::TokenId;
 

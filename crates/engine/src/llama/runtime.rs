@@ -459,30 +459,3 @@ const STEPS_BETWEEN_DRIFT_CHECKS: usize = 256;
 
 /// Batch sizes timed by `calibrate`; larger ones are extrapolated.
 const CALIBRATION_SIZES: &[usize] = &[1, 2, 4, 8, 16, 32];
-
-/// Largest seed chosen for a run: 2^53 - 1, so that the seed survives JSON clients that read
-/// numbers as doubles (browsers) and the run can be repeated from what they show.
-pub(crate) const MAX_RANDOM_SEED: u64 = (1 << 53) - 1;
-
-pub(crate) fn random_seed() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    // Mix in an address so two runs in the same nanosecond still differ.
-    let local = 0u8;
-    (nanos ^ (&local as *const u8 as u64).rotate_left(32)) & MAX_RANDOM_SEED
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn random_seeds_fit_a_double_exactly() {
-        for _ in 0..100 {
-            let seed = random_seed();
-            assert!(seed <= MAX_RANDOM_SEED);
-            assert_eq!(seed as f64 as u64, seed);
-        }
-    }
-}

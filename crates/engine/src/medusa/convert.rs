@@ -177,7 +177,7 @@ pub fn frequent_tokens(
 /// vocabulary-only load would not know the embedding size.
 fn open_base(model_path: &Path) -> Result<llama_cpp_2::model::LlamaModel, EngineError> {
     crate::weights::model_file::inspect(model_path)?;
-    let backend = crate::llama::backend::backend()?;
+    let backend = crate::llama_process::backend()?;
     let params = llama_cpp_2::model::params::LlamaModelParams::default().with_n_gpu_layers(0);
     llama_cpp_2::model::LlamaModel::load_from_file(backend, model_path, &params)
         .map_err(|e| EngineError::Heads(format!("cannot read {}: {e}", model_path.display())))

@@ -1,4 +1,5 @@
-//! Speculative decoding: drafters propose a token tree, one decode verifies it.
+//! Speculative decoding: drafters propose a token tree, one decode verifies it (the step's
+//! `verify`).
 
 pub mod budget;
 pub mod costs;
@@ -10,4 +11,3 @@ pub mod model_drafter;
 pub mod outlook;
 pub mod tree;
 pub mod tree_builder;
-pub mod verify;

@@ -6,7 +6,7 @@ use serde::Serialize;
 use ts_rs::TS;
 
 use super::costs::{CostModel, CostPoint, CostSource};
-use crate::llama::cpu_kernels::CpuKernels;
+use crate::cpu_kernel_choice::CpuKernels;
 
 /// How an extra token in a decode is priced here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]

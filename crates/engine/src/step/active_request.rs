@@ -22,11 +22,11 @@ use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftAsk, DraftInput, Drafter, StepDrafter, StepDrafters};
 use crate::speculative::lookup_memory::LookupMemory;
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
-use crate::speculative::verify::{verify, Verdict};
 use crate::step::backend::StepBackend;
 use crate::step::drafter_pool::DraftSetup;
 use crate::step::drafting::{Draft, Drafting};
-use crate::step::profile::StepProfile;
+use crate::step::verify::{verify, Verdict};
+use crate::step_profile::StepProfile;
 use crate::token::TokenId;
 
 pub(crate) struct ActiveRequest<'m> {

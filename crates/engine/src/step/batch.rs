@@ -5,7 +5,7 @@ use crate::error::EngineError;
 use crate::speculative::tree::DraftTree;
 use crate::step::active_request::{ActiveRequest, StepPlan};
 use crate::step::backend::StepBackend;
-use crate::step::profile::StepProfile;
+use crate::step_profile::StepProfile;
 
 /// One step's batch, as it is filled and then decoded.
 #[derive(Default)]

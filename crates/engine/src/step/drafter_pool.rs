@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::llama::draft_model::Agreement;
 use crate::medusa::heads::MedusaHeads;
 use crate::medusa::heads_drafter::HeadsDrafter;
 use crate::medusa::plan::MedusaPlan;
@@ -17,6 +16,7 @@ use crate::speculative::drafter::{Drafter, StepDrafter, StepDrafterHandle, StepD
 use crate::speculative::drafter_kind::DrafterKind;
 use crate::speculative::lookup::LookupDrafter;
 use crate::speculative::lookup_memory::LookupMemory;
+use crate::speculative::model_drafter::Agreement;
 use crate::token::TokenId;
 
 /// The loaded heads and the tree Medusa mode drafts with on this machine.

@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::error::EngineError;
-use crate::llama::backend::{
+use crate::llama_process::{
     backend, clear_recent_errors, take_recent_errors, watch_tensor_progress,
 };
 use crate::weights::model_file::{self, partial_path};

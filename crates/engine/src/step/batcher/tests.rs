@@ -8,11 +8,10 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use super::*;
 use crate::config::DEFAULT_DRAFT_CONFIDENCE;
 use crate::events::RunSummary;
-use crate::llama::draft_model::Agreement;
 use crate::request::draft::RequestDraft;
 use crate::request::valid::ValidRequest;
 use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, Prompt, SamplingParams};
-use crate::speculative::model_drafter::{DraftModelDrafter, Guesses, ModelProposer};
+use crate::speculative::model_drafter::{Agreement, DraftModelDrafter, Guesses, ModelProposer};
 use crate::step::toy_backend::{copied, next_letter, ToyModel, ToyVocabulary};
 use crate::token::TokenId;
 

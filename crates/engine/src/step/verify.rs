@@ -8,9 +8,9 @@
 //! - Typical acceptance (opt-in): a child is accepted when its probability exceeds
 //!   min(threshold, alpha * exp(-entropy)). Faster with sampling, but not distribution-preserving.
 
-use super::tree::{DraftTree, TreeLayout};
 use crate::request::AcceptanceRule;
 use crate::sampling::sampler::{Sampler, TokenProb};
+use crate::speculative::tree::{DraftTree, TreeLayout};
 use crate::token::TokenId;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
