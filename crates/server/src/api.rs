@@ -3,6 +3,7 @@
 //! maps HTTP onto one [`Playground`] operation.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -23,9 +24,10 @@ use tokio::io::{AsyncReadExt, DuplexStream};
 
 use crate::error::ApiError;
 use crate::extract::{JsonBody, QueryParams, RecordId};
+use crate::guard::AccessPolicy;
 use crate::import_turn::ImportTurn;
 use crate::json_reader::JsonReader;
-use crate::state::ServerState;
+use crate::metrics::RequestCounts;
 
 #[tracing::instrument(skip_all)]
 pub async fn list_runs(
@@ -127,19 +129,20 @@ async fn export_ending(
 /// not read is left out (a resume would read them), and said so in the report.
 #[tracing::instrument(skip_all)]
 pub async fn import_runs(
-    State(state): State<ServerState>,
+    State(playground): State<Playground>,
+    State(access): State<Arc<AccessPolicy>>,
     _turn: ImportTurn,
     body: JsonReader,
 ) -> Result<Json<ImportReport>, ApiError> {
     let (reader, body_failure) = body.into_parts();
-    let mut spooled = match state.playground.spool_import(reader).await {
+    let mut spooled = match playground.spool_import(reader).await {
         Ok(spooled) => spooled,
         // A body that failed (too slow, too large) is what went wrong, not the JSON it cut.
         Err(err) => return Err(body_failure.take().unwrap_or(ApiError(err))),
     };
-    let loaded = state.playground.loaded_files();
+    let loaded = playground.loaded_files();
     let loadable = crate::paths::Loadable {
-        dirs: &state.access.loadable_dirs,
+        dirs: &access.loadable_dirs,
         loaded: &loaded,
     };
     let mut refused = Vec::new();
@@ -153,7 +156,7 @@ pub async fn import_runs(
             }
         }
     });
-    let mut report = state.playground.import_spooled(spooled).await?;
+    let mut report = playground.import_spooled(spooled).await?;
     for (uid, reason) in refused {
         report.reject(uid, reason);
     }
@@ -221,10 +224,10 @@ pub async fn info(State(playground): State<Playground>) -> Json<Info> {
 
 #[tracing::instrument(skip_all)]
 pub async fn load_model(
-    State(state): State<ServerState>,
+    State(playground): State<Playground>,
+    State(access): State<Arc<AccessPolicy>>,
     JsonBody(body): JsonBody<LoadModelRequest>,
 ) -> Result<(StatusCode, Json<Info>), ApiError> {
-    let playground = &state.playground;
     // The files the server runs now were the operator's choice: they may load again (with
     // another context size, say).
     let loaded = playground.loaded_files();
@@ -232,7 +235,7 @@ pub async fn load_model(
     // before that check).
     body.check_ctx_size()?;
     let loadable = crate::paths::Loadable {
-        dirs: &state.access.loadable_dirs,
+        dirs: &access.loadable_dirs,
         loaded: &loaded,
     };
     crate::paths::check_load_request(&loadable, &body)?;
@@ -282,11 +285,12 @@ pub async fn health(State(playground): State<Playground>) -> Json<Health> {
     Json(playground.health().await)
 }
 
-pub async fn metrics(State(state): State<ServerState>) -> Response {
-    let runs = state.playground.counters().snapshot();
-    let text = state
-        .requests
-        .render(runs, state.playground.engine_metrics());
+pub async fn metrics(
+    State(playground): State<Playground>,
+    State(requests): State<Arc<RequestCounts>>,
+) -> Response {
+    let runs = playground.counters().snapshot();
+    let text = requests.render(runs, playground.engine_metrics());
     (
         [(
             header::CONTENT_TYPE,

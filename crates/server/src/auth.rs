@@ -82,7 +82,7 @@ impl ApiKey {
             }
         }
         // OpenAI clients know this case by OpenAI's code.
-        let code = if crate::openai::is_openai_path(uri.path()) {
+        let code = if is_openai_path(uri.path()) {
             "invalid_api_key"
         } else {
             "unauthorized"
@@ -158,6 +158,16 @@ fn query_token(uri: &Uri) -> Option<String> {
     form_urlencoded::parse(uri.query()?.as_bytes())
         .find(|(name, _)| name == TOKEN_PARAM)
         .map(|(_, value)| value.into_owned())
+}
+
+/// The OpenAI-compatible routes (`openai`), with and without the `/v1` prefix (llama-server
+/// answers both).
+fn is_openai_path(path: &str) -> bool {
+    let path = path.strip_prefix("/v1").unwrap_or(path);
+    matches!(
+        path,
+        "/chat/completions" | "/completions" | "/responses" | "/embeddings" | "/models"
+    )
 }
 
 #[cfg(test)]

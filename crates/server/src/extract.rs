@@ -16,6 +16,12 @@ use playground::{AppError, ErrorKind};
 
 use crate::error::ApiError;
 
+/// Largest request body, except for imports.
+pub const BODY_LIMIT: usize = 1 << 20;
+/// Largest import: an export of a long history is much bigger than any request; the most one
+/// import document may hold.
+pub const IMPORT_BODY_LIMIT: usize = store::MAX_IMPORT_BYTES as usize;
+
 /// Largest body [`JsonBody`] reads on a route; the router sets it, and a route may raise it.
 #[derive(Debug, Clone, Copy)]
 pub struct BodyLimit(pub usize);
@@ -55,7 +61,7 @@ pub(crate) fn json_body_of(req: Request) -> Result<(Body, usize), Box<JsonReject
     let limit = req
         .extensions()
         .get::<BodyLimit>()
-        .map_or(crate::BODY_LIMIT, |limit| limit.0);
+        .map_or(BODY_LIMIT, |limit| limit.0);
     if let Some(declared) = declared_length(req.headers()).filter(|&n| n > limit as u64) {
         return Err(Box::new(refuse_declared(req, declared, limit)));
     }

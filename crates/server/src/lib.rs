@@ -47,16 +47,11 @@ use tower_http::trace::TraceLayer;
 
 pub use auth::ApiKey;
 pub use error::{ApiError, ServerError};
+pub use extract::{BODY_LIMIT, IMPORT_BODY_LIMIT};
 pub use guard::{is_loopback_name, AccessPolicy};
 pub use listener::ConnectionLimits;
 pub use openai::EmbeddingTokenIds;
 pub use state::ServerState;
-
-/// Largest request body, except for imports.
-pub const BODY_LIMIT: usize = 1 << 20;
-/// Largest import: an export of a long history is much bigger than any request; the most one
-/// import document may hold.
-pub const IMPORT_BODY_LIMIT: usize = store::MAX_IMPORT_BYTES as usize;
 
 /// Where to listen.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -54,6 +54,12 @@ impl FromRef<ServerState> for Arc<RequestCounts> {
     }
 }
 
+impl FromRef<ServerState> for Arc<AccessPolicy> {
+    fn from_ref(state: &ServerState) -> Self {
+        state.access.clone()
+    }
+}
+
 impl FromRef<ServerState> for Playground {
     fn from_ref(state: &ServerState) -> Self {
         state.playground.clone()

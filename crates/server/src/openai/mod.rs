@@ -94,15 +94,6 @@ pub struct StreamOptions {
     include_usage: bool,
 }
 
-/// The OpenAI-compatible routes, with and without the `/v1` prefix (llama-server answers both).
-pub fn is_openai_path(path: &str) -> bool {
-    let path = path.strip_prefix("/v1").unwrap_or(path);
-    matches!(
-        path,
-        "/chat/completions" | "/completions" | "/responses" | "/embeddings" | "/models"
-    )
-}
-
 /// A prompt longer than the context, by OpenAI's code (`context_length_exceeded`) and field; a
 /// grammar the engine could not parse, by its field.
 fn openai_error(err: ApiError, prompt_field: &str) -> ApiError {
