@@ -1,6 +1,7 @@
 //! The engine thread's loop: commands from the engine's handle, generation requests handed to
 //! the [`Batcher`] that steps them, embedding calls read a chunk at a time between steps, and
-//! diagnostics run when nothing else is.
+//! diagnostics run when nothing else is. It sees the model through [`SchedulerRuntime`], so that
+//! its tests run on the toy model.
 
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
@@ -14,14 +15,18 @@ use crate::clock::ms_since;
 use crate::diagnostics::Diagnostic;
 use crate::engine_metrics::Shared;
 use crate::error::EngineError;
-use crate::llama::embeddings::{EmbeddingJob, RunningEmbedding};
+use crate::llama::embeddings::EmbeddingJob;
 use crate::llama::prompt::RenderedPrompt;
-use crate::llama::runtime::LlamaRuntime;
 use crate::request::Prompt;
 use crate::step::admission::QueuedRequest;
-use crate::step::backend::StepBackend;
 use crate::step::batcher::{panic_message, Batcher};
 use crate::token::TokenId;
+
+mod runtime;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use runtime::{EmbeddingRead, SchedulerRuntime};
 
 pub(crate) enum Command {
     Generate(QueuedRequest),
@@ -43,18 +48,18 @@ pub(crate) enum Command {
     Shutdown,
 }
 
-pub(crate) struct Scheduler<'m> {
-    batcher: Batcher<'m, LlamaRuntime<'m>>,
+pub(crate) struct Scheduler<'m, R: SchedulerRuntime<'m>> {
+    batcher: Batcher<'m, R>,
     /// Diagnostics need the whole context (they clear the KV cache): run when idle.
     diagnostics: VecDeque<Diagnostic>,
     /// Embedding calls waiting, and the one being read (a chunk between two steps).
     embeddings: VecDeque<EmbeddingJob>,
-    embedding: Option<RunningEmbedding<'m>>,
+    embedding: Option<Box<dyn EmbeddingRead + 'm>>,
     shared: Arc<Shared>,
 }
 
-impl<'m> Scheduler<'m> {
-    pub(crate) fn new(batcher: Batcher<'m, LlamaRuntime<'m>>, shared: Arc<Shared>) -> Self {
+impl<'m, R: SchedulerRuntime<'m>> Scheduler<'m, R> {
+    pub(crate) fn new(batcher: Batcher<'m, R>, shared: Arc<Shared>) -> Self {
         Self {
             batcher,
             diagnostics: VecDeque::new(),
@@ -117,8 +122,7 @@ impl<'m> Scheduler<'m> {
             };
             self.shared.queued.fetch_sub(1, Ordering::Relaxed);
             let started = panic::catch_unwind(AssertUnwindSafe(|| {
-                let runtime = self.batcher.backend();
-                RunningEmbedding::start(runtime.model(), runtime.threads(), runtime.is_exact(), job)
+                self.batcher.backend().start_embedding(job)
             }));
             match started {
                 Ok(Ok(running)) => self.embedding = Some(running),
@@ -194,7 +198,9 @@ impl<'m> Scheduler<'m> {
                 panic!("a fault injected into this diagnostic");
             }
             let heads = self.batcher.heads().cloned();
-            diagnostic.run(self.batcher.backend_mut(), heads.as_deref())
+            self.batcher
+                .backend_mut()
+                .run_diagnostic(diagnostic, heads.as_deref());
         }));
         // Their evaluations are not a request's.
         if let Some(heads) = self.batcher.heads() {
