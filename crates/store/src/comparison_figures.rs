@@ -186,7 +186,7 @@ fn mode_figures(runs: &[ComparisonRun], members: &[Member]) -> Vec<ModeFigures> 
                     .iter()
                     .filter(move |m| m.mode == mode && m.status == RunStatus::Finished)
             };
-            let drafting = Drafting {
+            let drafting = ModeDrafting {
                 tokens_per_step: mean_accepted,
                 drafted,
                 per_step: drafted_per_step(finished_members()),
@@ -238,7 +238,7 @@ fn draft_share<'m>(runs: impl Iterator<Item = &'m Member>) -> Option<f64> {
 
 /// What a mode drafted over its finished runs.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Drafting {
+pub(crate) struct ModeDrafting {
     /// Median tokens per step.
     pub tokens_per_step: Option<f64>,
     /// Drafted tokens on the verified paths, all runs together; `None` when not reported.
@@ -252,7 +252,7 @@ pub(crate) struct Drafting {
 /// The speed-ups that `drafting` can explain. No step costs less than a plain one, so a mode is
 /// at most its tokens per step as fast; at worst each drafted node costs [`EXTRA_TOKEN_COST`]
 /// plain steps and drafting adds its measured share on top.
-pub(crate) fn explainable(drafting: Drafting) -> Option<SpeedupBounds> {
+pub(crate) fn explainable(drafting: ModeDrafting) -> Option<SpeedupBounds> {
     let tokens_per_step = drafting.tokens_per_step?;
     let slowest = drafting.per_step.map(|per_step| {
         let step_cost =
@@ -268,7 +268,7 @@ pub(crate) fn explainable(drafting: Drafting) -> Option<SpeedupBounds> {
 /// What a mode's speed-up over normal means, given both modes' decode speeds over the rounds.
 pub(crate) fn verdict(
     speedup: Spread,
-    drafting: Drafting,
+    drafting: ModeDrafting,
     speed: Spread,
     normal: Spread,
 ) -> SpeedVerdict {

@@ -17,7 +17,7 @@ use crate::medusa::heads::MedusaHeads;
 use crate::request::Prompt;
 use crate::sampling::token_choice::{PromptLogprobs, TokenChoice};
 use crate::speculative::costs::{CostModel, DecodeCosts};
-use crate::step::backend::{KvCells, StepBackend};
+use crate::step::decoder::{Decoder, KvCells};
 use crate::token::TokenId;
 
 type Reply<T> = std_mpsc::Sender<Result<T, EngineError>>;

@@ -12,7 +12,7 @@ use crate::medusa::heads::MedusaHeads;
 use crate::output::token_bytes;
 use crate::request::Prompt;
 use crate::sampling::token_choice::{self, PromptLogprobs, TokenChoice};
-use crate::step::backend::{KvCells, StepBackend};
+use crate::step::decoder::{Decoder, KvCells};
 use crate::token::TokenId;
 
 /// How likely each of `tokens` is as the next token after `prompt` + `continuation`.

@@ -26,7 +26,7 @@ use crate::request::{ChatMessage, Prompt};
 use crate::sampling::sampler::argmax;
 use crate::speculative::drafter::DraftAsk;
 use crate::speculative::model_drafter::{Agreement, Guesses, ModelProposer};
-use crate::step::backend::{KvCells, StepBackend};
+use crate::step::decoder::{Decoder, KvCells};
 use crate::token::{common_prefix, TokenId};
 
 /// A guess the draft model gives less probability than this ends its chain: an unsure guess

@@ -18,7 +18,7 @@ use crate::llama::prompt;
 use crate::llama::prompt::RenderedPrompt;
 use crate::request::Prompt;
 use crate::speculative::costs::{Calibration, CostModel, CostPoint, CostSource};
-use crate::step::backend::{DecodeTimes, KvCells, StepBackend};
+use crate::step::decoder::{DecodeTimes, Decoder, KvCells};
 use crate::token::TokenId;
 use crate::token::Vocabulary;
 
@@ -247,7 +247,7 @@ impl<'m> LlamaRuntime<'m> {
     }
 }
 
-impl StepBackend for LlamaRuntime<'_> {
+impl Decoder for LlamaRuntime<'_> {
     fn returns_hidden_states(&self) -> bool {
         self.returns_hidden_states
     }

@@ -3,9 +3,9 @@
 //! into a token tree.
 
 pub mod accuracy;
-mod backend_heads;
 pub mod convert;
-mod head;
+mod device_heads;
+mod head_weights;
 pub mod heads;
 pub mod heads_drafter;
 pub mod plan;

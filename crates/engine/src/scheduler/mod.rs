@@ -122,7 +122,7 @@ impl<'m, R: SchedulerRuntime<'m>> Scheduler<'m, R> {
             };
             self.shared.queued.fetch_sub(1, Ordering::Relaxed);
             let started = panic::catch_unwind(AssertUnwindSafe(|| {
-                self.batcher.backend().start_embedding(job)
+                self.batcher.model().start_embedding(job)
             }));
             match started {
                 Ok(Ok(running)) => self.embedding = Some(running),
@@ -168,11 +168,11 @@ impl<'m, R: SchedulerRuntime<'m>> Scheduler<'m, R> {
         match command {
             Command::Generate(request) => self.batcher.queue(request),
             Command::RenderPrompt { prompt, reply } => {
-                let _ = reply.send(self.batcher.backend().render_prompt(&prompt));
+                let _ = reply.send(self.batcher.model().render_prompt(&prompt));
             }
             Command::Embed(job) => self.embeddings.push_back(job),
             Command::Remember { prompt, answer } => {
-                match self.batcher.backend().prompt_tokens(&prompt, false) {
+                match self.batcher.model().prompt_tokens(&prompt, false) {
                     Ok(mut history) => {
                         history.extend(answer);
                         self.batcher.remember(&history);
@@ -199,7 +199,7 @@ impl<'m, R: SchedulerRuntime<'m>> Scheduler<'m, R> {
             }
             let heads = self.batcher.heads().cloned();
             self.batcher
-                .backend_mut()
+                .model_mut()
                 .run_diagnostic(diagnostic, heads.as_deref());
         }));
         // Their evaluations are not a request's.

@@ -10,9 +10,9 @@ use crate::llama::prompt::RenderedPrompt;
 use crate::llama::runtime::LlamaRuntime;
 use crate::medusa::heads::MedusaHeads;
 use crate::request::Prompt;
-use crate::step::backend::StepBackend;
+use crate::step::decoder::Decoder;
 
-pub(crate) trait SchedulerRuntime<'m>: StepBackend {
+pub(crate) trait SchedulerRuntime<'m>: Decoder {
     /// The prompt as the model reads it, and its length in tokens.
     fn render_prompt(&self, prompt: &Prompt) -> Result<RenderedPrompt, EngineError>;
 

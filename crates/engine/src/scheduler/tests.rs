@@ -18,10 +18,10 @@ use crate::medusa::heads::MedusaHeads;
 use crate::request::draft::RequestDraft;
 use crate::request::valid::ValidRequest;
 use crate::request::{GenerateRequest, Prompt, SamplingParams};
-use crate::step::backend::StepBackend;
+use crate::step::decoder::Decoder;
 use crate::step::drafter_pool::DrafterPool;
 use crate::step::kv_ledger::SequenceIds;
-use crate::step::toy_backend::{ToyModel, ToyVocabulary};
+use crate::step::toy_model::{ToyModel, ToyVocabulary};
 
 thread_local! {
     /// The metrics of the scheduler running on this thread, for the toy embedding to read.

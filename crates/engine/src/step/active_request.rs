@@ -22,7 +22,7 @@ use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::{DraftAsk, DraftInput, Drafter, StepDrafter, StepDrafters};
 use crate::speculative::lookup_memory::LookupMemory;
 use crate::speculative::tree::{DraftTree, TokenSource, TreeLayout};
-use crate::step::backend::StepBackend;
+use crate::step::decoder::Decoder;
 use crate::step::drafter_pool::DraftSetup;
 use crate::step::drafting::{Draft, Drafting};
 use crate::step::verify::{verify, Verdict};
@@ -161,7 +161,7 @@ impl<'m> ActiveRequest<'m> {
     /// The first token, from the logits of the last prompt token at batch index `index`.
     pub(crate) fn first_token(
         &mut self,
-        runtime: &impl StepBackend,
+        runtime: &impl Decoder,
         index: i32,
     ) -> Result<(), EngineError> {
         let token = self
@@ -186,7 +186,7 @@ impl<'m> ActiveRequest<'m> {
     /// request asked for them: the served model's own figures, whoever drafted the token.
     fn logprobs(
         &self,
-        runtime: &impl StepBackend,
+        runtime: &impl Decoder,
         index: i32,
         token: TokenId,
     ) -> Result<Option<TokenLogprobs>, EngineError> {
@@ -263,7 +263,7 @@ impl<'m> ActiveRequest<'m> {
     /// end the prompt (the last one's logits then give the first token).
     pub(crate) fn add_prompt_chunk(
         &mut self,
-        runtime: &mut impl StepBackend,
+        runtime: &mut impl Decoder,
         space: usize,
     ) -> Result<(usize, bool), EngineError> {
         let from = self.prefilled;
@@ -283,7 +283,7 @@ impl<'m> ActiveRequest<'m> {
     /// Returns how many were emitted.
     pub(crate) fn commit_step(
         &mut self,
-        runtime: &mut impl StepBackend,
+        runtime: &mut impl Decoder,
         plan: &StepPlan,
         profile: &mut StepProfile,
     ) -> Result<u64, EngineError> {
@@ -309,11 +309,7 @@ impl<'m> ActiveRequest<'m> {
     }
 
     /// Verifies the decoded tree.
-    fn verify(
-        &mut self,
-        runtime: &impl StepBackend,
-        plan: &StepPlan,
-    ) -> Result<Verdict, EngineError> {
+    fn verify(&mut self, runtime: &impl Decoder, plan: &StepPlan) -> Result<Verdict, EngineError> {
         // The root's logits, then each node's, in batch order.
         let logits = (0..=plan.tree.len() as i32)
             .map(|i| runtime.logits(plan.root_index + i))
@@ -331,7 +327,7 @@ impl<'m> ActiveRequest<'m> {
     /// Emits the step's tokens and reports it.
     fn finish_step(
         &mut self,
-        runtime: &impl StepBackend,
+        runtime: &impl Decoder,
         plan: &StepPlan,
         verdict: &Verdict,
     ) -> Result<(), EngineError> {
@@ -411,7 +407,7 @@ impl<'m> ActiveRequest<'m> {
         }
     }
 
-    fn keep_hidden(&mut self, runtime: &impl StepBackend, index: i32) -> Result<(), EngineError> {
+    fn keep_hidden(&mut self, runtime: &impl Decoder, index: i32) -> Result<(), EngineError> {
         let hidden = runtime.hidden_state(index)?;
         self.hidden.clear();
         self.hidden.extend_from_slice(hidden);
@@ -421,7 +417,7 @@ impl<'m> ActiveRequest<'m> {
     /// Appends the hidden states at batch `indices` when the request records them.
     fn record_hidden(
         &mut self,
-        runtime: &impl StepBackend,
+        runtime: &impl Decoder,
         indices: impl IntoIterator<Item = i32>,
     ) -> Result<(), EngineError> {
         if !self.request.record_hidden_states {

@@ -4,7 +4,7 @@
 use crate::error::EngineError;
 use crate::speculative::tree::DraftTree;
 use crate::step::active_request::{ActiveRequest, StepPlan};
-use crate::step::backend::StepBackend;
+use crate::step::decoder::Decoder;
 use crate::step_profile::StepProfile;
 
 /// One step's batch, as it is filled and then decoded.
@@ -34,7 +34,7 @@ impl StepBatch {
 /// Puts a request's root and draft tree into the batch. Every leaf's sequence first shares the
 /// request's cells, so each node sees the prompt, the output so far and its own ancestors.
 pub(crate) fn add_tree(
-    runtime: &mut impl StepBackend,
+    runtime: &mut impl Decoder,
     running: &ActiveRequest<'_>,
     plan: &StepPlan,
 ) -> Result<(), EngineError> {

@@ -1,7 +1,7 @@
 //! Continuous batching: every step, one decode carries the next token (or draft tree) of every
 //! running request plus prompt chunks of new ones. Requests join at the next step and leave as
 //! soon as they end, freeing their KV cells and their slot. It sees the model only through
-//! [`StepBackend`] and the drafters only through the drafter traits. The batcher runs the step's
+//! [`Decoder`] and the drafters only through the drafter traits. The batcher runs the step's
 //! phases; the requests waiting for a slot are the [`WaitingQueue`]'s and the sequence ids and
 //! kept cells the [`KvLedger`]'s.
 
@@ -22,8 +22,8 @@ use crate::speculative::costs::CostModel;
 use crate::speculative::drafter::DraftAsk;
 use crate::step::active_request::{ActiveRequest, NewActiveRequest, StepPlan};
 use crate::step::admission::{QueuedRequest, WaitingQueue};
-use crate::step::backend::StepBackend;
 use crate::step::batch::{add_tree, fit_leaves, StepBatch};
+use crate::step::decoder::Decoder;
 use crate::step::drafter_pool::DrafterPool;
 use crate::step::drafting::no_room;
 use crate::step::kv_ledger::{KvLedger, SequenceIds};
@@ -38,8 +38,8 @@ const PREFILL_CHUNK_WHEN_BUSY: usize = 64;
 /// about what a decoded one does on a CPU, so a smaller chunk costs the prompt little).
 const PREFILL_CHUNK_ALONE: usize = 256;
 
-pub(crate) struct Batcher<'m, B: StepBackend> {
-    backend: B,
+pub(crate) struct Batcher<'m, B: Decoder> {
+    model: B,
     vocabulary: &'m dyn Vocabulary,
     slots: Vec<Option<ActiveRequest<'m>>>,
     waiting: WaitingQueue,
@@ -51,17 +51,17 @@ pub(crate) struct Batcher<'m, B: StepBackend> {
     published_costs: Option<u64>,
 }
 
-impl<'m, B: StepBackend> Batcher<'m, B> {
+impl<'m, B: Decoder> Batcher<'m, B> {
     pub(crate) fn new(
-        backend: B,
+        model: B,
         vocabulary: &'m dyn Vocabulary,
         drafters: DrafterPool<'m>,
         ids: SequenceIds,
         shared: Arc<Shared>,
     ) -> Self {
-        shared.set_capacity(ids.slots, ids.slots * backend.n_ctx_seq());
+        shared.set_capacity(ids.slots, ids.slots * model.n_ctx_seq());
         let mut batcher = Self {
-            backend,
+            model,
             vocabulary,
             slots: (0..ids.slots).map(|_| None).collect(),
             waiting: WaitingQueue::default(),
@@ -80,12 +80,12 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         self.drafters.remember(history);
     }
 
-    pub(crate) fn backend(&self) -> &B {
-        &self.backend
+    pub(crate) fn model(&self) -> &B {
+        &self.model
     }
 
-    pub(crate) fn backend_mut(&mut self) -> &mut B {
-        &mut self.backend
+    pub(crate) fn model_mut(&mut self) -> &mut B {
+        &mut self.model
     }
 
     pub(crate) fn heads(&self) -> Option<&Arc<MedusaHeads>> {
@@ -108,11 +108,11 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
 
     /// Publishes the decode costs when they are new or changed, for the drafting outlook.
     pub(crate) fn publish_costs(&mut self) {
-        let version = self.backend.cost_version();
+        let version = self.model.cost_version();
         if self.published_costs == Some(version) {
             return;
         }
-        if let Some(costs) = self.backend.cost_model() {
+        if let Some(costs) = self.model.cost_model() {
             self.shared.set_decode_costs(costs.points().to_vec());
             self.published_costs = Some(version);
         }
@@ -131,10 +131,10 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
     /// when nothing is cached, starts the next requests at the front of the cache, where
     /// attention scans the fewest cells.
     pub(crate) fn settle_idle(&mut self) {
-        let in_use = self.kv.sequences_holding_cells(&self.backend);
+        let in_use = self.kv.sequences_holding_cells(&self.model);
         self.shared.set_idle_sequences(in_use);
         if self.kv.cached_prompts() == 0 {
-            self.backend.clear_cells();
+            self.model.clear_cells();
         }
     }
 
@@ -156,14 +156,14 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
     /// Frees every cell and gives every leaf sequence back: after a panic, nothing the step
     /// left half-done can be trusted.
     pub(crate) fn reset_cells(&mut self) {
-        self.kv.reset(&mut self.backend);
+        self.kv.reset(&mut self.model);
         self.update_cache_metrics();
-        self.backend.clear_batch();
+        self.model.clear_batch();
         self.update_load();
     }
 
     pub(crate) fn drop_prompt_cache(&mut self) {
-        self.kv.drop_prompt_cache(&mut self.backend);
+        self.kv.drop_prompt_cache(&mut self.model);
         self.update_cache_metrics();
     }
 
@@ -171,7 +171,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
     /// whole share of the KV cache.
     fn fit_prompt_cache(&mut self, more: usize) {
         let room = self.slots.len().saturating_sub(self.active() + more);
-        self.kv.fit_prompt_cache(&mut self.backend, room);
+        self.kv.fit_prompt_cache(&mut self.model, room);
         self.update_cache_metrics();
     }
 
@@ -202,19 +202,19 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         let (request, draft) = queued.request.into_parts();
         let draft = self.drafters.for_request(&draft);
         let prompt = self
-            .backend
+            .model
             .prompt_tokens(&request.prompt, request.continue_final_message)?;
         // Measuring decode costs clears the KV cache, so it only happens with nothing running.
-        if !draft.drafters.is_empty() && self.backend.cost_model().is_none() && self.active() == 0 {
+        if !draft.drafters.is_empty() && self.model.cost_model().is_none() && self.active() == 0 {
             self.drop_prompt_cache();
-            self.backend.ensure_cost_model()?;
+            self.model.ensure_cost_model()?;
         }
         // Cells of an earlier request starting the same way: copied, not decoded again. The
         // last prompt token is always decoded, as its logits give the first token.
         let reused = if request.cache_prompt {
             let limit = prompt.len().saturating_sub(1);
             self.kv
-                .reuse_prompt(&mut self.backend, &prompt, limit, slot as i32)?
+                .reuse_prompt(&mut self.model, &prompt, limit, slot as i32)?
         } else {
             None
         };
@@ -253,14 +253,14 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             running.check_cancelled();
         }
         self.keep_cell_order();
-        self.backend.clear_batch();
+        self.model.clear_batch();
         let mut batch = StepBatch::default();
         self.draft_into(&mut batch);
         self.add_prompt_chunks(&mut batch);
         if let Err(err) = self.decode(&mut batch) {
             // The decode failed as a whole: every request in it fails, the others go on.
             for (slot, plan) in batch.trees {
-                self.kv.give_back_leaves(&mut self.backend, &plan.leaf_seqs);
+                self.kv.give_back_leaves(&mut self.model, &plan.leaf_seqs);
                 self.fail_slot(slot, err.clone());
             }
             for (slot, _) in batch.prefills {
@@ -291,8 +291,8 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
 
     /// Running requests first: each gets its root, and a tree where it pays.
     fn draft_into(&mut self, batch: &mut StepBatch) {
-        let n_batch = self.backend.n_batch();
-        let n_ctx_seq = self.backend.n_ctx_seq();
+        let n_batch = self.model.n_batch();
+        let n_ctx_seq = self.model.n_ctx_seq();
         let decoding: Vec<usize> = (0..self.slots.len())
             .filter(|&s| {
                 self.slots[s]
@@ -300,7 +300,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
                     .is_some_and(|q| q.prefill_done() && q.ending.is_none())
             })
             .collect();
-        let cost = self.backend.cost_model().cloned();
+        let cost = self.model.cost_model().cloned();
         self.prepare_step_drafters(&decoding, cost.as_ref());
         for (k, &slot) in decoding.iter().enumerate() {
             let reserved_for_others = decoding.len() - k - 1;
@@ -351,10 +351,10 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
                 started: Instant::now(),
             };
             let adding = Instant::now();
-            let added = add_tree(&mut self.backend, running, &plan);
+            let added = add_tree(&mut self.model, running, &plan);
             batch.profile.batch_ms += ms_since(adding);
             if let Err(err) = added {
-                self.kv.give_back_leaves(&mut self.backend, &plan.leaf_seqs);
+                self.kv.give_back_leaves(&mut self.model, &plan.leaf_seqs);
                 self.fail_slot(slot, err);
                 continue;
             }
@@ -382,7 +382,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         &'a self,
         decoding: &'a [usize],
     ) -> impl Iterator<Item = (&'a ActiveRequest<'m>, usize)> {
-        let (n_ctx_seq, n_batch) = (self.backend.n_ctx_seq(), self.backend.n_batch());
+        let (n_ctx_seq, n_batch) = (self.model.n_ctx_seq(), self.model.n_batch());
         decoding.iter().filter_map(move |&slot| {
             let running = self.slots[slot].as_ref()?;
             (running.pos + 1 < n_ctx_seq).then(|| {
@@ -413,7 +413,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
     /// prompt left first: a short prompt does not wait behind a long one, and starts decoding
     /// (which then holds the long one to a small chunk a step).
     fn add_prompt_chunks(&mut self, batch: &mut StepBatch) {
-        let n_batch = self.backend.n_batch();
+        let n_batch = self.model.n_batch();
         let prefill_limit = if batch.trees.is_empty() {
             PREFILL_CHUNK_ALONE
         } else {
@@ -437,7 +437,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             let Some(running) = self.slots[slot].as_mut() else {
                 continue;
             };
-            match running.add_prompt_chunk(&mut self.backend, space) {
+            match running.add_prompt_chunk(&mut self.model, space) {
                 Ok((added, completes)) => {
                     let last_index = (batch.tokens + added - 1) as i32;
                     batch.prefills.push((slot, completes.then_some(last_index)));
@@ -455,9 +455,9 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         if batch.tokens == 0 {
             return Ok(());
         }
-        let times = self.backend.decode()?;
+        let times = self.model.decode()?;
         if batch.prompt_tokens == 0 {
-            self.backend.observe_decode(batch.tokens, times.total_ms());
+            self.model.observe_decode(batch.tokens, times.total_ms());
             batch.profile.decode_ms = times.submit_ms;
             batch.profile.wait_ms = times.wait_ms;
         }
@@ -470,11 +470,11 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
         let mut emitted = 0;
         for (slot, plan) in std::mem::take(&mut batch.trees) {
             let outcome = match self.slots[slot].as_mut() {
-                Some(running) => running.commit_step(&mut self.backend, &plan, &mut batch.profile),
+                Some(running) => running.commit_step(&mut self.model, &plan, &mut batch.profile),
                 None => Ok(0),
             };
             let freeing = Instant::now();
-            self.kv.give_back_leaves(&mut self.backend, &plan.leaf_seqs);
+            self.kv.give_back_leaves(&mut self.model, &plan.leaf_seqs);
             batch.profile.kv_ms += ms_since(freeing);
             match outcome {
                 Ok(n) => emitted += n,
@@ -486,7 +486,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             let Some(running) = self.slots[slot].as_mut() else {
                 continue;
             };
-            match running.first_token(&self.backend, index) {
+            match running.first_token(&self.model, index) {
                 Ok(()) => emitted += 1,
                 Err(err) => self.fail_slot(slot, err),
             }
@@ -519,7 +519,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
 
     fn fail_slot(&mut self, slot: usize, err: EngineError) {
         if let Some(running) = self.slots[slot].take() {
-            let _ = self.backend.remove_cells(running.id);
+            let _ = self.model.remove_cells(running.id);
             running.fail(err);
             self.shared.count_failed();
         }
@@ -534,7 +534,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             {
                 if let Some(running) = self.slots[slot].take() {
                     self.keep_cells(&running);
-                    let _ = self.backend.remove_cells(running.id);
+                    let _ = self.model.remove_cells(running.id);
                     for (drafter, learnt) in running.learnt() {
                         self.drafters.absorb(drafter, &learnt);
                     }
@@ -555,7 +555,7 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             return;
         }
         let tokens = running.cached_tokens().to_vec();
-        self.kv.keep_prompt(&mut self.backend, running.id, tokens);
+        self.kv.keep_prompt(&mut self.model, running.id, tokens);
         self.fit_prompt_cache(0);
     }
 
@@ -576,12 +576,9 @@ impl<'m, B: StepBackend> Batcher<'m, B> {
             .flatten()
             .map(ActiveRequest::cells_wanted)
             .sum();
-        let incoming = wanted.min(self.backend.n_batch());
+        let incoming = wanted.min(self.model.n_batch());
         let requests = self.slots.len();
-        if let Err(err) = self
-            .kv
-            .keep_cell_order(&mut self.backend, incoming, requests)
-        {
+        if let Err(err) = self.kv.keep_cell_order(&mut self.model, incoming, requests) {
             for slot in 0..self.slots.len() {
                 self.fail_slot(slot, err.clone());
             }

@@ -3,7 +3,7 @@
 //! moves outside a request's own decode goes through here.
 
 use crate::error::EngineError;
-use crate::step::backend::KvCells;
+use crate::step::decoder::KvCells;
 use crate::step::prompt_cache::{CacheHit, PromptCache};
 use crate::token::TokenId;
 

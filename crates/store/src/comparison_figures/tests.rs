@@ -19,8 +19,8 @@ fn member(id: i64, mode: &str, status: RunStatus, tps: f64, output: &str) -> Mem
 }
 
 /// Drafting at `tokens_per_step` whose drafted count was not reported.
-fn per_step(tokens_per_step: f64) -> Drafting {
-    Drafting {
+fn per_step(tokens_per_step: f64) -> ModeDrafting {
+    ModeDrafting {
         tokens_per_step: Some(tokens_per_step),
         drafted: None,
         per_step: None,
@@ -234,7 +234,7 @@ fn a_slowdown_what_was_drafted_cannot_explain_is_noise() {
     let normal = spread(100.0, 95.0, 105.0, 3);
     // 1.15 tokens per step from 0.5 drafted per step with a tenth of each step spent drafting:
     // at worst 1.15 / (1.65 * 1.1), 0.63x. Slower in every round at 0.27x is the machine's.
-    let drafting = Drafting {
+    let drafting = ModeDrafting {
         tokens_per_step: Some(1.15),
         drafted: Some(30),
         per_step: Some(0.5),
@@ -263,7 +263,7 @@ fn a_slowdown_what_was_drafted_cannot_explain_is_noise() {
         SpeedVerdict::Slower
     );
     // A drafter that takes most of each step explains more: the heads' share is measured.
-    let costly = Drafting {
+    let costly = ModeDrafting {
         draft_share: Some(2.0),
         ..drafting
     };
@@ -277,7 +277,7 @@ fn a_slowdown_what_was_drafted_cannot_explain_is_noise() {
         SpeedVerdict::Slower
     );
     // Without recorded steps (a remote engine) the slowest is unknown: the ranges decide.
-    let remote = Drafting {
+    let remote = ModeDrafting {
         per_step: None,
         draft_share: None,
         ..drafting
@@ -310,7 +310,7 @@ fn figures_carry_the_speedups_drafting_explains() {
 #[test]
 fn a_mode_that_drafted_nothing_is_noise_in_either_direction() {
     let normal = spread(100.0, 95.0, 105.0, 3);
-    let plain = Drafting {
+    let plain = ModeDrafting {
         tokens_per_step: Some(1.0),
         drafted: Some(0),
         per_step: Some(0.0),
@@ -327,7 +327,7 @@ fn a_mode_that_drafted_nothing_is_noise_in_either_direction() {
         );
     }
     // Drafting that was all rejected can explain a slowdown: it is measured.
-    let rejected = Drafting {
+    let rejected = ModeDrafting {
         tokens_per_step: Some(1.0),
         drafted: Some(40),
         per_step: Some(2.0),
@@ -362,7 +362,7 @@ fn a_mode_that_drafted_nothing_says_so_in_its_figures() {
 #[test]
 fn a_mode_that_barely_drafted_is_noise_in_either_direction() {
     let normal = spread(10.0, 3.0, 10.7, 2);
-    let barely = Drafting {
+    let barely = ModeDrafting {
         tokens_per_step: Some(1.03),
         drafted: Some(12),
         per_step: Some(0.1),
@@ -389,7 +389,7 @@ fn a_mode_that_barely_drafted_is_noise_in_either_direction() {
         SpeedVerdict::BarelyDrafted
     );
     // At the threshold drafting can explain a small slowdown: the ranges decide.
-    let enough = Drafting {
+    let enough = ModeDrafting {
         per_step: Some(BARELY_DRAFTED_PER_STEP),
         draft_share: None,
         ..barely
@@ -404,7 +404,7 @@ fn a_mode_that_barely_drafted_is_noise_in_either_direction() {
         SpeedVerdict::Slower
     );
     // Unknown per step (a remote engine records no steps): the other rules decide.
-    let unknown = Drafting {
+    let unknown = ModeDrafting {
         per_step: None,
         draft_share: None,
         ..barely
@@ -422,7 +422,7 @@ fn a_mode_that_barely_drafted_is_noise_in_either_direction() {
 
 #[test]
 fn rounds_on_both_sides_of_one_are_noise() {
-    let drafting = Drafting {
+    let drafting = ModeDrafting {
         tokens_per_step: Some(1.8),
         drafted: Some(60),
         per_step: Some(3.0),

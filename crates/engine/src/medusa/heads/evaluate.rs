@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::info::HeadsInfo;
-use crate::medusa::backend_heads::BackendHeads;
-use crate::medusa::head::Head;
+use crate::medusa::device_heads::DeviceHeads;
+use crate::medusa::head_weights::Head;
 use crate::token::TokenId;
 use crate::weights::matrix::QuantMatrix;
 
@@ -30,7 +30,7 @@ pub struct MedusaHeads {
     /// The threads the heads' products are split over, kept between steps.
     pub(super) pool: rayon::ThreadPool,
     /// The heads' weights on a ggml backend, when they run there.
-    pub(super) on_backend: Option<Mutex<BackendHeads>>,
+    pub(super) on_backend: Option<Mutex<DeviceHeads>>,
     /// Evaluations (of one head, for any number of queries) and queries since last taken.
     pub(super) evaluations: AtomicU64,
     pub(super) queries: AtomicU64,
@@ -215,7 +215,7 @@ pub fn scale_to_unit_rms(values: &mut [f32]) {
     }
 }
 
-pub(super) fn lock(backend: &Mutex<BackendHeads>) -> std::sync::MutexGuard<'_, BackendHeads> {
+pub(super) fn lock(backend: &Mutex<DeviceHeads>) -> std::sync::MutexGuard<'_, DeviceHeads> {
     // A panic while evaluating leaves nothing half-written that a later evaluation reads.
     backend
         .lock()

@@ -13,8 +13,8 @@ use super::format::{
 };
 use super::info::{BaseIdentity, HeadsInfo, TrainingRecord};
 use crate::error::EngineError;
-use crate::medusa::backend_heads::BackendDevice;
-use crate::medusa::head::Head;
+use crate::medusa::device_heads::BackendDevice;
+use crate::medusa::head_weights::Head;
 use crate::speculative::tree::TreeSpec;
 use crate::weights::gguf_file::GgufFile;
 use crate::weights::matrix::{type_name, QuantMatrix};

@@ -9,7 +9,7 @@ use super::compute::{HeadsCompute, HeadsPlacement, THREAD_POOL};
 use super::evaluate::{lock, HeadQuery, MedusaHeads};
 use crate::clock::ms_since;
 use crate::error::EngineError;
-use crate::medusa::backend_heads::{BackendDevice, BackendHeads};
+use crate::medusa::device_heads::{BackendDevice, DeviceHeads};
 use crate::token::TokenId;
 
 /// Timed runs per measurement; the fastest is kept (the others met a busier machine).
@@ -33,7 +33,7 @@ impl MedusaHeads {
         let mut ggml_error = None;
         if placement != HeadsPlacement::ThreadPool {
             let n_embd = self.info.base.n_embd as usize;
-            match BackendHeads::upload(
+            match DeviceHeads::upload(
                 &self.heads,
                 self.shared_projection.as_deref(),
                 n_embd,

@@ -12,7 +12,7 @@ use crate::request::draft::RequestDraft;
 use crate::request::valid::ValidRequest;
 use crate::request::{DraftPolicy, GenerateRequest, GenerationMode, Prompt, SamplingParams};
 use crate::speculative::model_drafter::{Agreement, DraftModelDrafter, Guesses, ModelProposer};
-use crate::step::toy_backend::{copied, next_letter, ToyModel, ToyVocabulary};
+use crate::step::toy_model::{copied, next_letter, ToyModel, ToyVocabulary};
 use crate::token::TokenId;
 
 const TOKENS: u32 = 24;
@@ -156,7 +156,7 @@ fn a_batch_of_drafting_requests_writes_what_each_writes_alone() {
         metrics.batch_tokens > metrics.steps,
         "no decode held more than one token"
     );
-    assert_eq!(batcher.backend().cells_held(), 0, "cells left behind");
+    assert_eq!(batcher.model().cells_held(), 0, "cells left behind");
 }
 
 #[test]
@@ -217,7 +217,7 @@ fn a_cancelled_request_frees_its_slot_and_cells_and_the_others_finish() {
             ToyModel::continuation(prompt, TOKENS as usize)
         );
     }
-    assert_eq!(batcher.backend().cells_held(), 0, "cells left behind");
+    assert_eq!(batcher.model().cells_held(), 0, "cells left behind");
 }
 
 #[test]
@@ -235,7 +235,7 @@ fn a_full_cache_fails_the_requests_of_that_decode_and_the_next_ones_run() {
         assert!(err.to_string().contains("no room in the cache"), "{err}");
     }
     assert_eq!(
-        batcher.backend().cells_held(),
+        batcher.model().cells_held(),
         0,
         "the failed requests' cells stay"
     );
@@ -322,7 +322,7 @@ fn cached_cells_make_way_for_running_requests() {
     assert!(metrics.cached_sequences <= 2);
     assert_eq!(metrics.idle_sequences_in_kv, 0);
     assert_eq!(
-        batcher.backend().cells_held(),
+        batcher.model().cells_held(),
         batcher.kv.cached_tokens(),
         "cells held outside the cache"
     );

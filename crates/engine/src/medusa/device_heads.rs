@@ -8,7 +8,7 @@ use std::ptr;
 
 use llama_cpp_sys_2 as sys;
 
-use super::head::Head;
+use super::head_weights::Head;
 use super::heads::HeadQuery;
 use crate::error::EngineError;
 use crate::weights::matrix::{QuantMatrix, GGML_TYPE_F32};
@@ -35,7 +35,7 @@ struct HeadTensors {
 }
 
 /// The heads' weights on a ggml backend and what evaluating them needs.
-pub struct BackendHeads {
+pub struct DeviceHeads {
     backend: sys::ggml_backend_t,
     weights_ctx: *mut sys::ggml_context,
     weights: sys::ggml_backend_buffer_t,
@@ -48,9 +48,9 @@ pub struct BackendHeads {
 
 // SAFETY: the ggml objects are owned by this value alone and used through `&mut self` only
 // (the caller keeps it behind a mutex), never from two threads at once.
-unsafe impl Send for BackendHeads {}
+unsafe impl Send for DeviceHeads {}
 
-impl Drop for BackendHeads {
+impl Drop for DeviceHeads {
     fn drop(&mut self) {
         // SAFETY: each was created by `upload` and is freed once, in reverse order of creation.
         unsafe {
@@ -155,7 +155,7 @@ fn f32_bytes(values: &[f32]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), std::mem::size_of_val(values)) }
 }
 
-impl BackendHeads {
+impl DeviceHeads {
     /// Uploads `heads` (and the base projection they share, if any) to `device`.
     pub(super) fn upload(
         heads: &[Head],

@@ -1,4 +1,4 @@
-//! A tiny deterministic model behind [`StepBackend`], for testing the batcher, verification and
+//! A tiny deterministic model behind [`Decoder`], for testing the batcher, verification and
 //! the KV bookkeeping in milliseconds without llama.cpp. It keeps cells as llama.cpp does (a
 //! position, a token and the sequences holding it) and refuses what llama.cpp would get wrong
 //! silently: a sequence given a second cell at one position, or a token whose context has a
@@ -13,7 +13,7 @@
 use crate::error::EngineError;
 use crate::request::Prompt;
 use crate::speculative::costs::{CostModel, CostPoint, CostSource};
-use crate::step::backend::{DecodeTimes, KvCells, StepBackend};
+use crate::step::decoder::{DecodeTimes, Decoder, KvCells};
 use crate::token::TokenId;
 use crate::token::Vocabulary;
 
@@ -177,7 +177,7 @@ fn next_token(context: &[TokenId]) -> TokenId {
     }
 }
 
-impl StepBackend for ToyModel {
+impl Decoder for ToyModel {
     fn n_batch(&self) -> usize {
         self.n_batch
     }

@@ -1,7 +1,8 @@
-//! The seam between the scheduler and the model: what a step needs of it. A batch to fill and
-//! decode, what the decode computed, and the KV cache's cells by sequence id. The scheduler,
-//! the requests and verification see only this; [`LlamaRuntime`](crate::llama::runtime) is the
-//! real one, and the scheduler's tests run on a small deterministic model.
+//! The seam between the batcher and the model: what a step needs of it. A batch to fill and
+//! decode, what the decode computed and costs ([`Decoder`]), and the KV cache's cells by
+//! sequence id ([`KvCells`]). The batcher, the requests and verification see only this;
+//! [`LlamaRuntime`](crate::llama::runtime) is the real one, and the batcher's and the
+//! scheduler's tests run on a small deterministic model (`toy_model`).
 
 use crate::error::EngineError;
 use crate::request::Prompt;
@@ -40,7 +41,7 @@ pub(crate) trait KvCells {
 
     fn holds_cells(&self, seq: i32) -> bool;
 
-    /// Makes room for a decode of up to `incoming` tokens where the backend keeps cells in
+    /// Makes room for a decode of up to `incoming` tokens where the model keeps cells in
     /// order (exact mode); the sequences whose cells it had to drop are returned.
     fn keep_cell_order(
         &mut self,
@@ -50,7 +51,7 @@ pub(crate) trait KvCells {
 }
 
 /// A batch to fill and decode, what the decode computed, and what decodes cost.
-pub(crate) trait StepBackend: KvCells {
+pub(crate) trait Decoder: KvCells {
     /// Most tokens one decode takes.
     fn n_batch(&self) -> usize;
 
@@ -84,7 +85,7 @@ pub(crate) trait StepBackend: KvCells {
     /// Logits of the last decode at batch index `index`; an error where that decode gave none.
     fn logits(&self, index: i32) -> Result<&[f32], EngineError>;
 
-    /// Final hidden state of the last decode at batch index `index`, when the backend returns
+    /// Final hidden state of the last decode at batch index `index`, when the model returns
     /// them.
     fn hidden_state(&self, index: i32) -> Result<&[f32], EngineError>;
 
