@@ -106,9 +106,17 @@ impl SchedulerRuntime<'static> for ToyModel {
 
 /// A scheduler on the toy model with `slots` slots, on a thread of its own, reading `commands`;
 /// it ends when it is told to shut down.
-fn start(slots: usize, mut commands: UnboundedReceiver<Command>) -> thread::JoinHandle<()> {
+fn start(slots: usize, commands: UnboundedReceiver<Command>) -> thread::JoinHandle<()> {
+    start_with(slots, commands, Arc::new(Shared::default()))
+}
+
+/// [`start`], with the metrics it keeps.
+fn start_with(
+    slots: usize,
+    mut commands: UnboundedReceiver<Command>,
+    shared: Arc<Shared>,
+) -> thread::JoinHandle<()> {
     thread::spawn(move || {
-        let shared = Arc::new(Shared::default());
         RUNNING.with(|running| *running.borrow_mut() = Some(shared.clone()));
         let batcher = Batcher::new(
             ToyModel::new(4096, 256, 128),
@@ -170,14 +178,7 @@ fn shutting_down_fails_every_queued_request_and_embedding_call() {
     // call, then reads the shutdown before any step.
     let mut running = generate(&commands, "abcab", 24);
     let mut waiting = generate(&commands, "hello", 24);
-    let (reply, embedding) = oneshot::channel();
-    commands
-        .send(Command::Embed(EmbeddingJob {
-            texts: vec![vec![LlamaToken(1); 4]],
-            reply,
-            queued_at: Instant::now(),
-        }))
-        .unwrap();
+    let embedding = embed(&commands, 4);
     commands.send(Command::Shutdown).unwrap();
     start(1, receiver).join().expect("the loop ends");
     assert!(matches!(
@@ -216,14 +217,7 @@ fn a_panicking_step_fails_its_requests_and_the_next_ones_run() {
 fn an_embedding_call_is_read_a_chunk_between_steps() {
     let (commands, receiver) = unbounded_channel();
     let mut generation = generate(&commands, "abcab", 24);
-    let (reply, embedding) = oneshot::channel();
-    commands
-        .send(Command::Embed(EmbeddingJob {
-            texts: vec![vec![LlamaToken(1); 3]],
-            reply,
-            queued_at: Instant::now(),
-        }))
-        .unwrap();
+    let embedding = embed(&commands, 3);
     let scheduler = start(1, receiver);
     let vectors = embedding.blocking_recv().unwrap().expect("read");
     // One chunk after each of the generation's first steps: neither waits for the other.
@@ -273,6 +267,59 @@ fn a_rendered_prompt_is_answered_between_steps() {
     let scheduler = start(1, receiver);
     let rendered = rendered.recv().unwrap().expect("rendered");
     assert_eq!((rendered.text.as_str(), rendered.token_count), ("hello", 5));
+    commands.send(Command::Shutdown).unwrap();
+    scheduler.join().unwrap();
+}
+
+/// An embedding call of `tokens` tokens, one text; its answer.
+fn embed(
+    commands: &UnboundedSender<Command>,
+    tokens: usize,
+) -> oneshot::Receiver<Result<Vec<Embedding>, EngineError>> {
+    let (reply, answer) = oneshot::channel();
+    commands
+        .send(Command::Embed(EmbeddingJob {
+            texts: vec![vec![LlamaToken(1); tokens]],
+            reply,
+            queued_at: Instant::now(),
+        }))
+        .expect("the scheduler reads");
+    answer
+}
+
+#[test]
+fn a_dropped_embedding_call_stops_being_read() {
+    let (commands, receiver) = unbounded_channel();
+    drop(embed(&commands, 100));
+    let answer = embed(&commands, 1);
+    let shared = Arc::new(Shared::default());
+    let scheduler = start_with(1, receiver, shared.clone());
+    // The call behind it answers once the dropped one has been let go.
+    assert_eq!(answer.blocking_recv().unwrap().expect("read")[0].tokens, 1);
+    commands.send(Command::Shutdown).unwrap();
+    scheduler.join().unwrap();
+    let metrics = shared.metrics();
+    assert_eq!(metrics.embedding_tokens, 1, "the dropped call was read");
+    assert_eq!(metrics.embedding_calls, 0);
+}
+
+#[test]
+fn a_diagnostic_that_panics_answers_nothing_and_the_engine_goes_on() {
+    let (commands, receiver) = unbounded_channel();
+    commands.send(Command::PanicInNextStep).unwrap();
+    let (reply, answer) = std_mpsc::channel();
+    commands
+        .send(Command::Diagnostic(Diagnostic::Baseline {
+            prompt: Prompt::Text("abc".into()),
+            max_tokens: 4,
+            reply,
+        }))
+        .unwrap();
+    let scheduler = start(1, receiver);
+    assert!(answer.recv().is_err(), "the diagnostic answered");
+    let mut next = generate(&commands, "abcab", 8);
+    let summary = outcome(&mut next).expect("the engine runs on");
+    assert_eq!(summary.text, ToyModel::continuation("abcab", 8));
     commands.send(Command::Shutdown).unwrap();
     scheduler.join().unwrap();
 }

@@ -271,57 +271,6 @@ fn two_hundred_short_requests_leave_nothing_behind() {
 }
 
 #[test]
-fn a_long_prefill_does_not_stall_running_decodes() {
-    let engine = engine(2, 8);
-    let mut runner = engine
-        .generate(greedy(
-            chat("Count from one to two hundred, one number per line."),
-            300,
-            GenerationMode::Normal,
-        ))
-        .unwrap();
-    // Let the runner reach its decode phase.
-    let mut seen = 0;
-    while seen < 3 {
-        if let Some(GenerationEvent::Text { .. }) = runner.blocking_next() {
-            seen += 1;
-        }
-    }
-    let long_prompt = format!(
-        "Summarize this text: {}",
-        "The river flows past the old mill and the meadow. ".repeat(60)
-    );
-    let mut newcomer = engine
-        .generate(greedy(chat(&long_prompt), 4, GenerationMode::Normal))
-        .unwrap();
-    // Count the runner's tokens that arrive before the newcomer's first token.
-    let mut runner_tokens = 0;
-    loop {
-        match newcomer.blocking_next() {
-            Some(GenerationEvent::Text { .. }) | Some(GenerationEvent::Finished(_)) | None => break,
-            Some(GenerationEvent::Failed(err)) => panic!("{err}"),
-            _ => {}
-        }
-    }
-    while let Ok(event) = runner_poll(&mut runner) {
-        if matches!(event, GenerationEvent::Text { .. }) {
-            runner_tokens += 1;
-        }
-    }
-    // The prompt is hundreds of tokens, prefilled 64 per step beside the runner's decodes.
-    assert!(
-        runner_tokens >= 5,
-        "the runner produced only {runner_tokens} tokens during the prefill"
-    );
-    runner.cancel();
-}
-
-/// Events already delivered to a stream, without waiting.
-fn runner_poll(stream: &mut engine::GenerationStream) -> Result<GenerationEvent, ()> {
-    stream.try_next().ok_or(())
-}
-
-#[test]
 fn batched_greedy_runs_return_the_hidden_state_behind_each_token() {
     let mut config = EngineConfig::new(model_path());
     config.parallel = 3;
@@ -446,43 +395,6 @@ fn a_generation_answers_while_a_large_embedding_call_is_read_between_its_steps()
     let alone = engine.embed(long_texts(1, 100)).expect("embedded");
     assert_eq!(alone[0], embeddings[0]);
     let metrics = settled_metrics(&engine);
-    assert_eq!(
-        (metrics.embedding_calls, metrics.queued),
-        (0, 0),
-        "{metrics:?}"
-    );
-}
-
-#[test]
-fn a_dropped_embedding_call_stops_being_read() {
-    let engine = embedding_engine();
-    let call = engine
-        .submit_embedding(long_texts(64, 100))
-        .expect("within the budget");
-    let total: u64 = {
-        // What the call would read: the same texts, counted by the tokenizer.
-        let rendered: usize = long_texts(64, 100)
-            .iter()
-            .map(|t| {
-                engine
-                    .render_prompt(engine::Prompt::Text(t.clone()))
-                    .unwrap()
-                    .token_count
-            })
-            .sum();
-        rendered as u64
-    };
-    drop(call);
-    // A call behind it answers only once the dropped one has been let go.
-    engine
-        .embed(vec!["one short text".into()])
-        .expect("embedded");
-    let metrics = settled_metrics(&engine);
-    assert!(
-        metrics.embedding_tokens < total / 2,
-        "the dropped call went on being read: {} of {total} tokens",
-        metrics.embedding_tokens
-    );
     assert_eq!(
         (metrics.embedding_calls, metrics.queued),
         (0, 0),

@@ -439,3 +439,42 @@ fn a_short_prompt_starts_within_a_step_of_arriving_beside_a_long_prompt() {
     );
     assert_eq!(short.text, ToyModel::continuation("abcab", TOKENS as usize));
 }
+
+#[test]
+fn a_long_prefill_does_not_stall_running_decodes() {
+    let mut batcher = batcher(ToyModel::new(4096, 1024, 128), 2);
+    let (mut runner, _) = submit(
+        &mut batcher,
+        request("abcab", GenerationMode::Normal, DraftPolicy::Auto),
+    );
+    // The runner decodes by its third step.
+    for _ in 0..3 {
+        batcher.admit();
+        batcher.guarded_step();
+    }
+    while runner.try_recv().is_ok() {}
+    let long_prompt = "the river flows past the old mill ".repeat(20);
+    let (mut newcomer, _) = submit(
+        &mut batcher,
+        request(&long_prompt, GenerationMode::Normal, DraftPolicy::Auto),
+    );
+    let mut steps = 0;
+    let first_token = loop {
+        batcher.admit();
+        batcher.guarded_step();
+        steps += 1;
+        let started = std::iter::from_fn(|| newcomer.try_recv().ok())
+            .any(|event| matches!(event, GenerationEvent::Text { .. }));
+        if started || steps == 100 {
+            break started;
+        }
+    };
+    assert!(first_token, "the newcomer never wrote");
+    let runner_texts = std::iter::from_fn(|| runner.try_recv().ok())
+        .filter(|event| matches!(event, GenerationEvent::Text { .. }))
+        .count();
+    // The toy reads a letter a token: 520 prompt tokens, read 64 a step beside the runner's
+    // decodes, take 9 steps, with a token of the runner's in each.
+    assert_eq!(steps, 520usize.div_ceil(PREFILL_CHUNK_WHEN_BUSY));
+    assert_eq!(runner_texts, steps);
+}
