@@ -197,15 +197,13 @@ impl<'m, R: SchedulerRuntime<'m>> Scheduler<'m, R> {
             if self.batcher.take_injected_panic() {
                 panic!("a fault injected into this diagnostic");
             }
-            let heads = self.batcher.heads().cloned();
+            let heads = self.batcher.drafters().heads().cloned();
             self.batcher
                 .model_mut()
                 .run_diagnostic(diagnostic, heads.as_deref());
         }));
         // Their evaluations are not a request's.
-        if let Some(heads) = self.batcher.heads() {
-            heads.take_counts();
-        }
+        self.batcher.drafters().forget_work();
         if let Err(payload) = ran {
             tracing::error!(panic = %panic_message(payload.as_ref()), "a diagnostic panicked");
             self.batcher.reset_cells();

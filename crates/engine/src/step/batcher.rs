@@ -14,7 +14,6 @@ use crate::engine_metrics::{Shared, StepCount};
 use crate::error::EngineError;
 use crate::events::{GenerationEvent, StopReason};
 use crate::grammar::trial::GRAMMAR_STEP_LIMIT;
-use crate::medusa::heads::MedusaHeads;
 use crate::output::OutputSink;
 use crate::sampling::rng::random_seed;
 use crate::speculative::budget::BatchLoad;
@@ -88,8 +87,8 @@ impl<'m, B: Decoder> Batcher<'m, B> {
         &mut self.model
     }
 
-    pub(crate) fn heads(&self) -> Option<&Arc<MedusaHeads>> {
-        self.drafters.heads()
+    pub(crate) fn drafters(&self) -> &DrafterPool<'m> {
+        &self.drafters
     }
 
     pub(crate) fn queue(&mut self, request: QueuedRequest) {

@@ -152,6 +152,13 @@ impl<'m> DrafterPool<'m> {
         &self.step_drafters
     }
 
+    /// Drops the step drafters' counts of work done outside a request's step (a diagnostic's).
+    pub(crate) fn forget_work(&self) {
+        for drafter in self.step_drafters.iter() {
+            drafter.take_counts();
+        }
+    }
+
     /// Lookup remembers `buckets` contexts of each length of finished requests' text (none
     /// when 0).
     pub(crate) fn with_lookup_memory(mut self, buckets: usize) -> Self {
