@@ -1,20 +1,20 @@
 //! Medusa Playground's desktop app: the web UI in a native window, talking to the engine and the
 //! run history through Tauri commands (see [`commands`]) instead of HTTP.
 
-pub mod backend;
 pub mod commands;
 pub mod conversation_commands;
 pub mod locale;
 pub mod model_commands;
 pub mod remote_commands;
 mod shutdown;
+pub mod startup;
 pub mod training_commands;
 mod window_size;
 
 use anyhow::Context;
 use tauri::Manager;
 
-pub use backend::BackendOptions;
+pub use startup::StartupOptions;
 
 /// The command handlers, shared by the app and its tests.
 pub fn invoke_handler<R: tauri::Runtime>(
@@ -72,7 +72,7 @@ pub fn run() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let options = BackendOptions::from_env();
+    let options = StartupOptions::from_env();
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_dialog::init())
         .invoke_handler(invoke_handler())
@@ -82,9 +82,9 @@ pub fn run() -> anyhow::Result<()> {
                     tracing::warn!(error = %err, "could not fit the window to the screen");
                 }
             }
-            let state = tauri::async_runtime::block_on(backend::start(options))?;
+            let state = tauri::async_runtime::block_on(startup::start(options))?;
             app.manage(state);
-            app.manage(backend::catalog()?);
+            app.manage(startup::catalog()?);
             Ok(())
         })
         .build(tauri::generate_context!())

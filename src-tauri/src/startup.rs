@@ -1,4 +1,4 @@
-//! The app's backend: the run history and the model, loaded in the background.
+//! What the app starts with: the run history and the model, loaded in the background.
 
 use std::path::PathBuf;
 
@@ -11,14 +11,14 @@ use playground::{LoadRequest, ModelSource, Playground};
 /// when the model is the default), `MEDUSA_DB` (default: the user's data directory),
 /// `MEDUSA_TREE`.
 #[derive(Debug, Clone, Default)]
-pub struct BackendOptions {
+pub struct StartupOptions {
     pub model: Option<PathBuf>,
     pub heads: Option<PathBuf>,
     pub tree: Option<String>,
     pub db: Option<PathBuf>,
 }
 
-impl BackendOptions {
+impl StartupOptions {
     pub fn from_env() -> Self {
         let path = |name| std::env::var_os(name).map(PathBuf::from);
         Self {
@@ -31,7 +31,7 @@ impl BackendOptions {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum BackendError {
+pub enum StartupError {
     #[error("cannot open the run history: {0}")]
     Store(#[from] store::StoreError),
     #[error("invalid tree: {0}")]
@@ -42,12 +42,12 @@ pub enum BackendError {
 
 /// The models cache and the model hub (`HF_ENDPOINT`, else Hugging Face): the app loads any
 /// file the user picks, so the cache is the one folder it lists.
-pub fn catalog() -> Result<Catalog, BackendError> {
+pub fn catalog() -> Result<Catalog, StartupError> {
     Ok(Catalog::new(models::cache_dir()?, Vec::new()))
 }
 
 /// Opens the run history and starts loading the model; returns without waiting for the model.
-pub async fn start(options: BackendOptions) -> Result<Playground, BackendError> {
+pub async fn start(options: StartupOptions) -> Result<Playground, StartupError> {
     let db = match options.db {
         Some(path) => path,
         None => store::Store::default_path()?,
@@ -58,7 +58,7 @@ pub async fn start(options: BackendOptions) -> Result<Playground, BackendError> 
         .as_deref()
         .map(engine::TreeSpec::from_name_or_file)
         .transpose()
-        .map_err(|e| BackendError::Tree(e.to_string()))?;
+        .map_err(|e| StartupError::Tree(e.to_string()))?;
     let heads = models::heads_to_load(options.heads, options.model.as_deref())?;
     let model = match options.model {
         Some(path) => ModelSource::Path(path),
