@@ -14,11 +14,13 @@
 //! that heads for another model are refused instead of silently drafting nonsense.
 
 mod compute;
+mod device;
 mod evaluate;
 mod format;
 mod info;
 mod load;
 mod placement;
+mod weights;
 mod widen;
 mod write;
 

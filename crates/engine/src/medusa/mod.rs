@@ -4,8 +4,6 @@
 
 pub mod accuracy;
 pub mod convert;
-mod device_heads;
-mod head_weights;
 pub mod heads;
 pub mod heads_drafter;
 pub mod plan;

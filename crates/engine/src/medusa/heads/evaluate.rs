@@ -4,9 +4,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::device::DeviceHeads;
 use super::info::HeadsInfo;
-use crate::medusa::device_heads::DeviceHeads;
-use crate::medusa::head_weights::Head;
+use super::weights::Head;
 use crate::token::TokenId;
 use crate::weights::matrix::QuantMatrix;
 

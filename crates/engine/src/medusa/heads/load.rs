@@ -7,14 +7,14 @@ use std::sync::Arc;
 use llama_cpp_2::model::LlamaModel;
 
 use super::compute::{HeadsCompute, HeadsPlacement};
+use super::device::BackendDevice;
 use super::evaluate::MedusaHeads;
 use super::format::{
     as_rows, block_bias, block_weight, check_subset, keys, path_weight, projection, root_weight,
 };
 use super::info::{BaseIdentity, HeadsInfo, TrainingRecord};
+use super::weights::Head;
 use crate::error::EngineError;
-use crate::medusa::device_heads::BackendDevice;
-use crate::medusa::head_weights::Head;
 use crate::speculative::tree::TreeSpec;
 use crate::weights::gguf_file::GgufFile;
 use crate::weights::matrix::{type_name, QuantMatrix};

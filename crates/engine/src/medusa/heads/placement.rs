@@ -6,10 +6,10 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::compute::{HeadsCompute, HeadsPlacement, THREAD_POOL};
+use super::device::{BackendDevice, DeviceHeads};
 use super::evaluate::{lock, HeadQuery, MedusaHeads};
 use crate::clock::ms_since;
 use crate::error::EngineError;
-use crate::medusa::device_heads::{BackendDevice, DeviceHeads};
 use crate::token::TokenId;
 
 /// Timed runs per measurement; the fastest is kept (the others met a busier machine).

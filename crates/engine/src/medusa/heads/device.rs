@@ -8,8 +8,8 @@ use std::ptr;
 
 use llama_cpp_sys_2 as sys;
 
-use super::head_weights::Head;
-use super::heads::HeadQuery;
+use super::weights::Head;
+use super::HeadQuery;
 use crate::error::EngineError;
 use crate::weights::matrix::{QuantMatrix, GGML_TYPE_F32};
 
