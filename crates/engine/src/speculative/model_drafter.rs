@@ -51,14 +51,14 @@ impl Guesses {
 /// How well a draft model guesses the served model's answers, measured when it loads: the
 /// starting point of its acceptance before any request has drafted with it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Agreement {
+pub(crate) struct Agreement {
     /// Of the draft model's confident guesses along the served model's greedy answer, the
     /// share that was the served model's token.
-    pub rate: f64,
+    pub(crate) rate: f64,
     /// Confident guesses behind the rate.
-    pub guesses: usize,
+    pub(crate) guesses: usize,
     /// One draft decode of a single token.
-    pub ms_per_token: f64,
+    pub(crate) ms_per_token: f64,
 }
 
 pub struct DraftModelDrafter<M> {

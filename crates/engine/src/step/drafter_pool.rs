@@ -125,22 +125,22 @@ impl<'m> DrafterPool<'m> {
                 )],
             );
         }
-        let mut step_drafters = StepDrafters::default();
-        if let Some(setup) = &medusa {
-            // What they evaluated when they loaded is not a request's.
-            setup.heads.take_counts();
-            step_drafters.add(Box::new(HeadsDrafter::new(setup.heads.clone())));
-        }
-        Self {
+        let heads = medusa.as_ref().map(|setup| setup.heads.clone());
+        let pool = Self {
             medusa,
-            step_drafters,
+            step_drafters: StepDrafters::default(),
             known,
             confidence_z,
             memory: None,
+        };
+        match heads {
+            Some(heads) => pool.with_step_drafter(Box::new(HeadsDrafter::new(heads))),
+            None => pool,
         }
     }
 
-    /// Adds a drafter that works for every request of a step together (the draft model).
+    /// Adds a drafter that works for every request of a step together (the heads, the draft
+    /// model).
     pub(crate) fn with_step_drafter(mut self, drafter: Box<dyn StepDrafter + 'm>) -> Self {
         // What it evaluated when it loaded is not a request's.
         drafter.take_counts();
