@@ -76,6 +76,7 @@ pub async fn start(options: StartupOptions) -> Result<Playground, StartupError> 
             model,
             heads,
             draft_model: None,
+            drafter: None,
             tree,
             ctx_size: None,
             exact: None,

@@ -92,7 +92,7 @@ impl BenchArgs {
     /// lookup) and the grammar, if one is given.
     pub fn with_drafts(&self, request: GenerateRequest) -> GenerateRequest {
         let mut request = self.model.with_default_draft(request);
-        if let (GenerationMode::Lookup | GenerationMode::Draft, Some(n)) =
+        if let (GenerationMode::Lookup | GenerationMode::Draft | GenerationMode::Eagle, Some(n)) =
             (request.mode, self.draft_length)
         {
             request.draft = DraftPolicy::Length(n);

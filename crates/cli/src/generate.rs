@@ -71,7 +71,8 @@ impl SpeculativeArgs {
     pub fn apply(&self, mut request: GenerateRequest, mode: GenerationMode) -> GenerateRequest {
         request.mode = mode;
         request.max_draft_tokens = self.max_draft;
-        if let (GenerationMode::Lookup | GenerationMode::Draft, Some(n)) = (mode, self.draft_length)
+        if let (GenerationMode::Lookup | GenerationMode::Draft | GenerationMode::Eagle, Some(n)) =
+            (mode, self.draft_length)
         {
             request.draft = DraftPolicy::Length(n);
         }

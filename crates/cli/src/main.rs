@@ -18,6 +18,7 @@ mod remote_bench;
 mod sampling_args;
 mod scale_model;
 mod serve;
+mod train_drafter;
 mod train_heads;
 mod tune;
 
@@ -60,6 +61,8 @@ enum Commands {
     Tune(tune::TuneArgs),
     /// Train Medusa heads for a model on its own answers (self-distillation).
     TrainHeads(train_heads::TrainHeadsArgs),
+    /// Train a feature-level drafter (one decoder layer, EAGLE-style) on collected answers.
+    TrainDrafter(train_drafter::TrainDrafterArgs),
     /// Write training prompts made from templates (no network needed), one per line.
     MakePrompts(make_prompts::MakePromptsArgs),
 }
@@ -94,6 +97,7 @@ fn main() -> std::process::ExitCode {
         Commands::Serve(args) => serve::run(args),
         Commands::Tune(args) => tune::run(args),
         Commands::TrainHeads(args) => train_heads::run(args),
+        Commands::TrainDrafter(args) => train_drafter::run(args),
         Commands::MakePrompts(args) => make_prompts::run(args),
     };
     match result {

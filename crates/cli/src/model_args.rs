@@ -50,6 +50,10 @@ pub struct ModelArgs {
     /// of auto), e.g. a lower-precision copy made with `medusa quantize`.
     #[arg(long, value_name = "FILE", env = "MEDUSA_DRAFT_MODEL")]
     pub draft_model: Option<PathBuf>,
+    /// A feature drafter for this model (`medusa train-drafter`), enabling `--mode eagle` and
+    /// drafting in auto.
+    #[arg(long, value_name = "FILE", env = "MEDUSA_DRAFTER")]
+    pub drafter: Option<PathBuf>,
     /// Where the heads run: `fastest` (both places timed when they load), `threads` (the
     /// engine's thread pool) or `ggml` (a ggml backend: the GPU the model went to, else ggml's
     /// CPU backend).
@@ -166,6 +170,7 @@ impl ModelArgs {
         }
         config.heads_path = heads;
         config.draft_model_path = self.draft_model.clone();
+        config.feature_drafter_path = self.drafter.clone();
         config.tree = match self.tree.trim() {
             // Known only once the heads are loaded and the costs measured: given per request.
             "auto" | TUNED => None,
@@ -273,6 +278,29 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
                 println!(
                     "             agreed with the model on {:.0}% of its confident guesses at load; {ms:.1} ms per drafted token",
                     agreement * 100.0
+                );
+            }
+        }
+        if let Some(eagle) = &info.eagle {
+            let measured: Vec<String> = eagle
+                .heldout_tokens_per_step
+                .iter()
+                .map(|(nodes, tokens)| format!("{tokens:.2} with {nodes} nodes"))
+                .collect();
+            println!(
+                "drafter      {} (a window of {}, {}); {:.2} ms per tree of 8 here",
+                eagle.path.display(),
+                eagle.window,
+                eagle.vocab_subset.map_or_else(
+                    || "all tokens".to_owned(),
+                    |n| format!("{n} most frequent tokens")
+                ),
+                eagle.draft_ms
+            );
+            if !measured.is_empty() {
+                println!(
+                    "             tokens per step along held-out answers: {}",
+                    measured.join(", ")
                 );
             }
         }

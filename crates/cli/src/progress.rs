@@ -161,6 +161,7 @@ pub fn step_line(step: &StepEvent) -> String {
             TokenSource::Head(k) => format!("head{k}"),
             TokenSource::Lookup => "lookup".to_owned(),
             TokenSource::DraftModel => "draft".to_owned(),
+            TokenSource::Eagle => "eagle".to_owned(),
         })
         .collect();
     format!(

@@ -185,7 +185,7 @@ fn bench_request(
                 TreeSpec::from_name_or_file(name).with_context(|| format!("--tree {name}"))?,
             ),
         },
-        GenerationMode::Lookup | GenerationMode::Draft => args
+        GenerationMode::Lookup | GenerationMode::Draft | GenerationMode::Eagle => args
             .draft_length
             .map_or(DraftPolicy::Auto, DraftPolicy::Length),
         _ => DraftPolicy::Auto,

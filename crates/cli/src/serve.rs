@@ -120,6 +120,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         heads: template.heads_path.clone(),
         draft_model: template.draft_model_path.clone(),
+        drafter: template.feature_drafter_path.clone(),
         tree: template.tree.clone(),
         ctx_size: None,
         exact: None,

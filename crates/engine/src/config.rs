@@ -37,6 +37,8 @@ pub struct EngineConfig {
     /// A smaller GGUF with the model's vocabulary that drafts tokens for it (draft mode, and
     /// part of auto).
     pub draft_model_path: Option<PathBuf>,
+    /// A feature drafter for this model (`medusa train-drafter`), enabling eagle mode.
+    pub feature_drafter_path: Option<PathBuf>,
     /// Where the heads are evaluated: the faster of the engine's thread pool and a ggml backend
     /// (the model's GPU, or ggml's CPU backend) unless one is asked for.
     pub heads_placement: HeadsPlacement,
@@ -123,6 +125,7 @@ impl EngineConfig {
             gpu_layers: 999,
             heads_path: None,
             draft_model_path: None,
+            feature_drafter_path: None,
             heads_placement: HeadsPlacement::Fastest,
             tree: None,
             decode_costs_dir: None,

@@ -148,6 +148,7 @@ impl Engine {
             heads,
             default_tree,
             self.info.draft_model.is_some(),
+            self.info.eagle.is_some(),
         )?;
         if request.record_hidden_states && !self.returns_hidden_states {
             return Err(EngineError::InvalidParameter {

@@ -15,22 +15,24 @@ use crate::config::{EngineConfig, LoadStage, DEFAULT_CTX_SIZE};
 use crate::cost_cache::{CostCache, CostKey};
 use crate::engine_metrics::Shared;
 use crate::error::EngineError;
-use crate::info::{DraftModelInfo, ModelInfo};
+use crate::feature_drafter::{EagleDrafter, FeatureDrafterModel};
+use crate::info::{DraftModelInfo, EagleInfo, ModelInfo};
 use crate::llama::compute::ComputeInfo;
 use crate::llama::draft_model::{DraftModel, VocabSummary};
 use crate::llama::runtime::{LlamaRuntime, RuntimeSettings};
 use crate::llama_process::{backend, clear_recent_errors, take_recent_errors};
-use crate::medusa::heads::MedusaHeads;
+use crate::medusa::heads::{BaseIdentity, MedusaHeads};
 use crate::medusa::plan::plan_tree;
 use crate::request::MAX_DRAFT_TOKENS;
 use crate::sampling::defaults::SamplingDefaults;
 use crate::scheduler::{Command, Scheduler};
+use crate::speculative::drafter_kind::DrafterKind;
 use crate::speculative::model_drafter::{Agreement, DraftModelDrafter};
 use crate::speculative::outlook::WidenedCosts;
 use crate::speculative::tree::TreeSpec;
 use crate::step::batcher::Batcher;
 use crate::step::decoder::Decoder;
-use crate::step::drafter_pool::{DrafterPool, MedusaSetup};
+use crate::step::drafter_pool::{eagle_prior, DrafterPool, MedusaSetup};
 use crate::step::kv_ledger::SequenceIds;
 use crate::weights::model_file;
 use crate::weights::quantize::file_type_name;
@@ -105,9 +107,18 @@ pub(crate) fn engine_thread(
             return;
         }
     };
+    let eagle = match load_eagle(&config, &model, threads) {
+        Ok(eagle) => eagle,
+        Err(err) => {
+            let _ = ready.send(Err(err));
+            return;
+        }
+    };
+    // Medusa heads and the feature drafter read the final hidden states, which llama.cpp
+    // returns as embeddings.
+    let returns_hidden_states = heads.is_some() || eagle.is_some() || config.hidden_states;
     let params = LlamaContextParams::default()
-        // Medusa heads read the final hidden state, which llama.cpp returns as embeddings.
-        .with_embeddings(heads.is_some() || config.hidden_states)
+        .with_embeddings(returns_hidden_states)
         .with_pooling_type(LlamaPoolingType::None)
         .with_n_ctx(NonZeroU32::new(n_ctx_total))
         .with_n_batch(n_batch)
@@ -166,7 +177,7 @@ pub(crate) fn engine_thread(
             n_ctx_seq: n_ctx_seq as usize,
             max_seqs_per_token: n_seq_max,
             retired_seq: config.exact.then_some(n_seq_max as i32 - 1),
-            returns_hidden_states: heads.is_some() || config.hidden_states,
+            returns_hidden_states,
             cost_cache,
             given_costs: config.decode_costs.clone(),
             cpu_threads: (!on_gpu).then_some(threads),
@@ -214,6 +225,7 @@ pub(crate) fn engine_thread(
         .as_ref()
         .zip(config.draft_model_path.as_ref())
         .map(|((draft, header), path)| draft_model_info(draft, header, path, draft_agreement));
+    info.eagle = eagle.as_ref().map(|(_, eagle_info)| eagle_info.clone());
     if let Some(medusa) = &medusa {
         info.heads = Some(medusa.heads.info().clone());
         info.medusa_tree = medusa.plan.tree.clone();
@@ -231,6 +243,11 @@ pub(crate) fn engine_thread(
     if let Some((draft, _)) = draft_model {
         drafters =
             drafters.with_step_drafter(Box::new(DraftModelDrafter::new(RefCell::new(draft))));
+    }
+    if let Some((eagle, eagle_info)) = eagle {
+        drafters = drafters
+            .with_step_drafter(Box::new(EagleDrafter::new(eagle)))
+            .with_prior(DrafterKind::Eagle, eagle_prior(&eagle_info));
     }
     let batcher = Batcher::new(
         runtime,
@@ -268,6 +285,31 @@ fn plan_medusa(
     })?;
     tracing::info!(decision = %plan.decision, "medusa plan");
     Ok(MedusaSetup::new(heads, plan))
+}
+
+/// Loads the configured feature drafter, timing what a tree of 8 costs here.
+fn load_eagle(
+    config: &EngineConfig,
+    model: &LlamaModel,
+    threads: usize,
+) -> Result<Option<(Arc<FeatureDrafterModel>, EagleInfo)>, EngineError> {
+    let Some(path) = &config.feature_drafter_path else {
+        return Ok(None);
+    };
+    let drafter =
+        FeatureDrafterModel::load(path, &BaseIdentity::of(model), &config.model_path, threads)?;
+    let info = EagleInfo {
+        path: path.clone(),
+        file_size_bytes: std::fs::metadata(path).map_or(0, |m| m.len()),
+        window: drafter.shape().window,
+        vocab_subset: drafter.vocab_rows(),
+        heldout_tokens_per_step: drafter
+            .training()
+            .map(|t| t.heldout_tokens_per_step.clone())
+            .unwrap_or_default(),
+        draft_ms: drafter.time_tree(8),
+    };
+    Ok(Some((Arc::new(drafter), info)))
 }
 
 /// Loads the configured heads and checks that a given tree fits them.
@@ -455,6 +497,7 @@ fn model_info(
         medusa_plan: None,
         drafting_outlook: None,
         draft_model: None,
+        eagle: None,
         parallel: 1,
         exact: config.exact,
         cpu_kernels: config.cpu_kernels,

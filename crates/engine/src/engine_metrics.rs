@@ -50,6 +50,10 @@ pub struct EngineMetrics {
     /// evaluation grow with the requests.
     pub heads_evaluations: u64,
     pub heads_queries: u64,
+    /// Evaluations of the feature drafter's layer while drafting (one per depth for every
+    /// request growing a tree), and the tree nodes in them.
+    pub eagle_evaluations: u64,
+    pub eagle_queries: u64,
     /// Embedding calls the engine holds, waiting or being read (those waiting also count in
     /// `queued`).
     pub embedding_calls: usize,
@@ -133,7 +137,7 @@ impl Shared {
     }
 
     /// A step drafter's work in a step: the draft model's decodes and their tokens, the
-    /// heads' evaluations and the questions in them.
+    /// heads' and the feature drafter's evaluations and the questions in them.
     pub(crate) fn count_drafter_work(&self, drafter: DrafterKind, work: u64, items: u64) {
         let mut m = self.counters();
         match drafter {
@@ -144,6 +148,10 @@ impl Shared {
             DrafterKind::Medusa => {
                 m.heads_evaluations += work;
                 m.heads_queries += items;
+            }
+            DrafterKind::Eagle => {
+                m.eagle_evaluations += work;
+                m.eagle_queries += items;
             }
             // Lookup works for one request at a time.
             DrafterKind::Lookup => {}

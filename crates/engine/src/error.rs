@@ -51,12 +51,16 @@ pub enum EngineError {
     NoMedusaHeads,
     #[error("invalid Medusa heads: {0}")]
     Heads(String),
+    #[error("invalid feature drafter: {0}")]
+    FeatureDrafter(String),
     #[error("these Medusa heads were made for another model: its {what} is {heads}, this model's is {model}")]
     HeadsMismatch {
         what: &'static str,
         heads: String,
         model: String,
     },
+    #[error("eagle mode needs a feature drafter for this model: pass one (--drafter PATH)")]
+    NoEagleDrafter,
     #[error("draft mode needs a draft model: load one beside the model (--draft-model PATH)")]
     NoDraftModel,
     #[error("{} cannot draft for this model: {reason}", path.display())]
@@ -143,8 +147,10 @@ impl EngineError {
             Self::ChatTemplate(_) => "chat_template_failed",
             Self::NoMedusaHeads => "no_medusa_heads",
             Self::Heads(_) => "invalid_heads",
+            Self::FeatureDrafter(_) => "invalid_feature_drafter",
             Self::HeadsMismatch { .. } => "heads_model_mismatch",
             Self::NoDraftModel => "no_draft_model",
+            Self::NoEagleDrafter => "no_eagle_drafter",
             Self::DraftModelMismatch { .. } => "draft_model_mismatch",
             Self::Decode(_) => "decode_failed",
             Self::StepFailed(_) => "engine_step_failed",
@@ -174,6 +180,7 @@ impl EngineError {
                 | Self::NoChatTemplate
                 | Self::NoMedusaHeads
                 | Self::NoDraftModel
+                | Self::NoEagleDrafter
                 | Self::HeadsNotModel { .. }
         )
     }

@@ -57,6 +57,8 @@ pub struct ModelInfo {
     pub drafting_outlook: Option<DraftingOutlook>,
     /// The draft model loaded beside the model, if any.
     pub draft_model: Option<DraftModelInfo>,
+    /// The feature drafter loaded beside the model, if any.
+    pub eagle: Option<EagleInfo>,
     /// Exact mode: batch-invariant kernels and cells in position order, so that greedy
     /// speculative and batched output is plain decoding's, bit for bit.
     pub exact: bool,
@@ -65,6 +67,23 @@ pub struct ModelInfo {
     /// The instruction set Q4_1 and Q8_0 products ran with when the model loaded, in words
     /// ("AVX-512 VNNI", "AVX2").
     pub cpu_instruction_set: String,
+}
+
+/// A feature drafter: one decoder layer on the model's hidden states that drafts a tree.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+pub struct EagleInfo {
+    #[ts(type = "string")]
+    pub path: PathBuf,
+    pub file_size_bytes: u64,
+    /// Recent positions its attention reads besides the drafted path.
+    pub window: usize,
+    /// Tokens it can propose (the most frequent of its training answers), when restricted.
+    pub vocab_subset: Option<usize>,
+    /// Tokens per step of its trees along held-out answers when it was trained:
+    /// `(max_nodes, tokens per step)`.
+    pub heldout_tokens_per_step: Vec<(usize, f64)>,
+    /// Growing an 8-node tree for one request, measured at load.
+    pub draft_ms: f64,
 }
 
 /// A draft model: a smaller model with the same vocabulary that drafts for the served one.

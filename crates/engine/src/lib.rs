@@ -16,6 +16,7 @@ mod engine_loading;
 mod engine_metrics;
 mod error;
 mod events;
+pub mod feature_drafter;
 mod generation_stream;
 mod grammar;
 mod info;
@@ -56,7 +57,7 @@ pub use grammar::prep::GRAMMAR_PREPARE_DEADLINE;
 pub use grammar::requester::{on_behalf_of, requester};
 pub use grammar::trial::GRAMMAR_STEP_LIMIT;
 pub use grammar::{json_object_grammar, json_schema_grammar};
-pub use info::{DraftModelInfo, ModelInfo};
+pub use info::{DraftModelInfo, EagleInfo, ModelInfo};
 pub use llama::compute::{ComputeDevice, ComputeInfo};
 pub use llama::embeddings::{
     Embedding, EmbeddingCall, EmbeddingInput, EMBEDDING_CHUNK, MAX_EMBEDDING_INPUTS,

@@ -61,6 +61,7 @@ pub fn typescript() -> String {
         crate::Info,
         engine::ModelInfo,
         engine::DraftModelInfo,
+        engine::EagleInfo,
         engine::SamplingDefaults,
         engine::ComputeInfo,
         engine::ComputeDevice,

@@ -59,7 +59,7 @@ impl DraftFields {
                     .map(DraftPolicy::Tree)
                     .map_err(invalid),
             },
-            GenerationMode::Lookup | GenerationMode::Draft => Ok(self
+            GenerationMode::Lookup | GenerationMode::Draft | GenerationMode::Eagle => Ok(self
                 .draft_length
                 .map_or(DraftPolicy::Auto, DraftPolicy::Length)),
             GenerationMode::Normal => Ok(DraftPolicy::Auto),

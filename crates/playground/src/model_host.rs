@@ -105,6 +105,8 @@ pub struct LoadRequest {
     pub heads: Option<PathBuf>,
     /// A draft model to load beside it.
     pub draft_model: Option<PathBuf>,
+    /// A feature drafter (EAGLE-style) to load beside it.
+    pub drafter: Option<PathBuf>,
     pub tree: Option<TreeSpec>,
     /// Context cells per request; `None` keeps the size the host was started with.
     pub ctx_size: Option<u32>,
@@ -306,6 +308,7 @@ impl ModelHost {
         config.model_path = model_path;
         config.heads_path = request.heads.clone();
         config.draft_model_path = request.draft_model;
+        config.feature_drafter_path = request.drafter;
         config.tree = request.tree;
         if let Some(ctx_size) = request.ctx_size {
             config.ctx_size = Some(ctx_size);
@@ -359,12 +362,13 @@ impl ModelHost {
     }
 
     /// How the served model was loaded (threads, cost cache, GPU layers), for another engine
-    /// on `model`, without heads or a draft model.
+    /// on `model`, without heads or other drafters.
     pub fn config_for(&self, model: &Path) -> EngineConfig {
         let mut config = self.template.clone();
         config.model_path = model.to_path_buf();
         config.heads_path = None;
         config.draft_model_path = None;
+        config.feature_drafter_path = None;
         config.tree = None;
         config.load_progress = None;
         config

@@ -310,11 +310,13 @@ fn modes_of(model: Option<&HostedModel>) -> Vec<GenerationMode> {
     };
     let has_heads = model.has_heads();
     let has_draft_model = model.engine.info().draft_model.is_some();
+    let has_eagle = model.engine.info().eagle.is_some();
     GenerationMode::ALL
         .into_iter()
         .filter(|m| match m {
             GenerationMode::Medusa => has_heads,
             GenerationMode::Draft => has_draft_model,
+            GenerationMode::Eagle => has_eagle,
             _ => true,
         })
         .collect()

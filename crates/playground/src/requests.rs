@@ -162,6 +162,11 @@ pub struct LoadModelRequest {
     #[serde(default)]
     #[ts(optional, type = "string | null")]
     pub draft_model: Option<PathBuf>,
+    /// A feature drafter for the model (`medusa train-drafter`; eagle mode, and part of auto);
+    /// null for none.
+    #[serde(default)]
+    #[ts(optional, type = "string | null")]
+    pub drafter: Option<PathBuf>,
     /// Tree name (`mc_sim_7b_63`, `chain-N`) or a JSON file; null for the heads' default.
     #[serde(default)]
     #[ts(optional = nullable)]
@@ -223,6 +228,7 @@ impl LoadModelRequest {
             model,
             heads: self.heads,
             draft_model: self.draft_model,
+            drafter: self.drafter,
             tree,
             ctx_size: self.ctx_size,
             exact: self.exact,

@@ -17,13 +17,19 @@ pub(crate) struct Loadable<'a> {
     pub loaded: &'a [PathBuf],
 }
 
-/// Refuses a request naming a model, heads, draft model or tree file that is not loadable.
+/// Refuses a request naming a model, heads, draft model, drafter or tree file that is not
+/// loadable.
 pub(crate) fn check_load_request(
     loadable: &Loadable<'_>,
     request: &LoadModelRequest,
 ) -> Result<(), AppError> {
     check_loadable(loadable, &request.model)?;
-    for file in request.heads.iter().chain(&request.draft_model) {
+    for file in request
+        .heads
+        .iter()
+        .chain(&request.draft_model)
+        .chain(&request.drafter)
+    {
         check_loadable(loadable, file)?;
     }
     if let Some(tree) = request.tree.as_deref().map(str::trim) {
@@ -87,6 +93,7 @@ mod tests {
             model: model.to_path_buf(),
             heads: heads.map(Path::to_path_buf),
             draft_model: None,
+            drafter: None,
             tree: tree.map(str::to_owned),
             ctx_size: None,
             exact: None,
@@ -128,6 +135,10 @@ mod tests {
             request(&model, None, Some("/etc/passwd")),
             LoadModelRequest {
                 draft_model: Some(secret.clone()),
+                ..request(&model, None, None)
+            },
+            LoadModelRequest {
+                drafter: Some(secret.clone()),
                 ..request(&model, None, None)
             },
         ] {

@@ -7,6 +7,8 @@ mod collect;
 mod data_file;
 mod dataset;
 mod error;
+mod feature_model;
+mod feature_training;
 mod heads_model;
 mod prompt_templates;
 mod schedule;
@@ -33,6 +35,10 @@ use collect::Collection;
 use data_file::DataWriter;
 pub use dataset::Dataset;
 pub use error::TrainError;
+pub use feature_training::{
+    train_feature_drafter, FeatureEvaluation, FeatureProgress, FeatureReport, FeatureTrainOptions,
+    TreeMeasure,
+};
 pub use prompt_templates::{template_capacity, template_prompts};
 pub use stop::StopFlag;
 pub use train::{Evaluation, TrainEvent, PLOTTED_TREE_NODES};

@@ -38,6 +38,13 @@ impl Shuffler {
         z ^ (z >> 31)
     }
 
+    /// A standard normal draw (Box-Muller), for initial weights.
+    pub fn normal(&mut self) -> f32 {
+        let mut uniform = || ((self.next() >> 40) as f32 + 0.5) / (1u64 << 24) as f32;
+        let (a, b) = (uniform(), uniform());
+        (-2.0 * a.ln()).sqrt() * (2.0 * std::f32::consts::PI * b).cos()
+    }
+
     /// Fisher-Yates.
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {

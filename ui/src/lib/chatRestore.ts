@@ -55,6 +55,7 @@ export function treeNameOf(recorded: unknown, mode: string, info: Info | null): 
 function missing(mode: Mode): string {
   if (mode === 'medusa') return 'needs Medusa heads, and none are loaded (load them in Settings)';
   if (mode === 'draft') return 'needs a draft model, and none is loaded (load one in Settings)';
+  if (mode === 'eagle') return 'needs an EAGLE drafter, and none is loaded (load one in Settings)';
   return 'the model loaded now does not offer';
 }
 

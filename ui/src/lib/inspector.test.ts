@@ -221,6 +221,8 @@ describe('labels', () => {
     expect(sourceName('lookup')).toBe('lookup');
     expect(sourceName('model')).toBe('model');
     expect(drafterName('draft_model')).toBe('draft model');
+    expect(drafterName('eagle')).toBe('EAGLE drafter');
+    expect(proposerText('eagle', 2)).toBe('EAGLE drafter, rank 3');
     expect(sourceName('draft_model')).toBe('draft');
   });
 });

@@ -286,11 +286,15 @@ export function clip(text: string, max: number): string {
   return chars.length <= max ? text : chars.slice(0, Math.max(1, max - 1)).join('') + '…';
 }
 
-/** A drafter's full name: "Medusa head 2", "prompt lookup", "draft model" (heads are 0-based inside). */
+/**
+ * A drafter's full name: "Medusa head 2", "prompt lookup", "draft model", "EAGLE drafter" (heads are
+ * 0-based inside).
+ */
 export function drafterName(source: string): string {
   const head = headOf(source);
   if (head !== null) return `Medusa head ${head + 1}`;
   if (source === 'draft_model') return 'draft model';
+  if (source === 'eagle') return 'EAGLE drafter';
   return source === 'lookup' ? 'prompt lookup' : source;
 }
 
@@ -315,6 +319,8 @@ export function proposerText(source: string, rank: number, also: string | null =
         ? `prompt lookup, match ${rank + 1}`
         : source === 'draft_model'
           ? 'draft model'
+          : source === 'eagle'
+            ? `EAGLE drafter, rank ${rank + 1}`
           : `${source}, rank ${rank + 1}`;
   return also ? `${first}; also ${drafterName(also)}` : first;
 }
@@ -419,11 +425,11 @@ export interface HeadRankAcceptance {
   accepted: number;
 }
 
-/** Sort order of sources: heads by number, then lookup, the draft model, anything else by name. */
+/** Sort order of sources: heads by number, then lookup, the draft model, EAGLE, anything else by name. */
 function sourceOrder(source: string): [number, string] {
   const head = headOf(source);
   if (head !== null) return [head, ''];
-  return [source === 'lookup' ? 1e6 : source === 'draft_model' ? 1.5e6 : 2e6, source];
+  return [source === 'lookup' ? 1e6 : source === 'draft_model' ? 1.5e6 : source === 'eagle' ? 1.7e6 : 2e6, source];
 }
 
 /**

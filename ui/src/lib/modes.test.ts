@@ -3,8 +3,8 @@ import { acceptanceKind, autoModeLabel, availableMode, MODE_LABELS, MODES } from
 
 describe('modes', () => {
   it('lists every mode in menu order with its name', () => {
-    expect(MODES).toEqual(['normal', 'medusa', 'lookup', 'auto', 'draft']);
-    expect(MODES.map((m) => MODE_LABELS[m])).toEqual(['Normal', 'Medusa', 'Prompt lookup', 'Auto', 'Draft model']);
+    expect(MODES).toEqual(['normal', 'medusa', 'lookup', 'auto', 'draft', 'eagle']);
+    expect(MODES.map((m) => MODE_LABELS[m])).toEqual(['Normal', 'Medusa', 'Prompt lookup', 'Auto', 'Draft model', 'EAGLE drafter']);
   });
 
   it('keeps the chosen mode while the model loads and falls back only when it lacks it', () => {
@@ -21,6 +21,7 @@ describe('modes', () => {
     expect(autoModeLabel(0)).toBe('Auto (lookup where it pays; no heads loaded)');
     expect(autoModeLabel(4, true)).toBe('Auto (lookup + Medusa + draft model, where each pays)');
     expect(autoModeLabel(0, true)).toBe('Auto (lookup + draft model, where each pays)');
+    expect(autoModeLabel(4, false, true)).toBe('Auto (lookup + Medusa + EAGLE, where each pays)');
   });
 
   it('labels acceptance bars by head only in medusa mode', () => {

@@ -3,7 +3,7 @@
 import type { Mode } from './api/types';
 
 /** Every mode, in the order menus list them. */
-export const MODES: readonly Mode[] = ['normal', 'medusa', 'lookup', 'auto', 'draft'];
+export const MODES: readonly Mode[] = ['normal', 'medusa', 'lookup', 'auto', 'draft', 'eagle'];
 
 /** A mode's short name, for headings, pills and filters. */
 export const MODE_LABELS: Record<Mode, string> = {
@@ -12,15 +12,21 @@ export const MODE_LABELS: Record<Mode, string> = {
   lookup: 'Prompt lookup',
   auto: 'Auto',
   draft: 'Draft model',
+  eagle: 'EAGLE drafter',
 };
 
 /**
  * Auto mode's name in a mode menu, given the loaded model's head count (null: no model known
- * yet) and whether a draft model is loaded. Without heads it drafts with lookup (and the draft
- * model), so the menu says so rather than promising them.
+ * yet) and whether a draft model and an EAGLE drafter are loaded. Without heads it drafts with
+ * lookup (and the other drafters), so the menu says so rather than promising them.
  */
-export function autoModeLabel(headCount: number | null, draftModel = false): string {
-  const drafters = ['lookup', ...(headCount !== 0 ? ['Medusa'] : []), ...(draftModel ? ['draft model'] : [])];
+export function autoModeLabel(headCount: number | null, draftModel = false, eagle = false): string {
+  const drafters = [
+    'lookup',
+    ...(headCount !== 0 ? ['Medusa'] : []),
+    ...(draftModel ? ['draft model'] : []),
+    ...(eagle ? ['EAGLE'] : []),
+  ];
   if (drafters.length === 1) return 'Auto (lookup where it pays; no heads loaded)';
   return `Auto (${drafters.join(' + ')}, where each pays)`;
 }

@@ -36,6 +36,7 @@ describe('engineReload', () => {
       model: '/m.gguf',
       heads: '/h.medusa.gguf',
       draft_model: null,
+      drafter: null,
       tree: null,
       ctx_size: 2048,
       exact: false,
@@ -85,8 +86,9 @@ describe('openModelRequest', () => {
       model: '/m/a.gguf',
       heads: '/m/a.medusa.gguf',
       draft_model: null,
+      drafter: null,
       tree: null,
     });
-    expect(openModelRequest('/m/b.gguf', null)).toEqual({ model: '/m/b.gguf', heads: null, draft_model: null, tree: null });
+    expect(openModelRequest('/m/b.gguf', null)).toEqual({ model: '/m/b.gguf', heads: null, draft_model: null, drafter: null, tree: null });
   });
 });

@@ -30,10 +30,10 @@ export function treeName(tree: TreeSpec): string | null {
 
 /**
  * What opens the model file `model` with `heads` (the heads made for it, if any): a draft model
- * is for one vocabulary, so none is carried over, and the tree is the heads' own.
+ * and a drafter are for one model, so none is carried over, and the tree is the heads' own.
  */
 export function openModelRequest(model: string, heads: string | null): LoadModelRequest {
-  return { model, heads, draft_model: null, tree: null };
+  return { model, heads, draft_model: null, drafter: null, tree: null };
 }
 
 /**
@@ -55,6 +55,7 @@ export function engineReload(
     model: model.path,
     heads: info.heads_path,
     draft_model: model.draft_model?.path ?? null,
+    drafter: model.eagle?.path ?? null,
     tree: given,
     ctx_size: ctxSize,
     exact,

@@ -28,7 +28,7 @@ export function draftFields(
   heads: number,
 ): { tree?: string; draft_length?: number } {
   if (treeApplies(mode, heads) && tree !== 'auto') return { tree };
-  if ((mode === 'lookup' || mode === 'draft') && length !== 'auto') return { draft_length: Number(length) };
+  if ((mode === 'lookup' || mode === 'draft' || mode === 'eagle') && length !== 'auto') return { draft_length: Number(length) };
   return {};
 }
 

@@ -25,6 +25,7 @@ mod widen;
 mod write;
 
 pub use compute::{HeadsCompute, HeadsPlacement};
+pub(crate) use evaluate::top_indices;
 pub use evaluate::{scale_to_unit_rms, HeadQuery, MedusaHeads};
 pub use info::{BaseIdentity, HeadsInfo, TrainingRecord};
 pub use load::{base_projection, base_token_embedding};

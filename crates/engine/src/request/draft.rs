@@ -26,6 +26,8 @@ pub struct RequestDraft {
     pub tree: Option<TreeSpec>,
     /// The draft model drafts a chain.
     pub draft_model: bool,
+    /// The feature drafter grows a tree.
+    pub eagle: bool,
     /// Most tokens drafted per step.
     pub max_draft: usize,
     /// Draft all the drafters have at every step whatever it costs, instead of what the budget
@@ -48,6 +50,7 @@ impl RequestDraft {
             lookup: false,
             tree: None,
             draft_model: false,
+            eagle: false,
             max_draft: 0,
             fixed: false,
         }
@@ -55,29 +58,35 @@ impl RequestDraft {
 
     /// The drafters do not propose anything.
     pub fn is_plain(&self) -> bool {
-        !self.lookup && self.tree.is_none() && !self.draft_model
+        !self.lookup && self.tree.is_none() && !self.draft_model && !self.eagle
     }
 
     /// What `request` drafts on an engine with `heads` (none without) and, when
-    /// `draft_model`, a draft model. `default_tree`: the tree a Medusa request drafting `auto`
-    /// drafts instead (set in Settings), if any. Refuses Medusa mode and named trees without
-    /// heads, draft mode without a draft model, trees deeper than the heads, and `tuned` where
-    /// no tree was tuned.
+    /// `draft_model`, a draft model, when `eagle`, a feature drafter. `default_tree`: the tree
+    /// a Medusa request drafting `auto` drafts instead (set in Settings), if any. Refuses
+    /// Medusa mode and named trees without heads, draft and eagle modes without their drafter,
+    /// trees deeper than the heads, and `tuned` where no tree was tuned.
     pub(crate) fn resolve(
         request: &GenerateRequest,
         heads: Option<LoadedHeads<'_>>,
         default_tree: Option<&DraftPolicy>,
         draft_model: bool,
+        eagle: bool,
     ) -> Result<Self, EngineError> {
         let mode = request.mode;
         if mode == GenerationMode::Draft && !draft_model {
             return Err(EngineError::NoDraftModel);
         }
+        if mode == GenerationMode::Eagle && !eagle {
+            return Err(EngineError::NoEagleDrafter);
+        }
         let mut draft = Self::resolve_drafters(request, heads, default_tree)?;
-        // The draft model drafts in its own mode, and in auto beside lookup and the heads
-        // (the budget weighs each); a named tree in auto is drafted in full beside it.
+        // The draft model and the feature drafter draft in their own modes, and in auto beside
+        // lookup and the heads (the budget weighs each); a named tree in auto is drafted in
+        // full beside them.
         draft.draft_model =
             draft_model && matches!(mode, GenerationMode::Draft | GenerationMode::Auto);
+        draft.eagle = eagle && matches!(mode, GenerationMode::Eagle | GenerationMode::Auto);
         Ok(draft)
     }
 
@@ -124,6 +133,7 @@ impl RequestDraft {
                 lookup,
                 tree: tree.cloned(),
                 draft_model: false,
+                eagle: false,
                 max_draft: max_draft.min(MAX_DRAFT_TOKENS),
                 fixed,
             }
@@ -138,6 +148,10 @@ impl RequestDraft {
             // to pay (the flag is set by `resolve`).
             (GenerationMode::Draft, DraftPolicy::Length(n), _) => draft(false, None, *n, true),
             (GenerationMode::Draft, _, _) => draft(false, None, DEFAULT_MAX_DRAFT_TOKENS, false),
+            // The feature drafter's tree, grown by its confidence: `n` tokens at every step, or
+            // what the budget expects to pay (the flag is set by `resolve`).
+            (GenerationMode::Eagle, DraftPolicy::Length(n), _) => draft(false, None, *n, true),
+            (GenerationMode::Eagle, _, _) => draft(false, None, DEFAULT_MAX_DRAFT_TOKENS, false),
             (GenerationMode::Medusa, DraftPolicy::Tree(tree), Some(_)) => {
                 draft(false, Some(tree), tree.len(), true)
             }
@@ -239,6 +253,7 @@ mod tests {
             None,
             None,
             false,
+            false,
         )
         .unwrap();
         assert!(normal.is_plain());
@@ -249,6 +264,7 @@ mod tests {
             None,
             None,
             false,
+            false,
         )
         .unwrap();
         assert_eq!(
@@ -258,7 +274,7 @@ mod tests {
 
         let mut capped = request(GenerationMode::Lookup, DraftPolicy::Auto);
         capped.max_draft_tokens = Some(4);
-        let capped = RequestDraft::resolve(&capped, None, None, false).unwrap();
+        let capped = RequestDraft::resolve(&capped, None, None, false, false).unwrap();
         assert_eq!((capped.max_draft, capped.fixed), (4, false));
     }
 
@@ -274,6 +290,7 @@ mod tests {
             heads(&tuned),
             None,
             false,
+            false,
         )
         .unwrap();
         assert_eq!(by_plan.tree, Some(TreeSpec::chain(3)));
@@ -288,6 +305,7 @@ mod tests {
             heads(&tuned),
             Some(&default),
             false,
+            false,
         )
         .unwrap();
         assert_eq!(by_default.policy, default);
@@ -299,6 +317,7 @@ mod tests {
             &request(GenerationMode::Medusa, DraftPolicy::Tuned),
             heads(&tuned),
             Some(&default),
+            false,
             false,
         )
         .unwrap();
@@ -312,6 +331,7 @@ mod tests {
             heads(&none),
             None,
             false,
+            false,
         )
         .unwrap();
         assert!(plain.is_plain());
@@ -324,6 +344,7 @@ mod tests {
             &request(GenerationMode::Auto, DraftPolicy::Auto),
             heads(&tuned),
             None,
+            false,
             false,
         )
         .unwrap();
@@ -343,6 +364,7 @@ mod tests {
             heads(&tuned),
             Some(&default),
             false,
+            false,
         )
         .unwrap();
         assert_eq!(still, both);
@@ -352,6 +374,7 @@ mod tests {
             &request(GenerationMode::Auto, DraftPolicy::Auto),
             heads(&given),
             None,
+            false,
             false,
         )
         .unwrap();
@@ -365,6 +388,7 @@ mod tests {
             None,
             None,
             false,
+            false,
         )
         .unwrap();
         assert_eq!((lookup_only.lookup, lookup_only.tree), (true, None));
@@ -374,8 +398,8 @@ mod tests {
     fn trees_need_heads_deep_enough_and_tuned_needs_a_tuned_tree() {
         let tree = DraftPolicy::Tree(TreeSpec::chain(3));
         for mode in [GenerationMode::Medusa, GenerationMode::Auto] {
-            let err =
-                RequestDraft::resolve(&request(mode, tree.clone()), None, None, false).unwrap_err();
+            let err = RequestDraft::resolve(&request(mode, tree.clone()), None, None, false, false)
+                .unwrap_err();
             assert_eq!(err, EngineError::NoMedusaHeads, "{mode}");
         }
         let shallow = plan(TreeOrigin::Tuned, None, None);
@@ -388,6 +412,7 @@ mod tests {
             two_heads,
             None,
             false,
+            false,
         )
         .unwrap_err();
         assert!(matches!(
@@ -398,6 +423,7 @@ mod tests {
             &request(GenerationMode::Medusa, DraftPolicy::Tuned),
             two_heads,
             None,
+            false,
             false,
         )
         .unwrap_err();

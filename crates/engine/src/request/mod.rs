@@ -41,21 +41,26 @@ pub enum GenerationMode {
     Medusa,
     /// Earlier text that matches the latest tokens is drafted and verified.
     Lookup,
-    /// Lookup, the Medusa heads and the draft model (those loaded) all draft, as far as each
+    /// Lookup, the Medusa heads, the draft model and the feature drafter (those loaded) all
+    /// draft, as far as each
     /// is expected to pay at that step; their guesses are merged into one tree verified in one
     /// decode.
     Auto,
     /// A smaller model with the same vocabulary drafts a chain of its guesses.
     Draft,
+    /// The feature-level drafter (one decoder layer on the model's hidden states, EAGLE-style)
+    /// grows a tree by its own confidence.
+    Eagle,
 }
 
 impl GenerationMode {
-    pub const ALL: [GenerationMode; 5] = [
+    pub const ALL: [GenerationMode; 6] = [
         Self::Normal,
         Self::Medusa,
         Self::Lookup,
         Self::Auto,
         Self::Draft,
+        Self::Eagle,
     ];
 
     /// Whether a Medusa tree (`tree`) shapes this mode's drafts.
@@ -70,6 +75,7 @@ impl GenerationMode {
             Self::Lookup => "lookup",
             Self::Auto => "auto",
             Self::Draft => "draft",
+            Self::Eagle => "eagle",
         }
     }
 }
@@ -90,7 +96,7 @@ impl std::str::FromStr for GenerationMode {
             .ok_or_else(|| {
                 invalid(
                     "mode",
-                    format!("unknown mode '{s}'; use normal, medusa, lookup, auto or draft"),
+                    format!("unknown mode '{s}'; use normal, medusa, lookup, auto, draft or eagle"),
                 )
             })
     }

@@ -142,7 +142,7 @@ fn generate(
 ) -> UnboundedReceiver<GenerationEvent> {
     let request = GenerateRequest::new(Prompt::Text(prompt.into()), tokens)
         .with_sampling(SamplingParams::greedy());
-    let draft = RequestDraft::resolve(&request, None, None, true).expect("a valid request");
+    let draft = RequestDraft::resolve(&request, None, None, true, false).expect("a valid request");
     let (events, receiver) = unbounded_channel();
     let queued = QueuedRequest {
         request: Box::new(ValidRequest::accepted(request, draft)),

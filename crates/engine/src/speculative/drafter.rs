@@ -19,6 +19,10 @@ pub struct DraftInput<'a> {
     /// The base model's final hidden state at the last accepted position, when the context
     /// computes it (Medusa heads read it).
     pub hidden_state: Option<&'a [f32]>,
+    /// The final hidden states behind the history's last few tokens, row-major, oldest first
+    /// (the last is `hidden_state`); empty when the context does not compute them (the
+    /// feature drafter reads them).
+    pub recent_states: &'a [f32],
     /// The drafters loaded for every request.
     pub step_drafters: &'a StepDrafters<'a>,
     /// What earlier requests' text says follows, when the request may read it.
@@ -32,6 +36,7 @@ impl DraftInput<'_> {
             sequence: self.sequence,
             history: self.history,
             hidden_state: self.hidden_state,
+            recent_states: self.recent_states,
             tree,
             max_nodes,
         }
@@ -45,6 +50,8 @@ pub struct DraftAsk<'a> {
     pub history: &'a [TokenId],
     /// See [`DraftInput::hidden_state`].
     pub hidden_state: Option<&'a [f32]>,
+    /// See [`DraftInput::recent_states`].
+    pub recent_states: &'a [f32],
     /// The shape the request drafts in, where it fixes one (the heads' tree).
     pub tree: Option<&'a TreeSpec>,
     /// Most tokens wanted.
@@ -244,6 +251,7 @@ mod tests {
             sequence: 0,
             history,
             hidden_state: None,
+            recent_states: &[],
             step_drafters: drafters,
             memory: None,
         }

@@ -11,6 +11,8 @@ pub enum DrafterKind {
     Medusa,
     /// A smaller model of the same family, in its own context.
     DraftModel,
+    /// The feature-level drafter: one decoder layer on the model's hidden states (EAGLE-style).
+    Eagle,
 }
 
 impl DrafterKind {
@@ -20,6 +22,7 @@ impl DrafterKind {
             Self::Lookup => "lookup",
             Self::Medusa => "medusa",
             Self::DraftModel => "draft_model",
+            Self::Eagle => "eagle",
         }
     }
 }

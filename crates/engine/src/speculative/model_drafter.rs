@@ -161,6 +161,7 @@ mod tests {
             sequence: 0,
             history,
             hidden_state: None,
+            recent_states: &[],
             tree: None,
             max_nodes: n,
         }

@@ -1,6 +1,7 @@
 //! One request while it runs: its place in the KV cache, sampler, drafter, output and
 //! statistics, and what it does before and after each batched decode.
 
+use super::recent_states::RecentStates;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,8 +46,8 @@ pub(crate) struct ActiveRequest<'m> {
     /// `None` decodes plainly.
     drafting: Option<Drafting>,
     stats: StepStats,
-    /// Final hidden state where the last sampled logits came from (Medusa's input).
-    hidden: Vec<f32>,
+    /// The final hidden states behind the latest tokens (the drafters' input).
+    recent_states: RecentStates,
     /// Every hidden state behind an emitted token, when the request asked for them.
     recorded: Vec<f32>,
     /// Values per recorded state (the model's embedding size).
@@ -105,7 +106,7 @@ impl<'m> ActiveRequest<'m> {
             out: new.out,
             drafting: Drafting::new(new.draft),
             stats: StepStats::default(),
-            hidden: Vec::new(),
+            recent_states: RecentStates::default(),
             recorded: Vec::new(),
             recorded_width: 0,
             queued_at: new.queued_at,
@@ -171,9 +172,7 @@ impl<'m> ActiveRequest<'m> {
         let logprobs = self.logprobs(runtime, index, token)?;
         // From its turn: the wait for a slot is `queue_ms`, apart.
         self.ttft_ms = Some(ms_since(self.queued_at) - self.queue_ms);
-        if runtime.returns_hidden_states() {
-            self.keep_hidden(runtime, index)?;
-        }
+        self.keep_recent(runtime, [index])?;
         self.record_hidden(runtime, [index])?;
         // Reading the prompt is not a step: the summary's steps and tokens per step count the
         // decode steps after it, as the step events do.
@@ -217,7 +216,8 @@ impl<'m> ActiveRequest<'m> {
         let input = DraftInput {
             sequence: self.id as usize,
             history: &self.out.history,
-            hidden_state: (!self.hidden.is_empty()).then_some(&self.hidden[..]),
+            hidden_state: self.recent_states.last(),
+            recent_states: self.recent_states.all(),
             step_drafters,
             memory: memory.filter(|_| self.request.lookup_memory.reads()),
         };
@@ -233,7 +233,7 @@ impl<'m> ActiveRequest<'m> {
         batch: BatchLoad,
         max_nodes: usize,
     ) -> Option<DraftAsk<'_>> {
-        if drafter.traits().reads_hidden_state && self.hidden.is_empty() {
+        if drafter.traits().reads_hidden_state && self.recent_states.last().is_none() {
             return None;
         }
         let (n, tree) = self
@@ -243,7 +243,8 @@ impl<'m> ActiveRequest<'m> {
         Some(DraftAsk {
             sequence: self.id as usize,
             history: &self.out.history,
-            hidden_state: (!self.hidden.is_empty()).then_some(&self.hidden[..]),
+            hidden_state: self.recent_states.last(),
+            recent_states: self.recent_states.all(),
             tree,
             max_nodes: n,
         })
@@ -332,11 +333,9 @@ impl<'m> ActiveRequest<'m> {
         verdict: &Verdict,
     ) -> Result<(), EngineError> {
         self.pos += 1 + verdict.accepted.len();
-        if runtime.returns_hidden_states() {
-            // The next root came from the last accepted node's logits: its hidden state feeds the heads.
-            let index = plan.root_index + verdict.accepted.last().map_or(0, |&n| n as i32 + 1);
-            self.keep_hidden(runtime, index)?;
-        }
+        // The next root came from the last accepted node's logits: its hidden state feeds the
+        // heads, it and those before it the feature drafter.
+        self.keep_recent(runtime, chosen_at(plan, verdict))?;
         self.record_hidden(runtime, chosen_at(plan, verdict))?;
         let tree = &plan.tree;
         let mut tokens: Vec<TokenId> = verdict.accepted.iter().map(|&n| tree.tokens[n]).collect();
@@ -407,10 +406,18 @@ impl<'m> ActiveRequest<'m> {
         }
     }
 
-    fn keep_hidden(&mut self, runtime: &impl Decoder, index: i32) -> Result<(), EngineError> {
-        let hidden = runtime.hidden_state(index)?;
-        self.hidden.clear();
-        self.hidden.extend_from_slice(hidden);
+    /// Keeps the hidden states at batch `indices` (those behind the tokens emitted) when the
+    /// context computes them.
+    fn keep_recent(
+        &mut self,
+        runtime: &impl Decoder,
+        indices: impl IntoIterator<Item = i32>,
+    ) -> Result<(), EngineError> {
+        if runtime.returns_hidden_states() {
+            for index in indices {
+                self.recent_states.push(runtime.hidden_state(index)?);
+            }
+        }
         Ok(())
     }
 

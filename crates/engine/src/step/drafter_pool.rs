@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::info::EagleInfo;
 use crate::medusa::heads::MedusaHeads;
 use crate::medusa::heads_drafter::HeadsDrafter;
 use crate::medusa::plan::MedusaPlan;
@@ -48,6 +49,22 @@ fn heldout_prior(heads: &MedusaHeads, plan: &MedusaPlan) -> Option<AcceptanceSta
         .expected_tokens_per_step
         .map_or(top1, |tokens| chain_rate(tokens - 1.0, tree.len()));
     Some(AcceptanceStats::with_rate(rate, PRIOR_WEIGHT, draft_ms))
+}
+
+/// Where the feature drafter's acceptance starts: the rate of a chain that yields what its trees
+/// of 8 (or the first size measured) yielded along held-out answers in training, at the time
+/// such a tree took to grow here.
+pub(crate) fn eagle_prior(info: &EagleInfo) -> Option<AcceptanceStats> {
+    let measured = &info.heldout_tokens_per_step;
+    let &(nodes, tokens) = measured
+        .iter()
+        .find(|(n, _)| *n == 8)
+        .or(measured.first())?;
+    Some(AcceptanceStats::with_rate(
+        chain_rate(tokens - 1.0, nodes),
+        PRIOR_WEIGHT,
+        info.draft_ms,
+    ))
 }
 
 /// The r in [0, 1] for which a chain of `nodes` tokens, the one at depth d accepted with
@@ -148,6 +165,14 @@ impl<'m> DrafterPool<'m> {
         self
     }
 
+    /// Starts `kind`'s acceptance from `prior` (its measurement when it loaded), if any.
+    pub(crate) fn with_prior(mut self, kind: DrafterKind, prior: Option<AcceptanceStats>) -> Self {
+        if let Some(prior) = prior {
+            self.known.insert(kind, vec![prior]);
+        }
+        self
+    }
+
     pub(crate) fn step_drafters(&self) -> &StepDrafters<'m> {
         &self.step_drafters
     }
@@ -194,12 +219,13 @@ impl<'m> DrafterPool<'m> {
         {
             drafters.push(Box::new(StepDrafterHandle::new(heads, Some(tree.clone()))));
         }
-        if let Some(model) = self
-            .step_drafters
-            .get(DrafterKind::DraftModel)
-            .filter(|_| draft.draft_model)
-        {
-            drafters.push(Box::new(StepDrafterHandle::new(model, None)));
+        for (kind, wanted) in [
+            (DrafterKind::DraftModel, draft.draft_model),
+            (DrafterKind::Eagle, draft.eagle),
+        ] {
+            if let Some(drafter) = self.step_drafters.get(kind).filter(|_| wanted) {
+                drafters.push(Box::new(StepDrafterHandle::new(drafter, None)));
+            }
         }
         DraftSetup {
             drafters: drafters

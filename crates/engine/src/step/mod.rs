@@ -12,6 +12,7 @@ pub(crate) mod drafter_pool;
 pub(crate) mod drafting;
 pub(crate) mod kv_ledger;
 pub(crate) mod prompt_cache;
+pub(crate) mod recent_states;
 #[cfg(test)]
 pub(crate) mod toy_model;
 pub(crate) mod verify;

@@ -1798,6 +1798,7 @@ fn models_load_in_the_background_and_the_ui_is_served() {
                     model: ModelSource::Path(missing),
                     heads: None,
                     draft_model: None,
+                    drafter: None,
                     tree: None,
                     ctx_size: None,
                     exact: None,

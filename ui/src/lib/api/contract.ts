@@ -4,7 +4,7 @@
 /**
  * How tokens are produced.
  */
-export type Mode = "normal" | "medusa" | "lookup" | "auto" | "draft";
+export type Mode = "normal" | "medusa" | "lookup" | "auto" | "draft" | "eagle";
 
 /**
  * What lookup does with its memory of earlier requests' text for one request.
@@ -144,9 +144,9 @@ export type TreeChoice = string | Array<Array<number>>;
 
 /**
  * Who proposed a token. On the wire (events, the run history) it is one name: `model`,
- * `medusa_head_K`, `lookup` or `draft_model`.
+ * `medusa_head_K`, `lookup`, `draft_model` or `eagle`.
  */
-export type TokenSource = 'model' | 'lookup' | 'draft_model' | `medusa_head_${number}`;
+export type TokenSource = 'model' | 'lookup' | 'draft_model' | 'eagle' | `medusa_head_${number}`;
 
 /**
  * One event of a run, `{"type": ..., ...}`. A run sends `started`, then `text` and (in the
@@ -590,6 +590,10 @@ drafting_outlook: DraftingOutlook | null,
  */
 draft_model: DraftModelInfo | null, 
 /**
+ * The feature drafter loaded beside the model, if any.
+ */
+eagle: EagleInfo | null, 
+/**
  * Exact mode: batch-invariant kernels and cells in position order, so that greedy
  * speculative and batched output is plain decoding's, bit for bit.
  */
@@ -621,6 +625,28 @@ agreement: number | null,
  * One draft decode of a single token, measured at load.
  */
 ms_per_token: number | null, };
+
+/**
+ * A feature drafter: one decoder layer on the model's hidden states that drafts a tree.
+ */
+export type EagleInfo = { path: string, file_size_bytes: number, 
+/**
+ * Recent positions its attention reads besides the drafted path.
+ */
+window: number, 
+/**
+ * Tokens it can propose (the most frequent of its training answers), when restricted.
+ */
+vocab_subset: number | null, 
+/**
+ * Tokens per step of its trees along held-out answers when it was trained:
+ * `(max_nodes, tokens per step)`.
+ */
+heldout_tokens_per_step: Array<[number, number]>, 
+/**
+ * Growing an 8-node tree for one request, measured at load.
+ */
+draft_ms: number, };
 
 /**
  * Sampling for chats on this model, and where each value came from.
@@ -988,6 +1014,11 @@ draft_model_decodes: number, draft_model_tokens: number,
  */
 heads_evaluations: number, heads_queries: number, 
 /**
+ * Evaluations of the feature drafter's layer while drafting (one per depth for every
+ * request growing a tree), and the tree nodes in them.
+ */
+eagle_evaluations: number, eagle_queries: number, 
+/**
  * Embedding calls the engine holds, waiting or being read (those waiting also count in
  * `queued`).
  */
@@ -1027,6 +1058,11 @@ heads?: string | null,
  * auto); null for none.
  */
 draft_model?: string | null, 
+/**
+ * A feature drafter for the model (`medusa train-drafter`; eagle mode, and part of auto);
+ * null for none.
+ */
+drafter?: string | null, 
 /**
  * Tree name (`mc_sim_7b_63`, `chain-N`) or a JSON file; null for the heads' default.
  */

@@ -228,7 +228,7 @@ fn best_first(a: &(usize, f32), b: &(usize, f32)) -> std::cmp::Ordering {
 }
 
 /// Indices of the `k` largest values, largest first (lowest index on ties).
-fn top_indices(values: &[f32], k: usize) -> Vec<usize> {
+pub(crate) fn top_indices(values: &[f32], k: usize) -> Vec<usize> {
     let mut order: Vec<(usize, f32)> = values.iter().copied().enumerate().collect();
     let k = k.min(order.len());
     if k == 0 {

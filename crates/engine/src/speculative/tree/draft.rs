@@ -8,9 +8,9 @@ use crate::speculative::drafter_kind::DrafterKind;
 use crate::token::TokenId;
 
 /// Who proposed a token. On the wire (events, the run history) it is one name: `model`,
-/// `medusa_head_K`, `lookup` or `draft_model`.
+/// `medusa_head_K`, `lookup`, `draft_model` or `eagle`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ts_rs::TS)]
-#[ts(type = "'model' | 'lookup' | 'draft_model' | `medusa_head_${number}`")]
+#[ts(type = "'model' | 'lookup' | 'draft_model' | 'eagle' | `medusa_head_${number}`")]
 pub enum TokenSource {
     /// The base model's own choice (the token every step yields).
     Base,
@@ -20,6 +20,8 @@ pub enum TokenSource {
     Lookup,
     /// The draft model's guess.
     DraftModel,
+    /// The feature drafter's guess.
+    Eagle,
 }
 
 impl TokenSource {
@@ -30,6 +32,7 @@ impl TokenSource {
             Self::Head(_) => Some(DrafterKind::Medusa),
             Self::Lookup => Some(DrafterKind::Lookup),
             Self::DraftModel => Some(DrafterKind::DraftModel),
+            Self::Eagle => Some(DrafterKind::Eagle),
         }
     }
 }
@@ -41,6 +44,7 @@ impl std::fmt::Display for TokenSource {
             Self::Head(k) => write!(f, "medusa_head_{k}"),
             Self::Lookup => f.write_str(DrafterKind::Lookup.name()),
             Self::DraftModel => f.write_str(DrafterKind::DraftModel.name()),
+            Self::Eagle => f.write_str(DrafterKind::Eagle.name()),
         }
     }
 }
@@ -53,6 +57,7 @@ impl std::str::FromStr for TokenSource {
             "model" => Ok(Self::Base),
             "lookup" => Ok(Self::Lookup),
             "draft_model" => Ok(Self::DraftModel),
+            "eagle" => Ok(Self::Eagle),
             _ => name
                 .strip_prefix("medusa_head_")
                 .and_then(|k| k.parse().ok())

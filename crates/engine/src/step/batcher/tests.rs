@@ -80,7 +80,7 @@ fn submit(
     batcher: &mut Batcher<'_, ToyModel>,
     request: GenerateRequest,
 ) -> (UnboundedReceiver<GenerationEvent>, Arc<AtomicBool>) {
-    let draft = RequestDraft::resolve(&request, None, None, true).expect("a valid request");
+    let draft = RequestDraft::resolve(&request, None, None, true, false).expect("a valid request");
     let (events, receiver) = unbounded_channel();
     let cancel = Arc::new(AtomicBool::new(false));
     batcher.shared.queued.fetch_add(1, Ordering::Relaxed);

@@ -45,6 +45,7 @@ pub fn serve_without_model_under(access: server::AccessPolicy) -> String {
                     model: playground::ModelSource::Path(PathBuf::from("/nonexistent/model.gguf")),
                     heads: None,
                     draft_model: None,
+                    drafter: None,
                     tree: None,
                     ctx_size: None,
                     exact: None,
