@@ -53,6 +53,9 @@ pub struct TrainDrafterArgs {
     /// Tree sizes measured along the held-out answers, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4,8,16,64")]
     tree_sizes: Vec<usize>,
+    /// Held-out answers the trees are grown along (each position grows a whole tree).
+    #[arg(long, default_value_t = 24)]
+    measured_answers: usize,
     /// Threads for measuring the trees (default: one per core).
     #[arg(long, short = 't')]
     threads: Option<usize>,
@@ -82,6 +85,7 @@ pub fn run(args: TrainDrafterArgs) -> anyhow::Result<()> {
         vocab_subset: Some(args.vocab_subset),
         heldout_every: args.heldout_every,
         tree_sizes: args.tree_sizes.clone(),
+        measured_answers: args.measured_answers,
         threads: args.threads.unwrap_or_else(engine::default_threads),
         seed: args.seed,
         command: std::iter::once("medusa".to_owned())

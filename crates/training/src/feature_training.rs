@@ -49,6 +49,9 @@ pub struct FeatureTrainOptions {
     pub heldout_every: usize,
     /// Tree sizes measured along held-out answers.
     pub tree_sizes: Vec<usize>,
+    /// Held-out answers the trees are grown along (the first ones): each position grows a
+    /// whole tree, so all of them would take longer than training.
+    pub measured_answers: usize,
     pub threads: usize,
     pub seed: u64,
     pub command: String,
@@ -298,7 +301,7 @@ pub fn train_feature_drafter(
             })
             .collect()
     };
-    let heldout_trees = measure(&heldout)?;
+    let heldout_trees = measure(&heldout[..heldout.len().min(options.measured_answers)])?;
     let eval_trees = match &options.eval_data {
         Some(path) => {
             let extra = read_answers(path, &base)?;

@@ -121,6 +121,28 @@ impl FeatureDrafterModel {
         })
     }
 
+    /// A drafter from its parts, as a test makes one.
+    #[cfg(test)]
+    pub(super) fn from_parts(
+        layer: FeatureLayer,
+        embedding: QuantMatrix,
+        projection: QuantMatrix,
+    ) -> Self {
+        Self {
+            layer,
+            embedding: Arc::new(embedding),
+            projection,
+            row_tokens: None,
+            training: None,
+            pool: rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .build()
+                .unwrap(),
+            evaluations: AtomicU64::new(0),
+            queries: AtomicU64::new(0),
+        }
+    }
+
     pub fn shape(&self) -> FeatureShape {
         self.layer.shape()
     }

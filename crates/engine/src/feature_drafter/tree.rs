@@ -279,6 +279,90 @@ impl FeatureDrafterModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::feature_drafter::{FeatureLayer, FeatureShape, FeatureWeights};
+    use crate::weights::matrix::{QuantMatrix, GGML_TYPE_F32};
+
+    const D: usize = 8;
+    const VOCAB: usize = 6;
+
+    /// Deterministic values in [-1, 1).
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(2_654_435_761).max(1);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x as f32 / u32::MAX as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn drafter() -> FeatureDrafterModel {
+        let shape = FeatureShape {
+            n_embd: D,
+            heads: 2,
+            ff: 12,
+            window: 3,
+        };
+        let mut matrices: [Vec<f32>; 8] = Default::default();
+        for (i, (m, (rows, cols))) in matrices.iter_mut().zip(shape.matrix_dims()).enumerate() {
+            *m = values(rows * cols, i as u32 + 1);
+        }
+        let weights = FeatureWeights {
+            matrices,
+            norms: [vec![1.0; D], vec![1.0; D], vec![3.0; D]],
+        };
+        let layer = FeatureLayer::new(shape, &weights, GGML_TYPE_F32).unwrap();
+        let matrix = |seed| {
+            QuantMatrix::quantize(GGML_TYPE_F32, VOCAB, D, &values(VOCAB * D, seed)).unwrap()
+        };
+        FeatureDrafterModel::from_parts(layer, matrix(20), matrix(21))
+    }
+
+    #[test]
+    fn a_request_s_tree_is_the_same_alone_and_grown_beside_others() {
+        let drafter = drafter();
+        let states = values(4 * D, 30);
+        let ask = |tokens: &[TokenId], max_nodes| FeatureAsk {
+            window: states.chunks(D).zip(tokens.iter().copied()).collect(),
+            max_nodes,
+        };
+        let alone = drafter.grow(&[ask(&[1, 2, 3], 12)]);
+        drafter.take_counts();
+        let together = drafter.grow(&[ask(&[4, 0], 5), ask(&[1, 2, 3], 12), ask(&[5], 30)]);
+        assert_eq!(alone[0], together[1]);
+        for (tree, max_nodes) in together.iter().zip([5, 12, 30]) {
+            assert!(!tree.is_empty() && tree.len() <= max_nodes, "{tree:?}");
+            for (n, parent) in tree.parents.iter().enumerate() {
+                if let Some(p) = *parent {
+                    assert!(p < n, "parents come first");
+                    assert!(tree.path_probability[n] <= tree.path_probability[p]);
+                }
+            }
+        }
+        // Every depth of every tree was one evaluation for all three.
+        let (evaluations, _) = drafter.take_counts();
+        let deepest = together.iter().map(depth).max().unwrap();
+        assert!(
+            evaluations as usize <= deepest + 1,
+            "{evaluations} evaluations for depth {deepest}"
+        );
+    }
+
+    fn depth(tree: &GrownTree) -> usize {
+        (0..tree.len())
+            .map(|mut n| {
+                let mut d = 1;
+                while let Some(p) = tree.parents[n] {
+                    n = p;
+                    d += 1;
+                }
+                d
+            })
+            .max()
+            .unwrap_or(0)
+    }
 
     fn tree(tokens: &[TokenId], parents: &[Option<usize>]) -> GrownTree {
         GrownTree {

@@ -7,6 +7,7 @@ mod common;
 mod batching;
 mod constrained;
 mod draft_model;
+mod eagle;
 mod kernels;
 mod medusa;
 mod prompt_cache;
