@@ -384,12 +384,14 @@ impl DraftPolicy {
                     tree.len()
                 ),
             )),
-            (Self::Length(n), GenerationMode::Lookup | GenerationMode::Draft)
-                if (1..=MAX_DRAFT_TOKENS).contains(n) =>
-            {
-                Ok(())
-            }
-            (Self::Length(n), GenerationMode::Lookup | GenerationMode::Draft) => Err(invalid(
+            (
+                Self::Length(n),
+                GenerationMode::Lookup | GenerationMode::Draft | GenerationMode::Eagle,
+            ) if (1..=MAX_DRAFT_TOKENS).contains(n) => Ok(()),
+            (
+                Self::Length(n),
+                GenerationMode::Lookup | GenerationMode::Draft | GenerationMode::Eagle,
+            ) => Err(invalid(
                 "draft_length",
                 format!("must be between 1 and {MAX_DRAFT_TOKENS}, got {n}"),
             )),
@@ -399,7 +401,9 @@ impl DraftPolicy {
             )),
             (Self::Length(_), mode) => Err(invalid(
                 "draft_length",
-                format!("a draft length applies to lookup and draft modes, not to {mode} mode"),
+                format!(
+                    "a draft length applies to lookup, draft and eagle modes, not to {mode} mode"
+                ),
             )),
         }
     }

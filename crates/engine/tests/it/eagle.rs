@@ -81,7 +81,10 @@ fn the_drafter_loads_and_says_what_it_is() {
     assert_eq!(info.window, 8);
     assert_eq!(info.vocab_subset, None);
     assert!(info.draft_ms > 0.0, "a tree was timed");
-    assert!(info.heldout_tokens_per_step.is_empty(), "it was never trained");
+    assert!(
+        info.heldout_tokens_per_step.is_empty(),
+        "it was never trained"
+    );
 }
 
 #[test]
@@ -98,10 +101,19 @@ fn eagle_mode_is_lossless_and_its_nodes_are_its_own() {
             _ => {}
         }
     };
-    assert_like_normal(engine(), &chat(PROMPTS[0]), &summary.token_ids, 48, PROMPTS[0]);
+    assert_like_normal(
+        engine(),
+        &chat(PROMPTS[0]),
+        &summary.token_ids,
+        48,
+        PROMPTS[0],
+    );
     assert_eq!(summary.mode, GenerationMode::Eagle);
     assert!(!drafted.is_empty(), "no step drafted");
-    assert!(drafted.iter().all(|s| *s == TokenSource::Eagle), "{drafted:?}");
+    assert!(
+        drafted.iter().all(|s| *s == TokenSource::Eagle),
+        "{drafted:?}"
+    );
 }
 
 #[test]
@@ -113,7 +125,10 @@ fn a_full_batch_of_eagle_requests_is_lossless() {
     for (stream, prompt) in streams.into_iter().zip(PROMPTS) {
         let summary = stream.wait().expect("finished");
         assert_like_normal(engine(), &chat(prompt), &summary.token_ids, 40, prompt);
-        assert!(summary.draft_tokens.unwrap_or(0) > 0, "{prompt}: drafted nothing");
+        assert!(
+            summary.draft_tokens.unwrap_or(0) > 0,
+            "{prompt}: drafted nothing"
+        );
     }
 }
 
