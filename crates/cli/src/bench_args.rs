@@ -28,9 +28,9 @@ pub struct BenchArgs {
     /// Most drafted tokens per step in speculative modes.
     #[arg(long)]
     pub max_draft: Option<usize>,
-    /// Lookup and draft modes draft this many tokens at every step that has a guess, whatever
-    /// they cost (default: as many as pay here). Lookup drafts fewer where its match runs out,
-    /// and the draft model's chain ends early at a guess it gives less than 75%.
+    /// Lookup, draft and eagle modes draft this many tokens at every step that has a guess,
+    /// whatever they cost (default: as many as pay here). Lookup drafts fewer where its match
+    /// runs out, and the draft model's chain ends early at a guess it gives less than 75%.
     #[arg(long, value_name = "N")]
     pub draft_length: Option<usize>,
     /// Concurrent streams to measure, comma-separated: for each N above 1, N requests run

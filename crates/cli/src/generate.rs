@@ -55,9 +55,9 @@ pub struct SpeculativeArgs {
     /// Most drafted tokens per step (speculative modes, `--tree auto`).
     #[arg(long)]
     pub max_draft: Option<usize>,
-    /// Lookup and draft modes: draft this many tokens at every step that has a guess, whatever
-    /// they cost (default: as many as pay). The draft model's chain ends early at a guess it
-    /// gives less than 75%.
+    /// Lookup, draft and eagle modes: draft this many tokens at every step that has a guess,
+    /// whatever they cost (default: as many as pay). The draft model's chain ends early at a
+    /// guess it gives less than 75%.
     #[arg(long, value_name = "N")]
     pub draft_length: Option<usize>,
     /// Accept drafted tokens by typical acceptance (threshold 0.09, alpha 0.3) instead of

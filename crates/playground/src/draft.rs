@@ -1,5 +1,5 @@
 //! How much a request drafts, as clients ask for it: `tree` for Medusa and auto modes (`"auto"`,
-//! a tree's name, or its rank paths) and `draft_length` for lookup and draft modes. Every API
+//! a tree's name, or its rank paths) and `draft_length` for lookup, draft and eagle modes. Every API
 //! takes these two fields.
 
 use engine::{DraftPolicy, GenerationMode, TreeSpec};
@@ -19,8 +19,8 @@ pub struct DraftFields {
     /// drafted in full beside lookup's whole continuation at every step.
     #[serde(default)]
     pub tree: Option<TreeChoice>,
-    /// Lookup and draft modes: draft this many tokens at every step that has a guess (default:
-    /// as many as pay).
+    /// Lookup, draft and eagle modes: draft this many tokens at every step that has a guess
+    /// (default: as many as pay).
     #[serde(default)]
     pub draft_length: Option<usize>,
 }

@@ -2,37 +2,26 @@
 //! has its tree grown together, one product per matrix and depth for all of them; each request
 //! then takes its own.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::load::FeatureDrafterModel;
 use super::tree::{FeatureAsk, GrownTree};
 use crate::clock::ms_since;
-use crate::speculative::drafter::{DraftAsk, DrafterTraits, Proposal, StepDrafter};
+use crate::speculative::drafter::{DraftAsk, DrafterTraits, PreparedTrees, Proposal, StepDrafter};
 use crate::speculative::drafter_kind::DrafterKind;
 use crate::speculative::tree::{DraftTree, TokenSource};
 
 pub struct EagleDrafter {
     model: Arc<FeatureDrafterModel>,
-    prepared: RefCell<HashMap<usize, Prepared>>,
-}
-
-/// A tree grown for a request at the start of a step.
-struct Prepared {
-    tree: DraftTree,
-    /// The most nodes it was grown for: a request that wants more grows its own.
-    max_nodes: usize,
-    /// This request's share of the time the trees took.
-    ms: f64,
+    prepared: PreparedTrees,
 }
 
 impl EagleDrafter {
     pub fn new(model: Arc<FeatureDrafterModel>) -> Self {
         Self {
             model,
-            prepared: RefCell::default(),
+            prepared: PreparedTrees::default(),
         }
     }
 
@@ -77,49 +66,31 @@ impl StepDrafter for EagleDrafter {
     }
 
     fn prepare(&self, asks: &[DraftAsk<'_>]) {
-        let mut prepared = self.prepared.borrow_mut();
-        prepared.clear();
-        let asked: Vec<(usize, FeatureAsk<'_>)> = asks
+        let (sequences, feature_asks): (Vec<usize>, Vec<FeatureAsk<'_>>) = asks
             .iter()
             .filter_map(|ask| Some((ask.sequence, self.feature_ask(ask)?)))
-            .collect();
-        if asked.is_empty() {
+            .unzip();
+        if feature_asks.is_empty() {
+            self.prepared.replace(Vec::new(), 0.0);
             return;
         }
-        let _span = tracing::debug_span!("eagle", requests = asked.len()).entered();
+        let _span = tracing::debug_span!("eagle", requests = feature_asks.len()).entered();
         let started = Instant::now();
-        let (sequences, feature_asks): (Vec<usize>, Vec<FeatureAsk<'_>>) =
-            asked.into_iter().unzip();
         let trees = self.model.grow(&feature_asks);
-        let share = ms_since(started) / feature_asks.len() as f64;
-        for ((sequence, ask), grown) in sequences.into_iter().zip(&feature_asks).zip(trees) {
-            prepared.insert(
-                sequence,
-                Prepared {
-                    tree: draft_tree(grown),
-                    max_nodes: ask.max_nodes,
-                    ms: share,
-                },
-            );
-        }
+        let grown = sequences
+            .into_iter()
+            .zip(&feature_asks)
+            .zip(trees)
+            .map(|((sequence, ask), tree)| (sequence, draft_tree(tree), ask.max_nodes))
+            .collect();
+        self.prepared.replace(grown, ms_since(started));
     }
 
     /// The tree grown for this request with every other's, else its own (a request that asks
     /// for more than was grown).
     fn propose(&self, ask: &DraftAsk<'_>) -> Proposal {
-        if let Some(prepared) = self
-            .prepared
-            .borrow()
-            .get(&ask.sequence)
-            .filter(|p| p.max_nodes >= ask.max_nodes)
-        {
-            let mut tree = prepared.tree.clone();
-            tree.truncate(ask.max_nodes);
-            return Proposal {
-                tree,
-                prepared_ms: prepared.ms,
-                ..Proposal::default()
-            };
+        if let Some(prepared) = self.prepared.proposal(ask) {
+            return prepared;
         }
         let Some(feature_ask) = self.feature_ask(ask) else {
             return Proposal::default();

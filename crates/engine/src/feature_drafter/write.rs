@@ -9,7 +9,7 @@ use super::layer::FeatureWeights;
 use crate::error::EngineError;
 use crate::medusa::heads::BaseIdentity;
 use crate::token::TokenId;
-use crate::weights::gguf_file::{write_gguf, MetaValue, TensorOut};
+use crate::weights::gguf_file::{write_encoded, EncodedTensor, MetaValue};
 use crate::weights::matrix::{QuantMatrix, GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_I32};
 
 /// What training stores with the drafter it writes.
@@ -66,7 +66,7 @@ pub fn write_feature_drafter(
             .map_err(|e| EngineError::FeatureDrafter(e.to_string()))?;
         meta.push((keys::TRAINING, MetaValue::Str(json)));
     }
-    let mut encoded: Vec<(String, Vec<u64>, llama_cpp_sys_2::ggml_type, Vec<u8>)> = Vec::new();
+    let mut encoded: Vec<EncodedTensor> = Vec::new();
     for ((name, (rows, cols)), values) in MATRICES
         .iter()
         .zip(shape.matrix_dims())
@@ -110,14 +110,5 @@ pub fn write_feature_drafter(
             bytes,
         ));
     }
-    let tensors: Vec<TensorOut<'_>> = encoded
-        .iter()
-        .map(|(name, dims, ty, data)| TensorOut {
-            name: name.clone(),
-            dims: dims.clone(),
-            ty: *ty,
-            data,
-        })
-        .collect();
-    write_gguf(path, &meta, &tensors)
+    write_encoded(path, &meta, &encoded)
 }

@@ -3,14 +3,12 @@
 //! the heads are made together: each head is evaluated once per depth for all of them, one
 //! matrix product instead of one per request.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::heads::{HeadQuery, MedusaHeads};
 use crate::clock::ms_since;
-use crate::speculative::drafter::{DraftAsk, DrafterTraits, Proposal, StepDrafter};
+use crate::speculative::drafter::{DraftAsk, DrafterTraits, PreparedTrees, Proposal, StepDrafter};
 use crate::speculative::drafter_kind::DrafterKind;
 use crate::speculative::tree::{DraftTree, TreeSpec};
 use crate::token::TokenId;
@@ -124,23 +122,14 @@ fn trees_by_rank(heads: &MedusaHeads, asks: &[HeadsAsk<'_>]) -> Vec<DraftTree> {
 /// together at the start of the step, and kept until the requests take them.
 pub struct HeadsDrafter {
     heads: Arc<MedusaHeads>,
-    prepared: RefCell<HashMap<usize, PreparedTree>>,
-}
-
-/// A tree made for a request at the start of a step.
-struct PreparedTree {
-    tree: DraftTree,
-    /// The most nodes it was made for: a request that wants more makes its own.
-    max_nodes: usize,
-    /// This request's share of the time the trees took.
-    ms: f64,
+    prepared: PreparedTrees,
 }
 
 impl HeadsDrafter {
     pub fn new(heads: Arc<MedusaHeads>) -> Self {
         Self {
             heads,
-            prepared: RefCell::default(),
+            prepared: PreparedTrees::default(),
         }
     }
 }
@@ -171,45 +160,27 @@ impl StepDrafter for HeadsDrafter {
     }
 
     fn prepare(&self, asks: &[DraftAsk<'_>]) {
-        let mut prepared = self.prepared.borrow_mut();
-        prepared.clear();
         let asks: Vec<HeadsAsk<'_>> = asks.iter().filter_map(heads_ask).collect();
         if asks.is_empty() {
+            self.prepared.replace(Vec::new(), 0.0);
             return;
         }
         let _span = tracing::debug_span!("heads", requests = asks.len()).entered();
         let started = Instant::now();
         let trees = draft_trees(&self.heads, &asks);
-        // Each request's share of the time is in its draft's time.
-        let share = ms_since(started) / asks.len() as f64;
-        for (ask, tree) in asks.iter().zip(trees) {
-            prepared.insert(
-                ask.sequence,
-                PreparedTree {
-                    tree,
-                    max_nodes: ask.max_nodes,
-                    ms: share,
-                },
-            );
-        }
+        let made = asks
+            .iter()
+            .zip(trees)
+            .map(|(ask, tree)| (ask.sequence, tree, ask.max_nodes))
+            .collect();
+        self.prepared.replace(made, ms_since(started));
     }
 
     /// The tree made for this request with every other's at the start of the step, else its
     /// own (a request that asks for more than was made).
     fn propose(&self, ask: &DraftAsk<'_>) -> Proposal {
-        if let Some(prepared) = self
-            .prepared
-            .borrow()
-            .get(&ask.sequence)
-            .filter(|prepared| prepared.max_nodes >= ask.max_nodes)
-        {
-            let mut tree = prepared.tree.clone();
-            tree.truncate(ask.max_nodes);
-            return Proposal {
-                tree,
-                prepared_ms: prepared.ms,
-                ..Proposal::default()
-            };
+        if let Some(prepared) = self.prepared.proposal(ask) {
+            return prepared;
         }
         let Some(ask) = heads_ask(ask) else {
             return Proposal::default();

@@ -6,6 +6,9 @@
 //! request drafts, and each request's drafter then takes what was made for it. Adding a
 //! drafter of either kind touches its own module and the drafter pool, not the batcher.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use super::drafter_kind::DrafterKind;
 use super::lookup_memory::LookupMemory;
 use super::tree::{DraftTree, TreeSpec};
@@ -75,6 +78,56 @@ pub trait StepDrafter {
     /// Its work since the last call, as two counts for the metrics: evaluations (or decodes)
     /// and the queries (or tokens) in them.
     fn take_counts(&self) -> (u64, u64);
+}
+
+/// The trees a step drafter made for each request at the start of a step, kept until each
+/// request takes its own.
+#[derive(Default)]
+pub struct PreparedTrees(RefCell<HashMap<usize, PreparedTree>>);
+
+/// A tree made for a request at the start of a step.
+struct PreparedTree {
+    tree: DraftTree,
+    /// The most nodes it was made for: a request that wants more makes its own.
+    max_nodes: usize,
+    /// This request's share of the time the trees took.
+    ms: f64,
+}
+
+impl PreparedTrees {
+    /// Forgets the last step's trees and keeps these, `(sequence, tree, most nodes)`, which
+    /// took `ms` together: each request is charged an equal share.
+    pub fn replace(&self, trees: Vec<(usize, DraftTree, usize)>, ms: f64) {
+        let mut prepared = self.0.borrow_mut();
+        prepared.clear();
+        let share = ms / trees.len().max(1) as f64;
+        for (sequence, tree, max_nodes) in trees {
+            prepared.insert(
+                sequence,
+                PreparedTree {
+                    tree,
+                    max_nodes,
+                    ms: share,
+                },
+            );
+        }
+    }
+
+    /// The tree made for `ask`'s request, cut to what it asks, when it was made for as many
+    /// nodes.
+    pub fn proposal(&self, ask: &DraftAsk<'_>) -> Option<Proposal> {
+        let prepared = self.0.borrow();
+        let prepared = prepared
+            .get(&ask.sequence)
+            .filter(|p| p.max_nodes >= ask.max_nodes)?;
+        let mut tree = prepared.tree.clone();
+        tree.truncate(ask.max_nodes);
+        Some(Proposal {
+            tree,
+            prepared_ms: prepared.ms,
+            ..Proposal::default()
+        })
+    }
 }
 
 /// The step drafters loaded, at most one of each kind.

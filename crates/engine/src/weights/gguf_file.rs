@@ -215,6 +215,27 @@ pub struct TensorOut<'a> {
 
 const ALIGNMENT: u64 = 32;
 
+/// A tensor encoded for writing: name, ggml dimensions (innermost first), type and bytes.
+pub type EncodedTensor = (String, Vec<u64>, ggml_type, Vec<u8>);
+
+/// [`write_gguf`] with tensors the writer owns.
+pub fn write_encoded(
+    path: &Path,
+    meta: &[(&str, MetaValue)],
+    encoded: &[EncodedTensor],
+) -> Result<(), EngineError> {
+    let tensors: Vec<TensorOut<'_>> = encoded
+        .iter()
+        .map(|(name, dims, ty, data)| TensorOut {
+            name: name.clone(),
+            dims: dims.clone(),
+            ty: *ty,
+            data,
+        })
+        .collect();
+    write_gguf(path, meta, &tensors)
+}
+
 /// Writes a GGUF v3 file; it appears at `path` only when complete.
 pub fn write_gguf(
     path: &Path,

@@ -132,8 +132,8 @@ logprobs?: number,
  */
 tree?: TreeChoice, 
 /**
- * Lookup and draft modes: draft this many tokens at every step that has a guess (default:
- * as many as pay).
+ * Lookup, draft and eagle modes: draft this many tokens at every step that has a guess
+ * (default: as many as pay).
  */
 draft_length?: number, };
 

@@ -9,7 +9,7 @@ use super::info::{BaseIdentity, TrainingRecord};
 use crate::error::EngineError;
 use crate::speculative::tree::TreeSpec;
 use crate::token::TokenId;
-use crate::weights::gguf_file::{write_gguf, MetaValue, TensorOut};
+use crate::weights::gguf_file::{write_encoded, EncodedTensor, MetaValue};
 use crate::weights::matrix::{QuantMatrix, GGML_TYPE_F32, GGML_TYPE_I32};
 
 /// Weights of heads to be written to a file, in f32.
@@ -73,7 +73,7 @@ pub fn write_heads(
         let json = serde_json::to_string(record).map_err(|e| EngineError::Heads(e.to_string()))?;
         meta.push((keys::TRAINING, MetaValue::Str(json)));
     }
-    let mut encoded: Vec<(String, Vec<u64>, llama_cpp_sys_2::ggml_type, Vec<u8>)> = Vec::new();
+    let mut encoded: Vec<EncodedTensor> = Vec::new();
     let f32_bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     if let Some(ids) = &weights.vocab_subset {
         check_subset(ids, n_vocab)?;
@@ -164,14 +164,5 @@ pub fn write_heads(
             ));
         }
     }
-    let tensors: Vec<TensorOut<'_>> = encoded
-        .iter()
-        .map(|(name, dims, ty, data)| TensorOut {
-            name: name.clone(),
-            dims: dims.clone(),
-            ty: *ty,
-            data,
-        })
-        .collect();
-    write_gguf(path, &meta, &tensors)
+    write_encoded(path, &meta, &encoded)
 }
