@@ -285,7 +285,12 @@ pub fn info(args: InfoArgs) -> anyhow::Result<()> {
             let measured: Vec<String> = eagle
                 .heldout_tokens_per_step
                 .iter()
-                .map(|(nodes, tokens)| format!("{tokens:.2} with {nodes} nodes"))
+                .map(|(nodes, tokens)| {
+                    format!(
+                        "{tokens:.2} with {nodes} node{}",
+                        if *nodes == 1 { "" } else { "s" }
+                    )
+                })
                 .collect();
             println!(
                 "drafter      {} (a window of {}, {}); {:.2} ms per tree of 8 here",

@@ -23,7 +23,7 @@ pub enum Line {
 pub const HELP: &str = "\
 /help          these commands
 /system TEXT   replace the system message (/system alone shows it, /system - removes it)
-/mode NAME     normal, medusa, lookup, auto or draft
+/mode NAME     normal, medusa, lookup, auto, draft or eagle
 /tree NAME     the Medusa tree: auto, tuned, mc_sim_7b_63, chain-N or a JSON file of paths
 /reset         start the conversation over (the system message stays)
 /save FILE     write the conversation as JSON (or Markdown for a .md file)
@@ -55,7 +55,7 @@ pub fn parse(line: &str) -> Option<Result<Line, String>> {
         ("system", "") => Ok(Line::System(None)),
         ("system", "-") => Ok(Line::System(Some(String::new()))),
         ("system", text) => Ok(Line::System(Some(text.to_owned()))),
-        ("mode", "") => needs("a mode: normal, medusa, lookup, auto or draft"),
+        ("mode", "") => needs("a mode: normal, medusa, lookup, auto, draft or eagle"),
         ("mode", mode) => mode
             .parse::<GenerationMode>()
             .map(Line::Mode)
@@ -111,7 +111,7 @@ mod tests {
     fn bad_commands_are_explained() {
         assert_eq!(
             err("/mode"),
-            "/mode needs a mode: normal, medusa, lookup, auto or draft"
+            "/mode needs a mode: normal, medusa, lookup, auto, draft or eagle"
         );
         assert!(err("/mode fast").contains("unknown mode 'fast'"));
         assert_eq!(err("/save"), "/save needs a file name");

@@ -199,9 +199,8 @@ fn generate_lookup_reports_its_steps() {
     assert!(emitted + 1 >= out["tokens_generated"].as_u64().unwrap());
     let output = medusa(&["generate", "--prompt", "hi", "--mode", "fast"]);
     assert!(!output.status.success());
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("normal, medusa, lookup, auto or draft")
-    );
+    assert!(String::from_utf8_lossy(&output.stderr)
+        .contains("normal, medusa, lookup, auto, draft or eagle"));
 }
 
 #[test]

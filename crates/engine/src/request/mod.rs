@@ -591,7 +591,7 @@ mod tests {
         let err = "fast".parse::<GenerationMode>().unwrap_err();
         assert!(
             err.to_string()
-                .contains("normal, medusa, lookup, auto or draft"),
+                .contains("normal, medusa, lookup, auto, draft or eagle"),
             "{err}"
         );
     }
