@@ -247,7 +247,10 @@ pub(crate) fn engine_thread(
     if let Some((eagle, eagle_info)) = eagle {
         drafters = drafters
             .with_step_drafter(Box::new(EagleDrafter::new(eagle)))
-            .with_prior(DrafterKind::Eagle, eagle_prior(&eagle_info));
+            .with_prior(
+                DrafterKind::Eagle,
+                eagle_prior(&eagle_info.heldout_tokens_per_step, eagle_info.draft_ms),
+            );
     }
     let batcher = Batcher::new(
         runtime,

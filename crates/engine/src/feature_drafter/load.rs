@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use super::format::{keys, FeatureShape, ARCH, MATRICES, NORMS};
 use super::layer::FeatureLayer;
-use super::tree::FeatureAsk;
 use super::write::FeatureTrainingRecord;
 use crate::error::EngineError;
 use crate::medusa::heads::{
@@ -152,28 +151,6 @@ impl FeatureDrafterModel {
         self.row_tokens.as_ref().map(Vec::len)
     }
 
-    /// Milliseconds growing one request's tree of `max_nodes` takes here, the fastest of a few
-    /// tries (on made-up states: the work does not depend on them).
-    pub fn time_tree(&self, max_nodes: usize) -> f64 {
-        let shape = self.shape();
-        let state = vec![1.0f32; shape.n_embd];
-        let ask = || FeatureAsk {
-            window: (0..shape.window)
-                .map(|t| (&state[..], t as TokenId))
-                .collect(),
-            max_nodes,
-        };
-        let fastest = (0..3)
-            .map(|_| {
-                let started = std::time::Instant::now();
-                self.grow(&[ask()]);
-                crate::clock::ms_since(started)
-            })
-            .fold(f64::INFINITY, f64::min);
-        self.take_counts();
-        fastest
-    }
-
     pub fn training(&self) -> Option<&FeatureTrainingRecord> {
         self.training.as_ref()
     }
@@ -213,8 +190,8 @@ impl FeatureDrafterModel {
         e
     }
 
-    /// For each predicted feature, its likeliest next tokens with their log-probabilities,
-    /// best first: at most [`super::tree`]'s branching, and at most the matching `wanted`.
+    /// For each predicted feature, its `wanted` likeliest next tokens with their
+    /// log-probabilities, best first.
     pub(super) fn children(
         &self,
         features: &[&[f32]],
@@ -227,8 +204,7 @@ impl FeatureDrafterModel {
             .map(|(logits, wanted)| {
                 let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 let log_sum = logits.iter().map(|l| (l - max).exp()).sum::<f32>().ln() + max;
-                let k = wanted.min(super::tree::BRANCHING);
-                top_indices(&logits, k)
+                top_indices(&logits, wanted)
                     .into_iter()
                     .map(|row| {
                         let token = match &self.row_tokens {

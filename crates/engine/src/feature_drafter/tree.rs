@@ -12,7 +12,7 @@ use super::load::FeatureDrafterModel;
 use crate::token::TokenId;
 
 /// Most children one node proposes, and most nodes expanded per depth.
-pub(super) const BRANCHING: usize = 8;
+const BRANCHING: usize = 8;
 /// Deepest a tree grows.
 const MAX_DEPTH: usize = 8;
 
@@ -154,6 +154,28 @@ impl Growing {
 }
 
 impl FeatureDrafterModel {
+    /// Milliseconds growing one request's tree of `max_nodes` takes here, the fastest of a few
+    /// tries (on made-up states: the work does not depend on them).
+    pub fn time_tree(&self, max_nodes: usize) -> f64 {
+        let shape = self.shape();
+        let state = vec![1.0f32; shape.n_embd];
+        let ask = || FeatureAsk {
+            window: (0..shape.window)
+                .map(|t| (&state[..], t as TokenId))
+                .collect(),
+            max_nodes,
+        };
+        let fastest = (0..3)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                self.grow(&[ask()]);
+                crate::clock::ms_since(started)
+            })
+            .fold(f64::INFINITY, f64::min);
+        self.take_counts();
+        fastest
+    }
+
     /// Each ask's tree, grown together.
     pub fn grow(&self, asks: &[FeatureAsk<'_>]) -> Vec<GrownTree> {
         self.pool().install(|| self.grow_here(asks))
@@ -204,7 +226,10 @@ impl FeatureDrafterModel {
             .iter()
             .map(|&i| &growing[i].root_feature[..])
             .collect();
-        let wanted: Vec<usize> = rooted.iter().map(|&i| growing[i].max_nodes).collect();
+        let wanted: Vec<usize> = rooted
+            .iter()
+            .map(|&i| growing[i].max_nodes.min(BRANCHING))
+            .collect();
         let found = self.children(&features, wanted.into_iter());
         for (&i, children) in rooted.iter().zip(found) {
             growing[i].add_children(None, children);
@@ -258,7 +283,7 @@ impl FeatureDrafterModel {
         let wanted = growing
             .iter()
             .zip(frontiers)
-            .flat_map(|(g, nodes)| nodes.iter().map(move |_| g.max_nodes));
+            .flat_map(|(g, nodes)| nodes.iter().map(move |_| g.max_nodes.min(BRANCHING)));
         let mut children = self
             .children(
                 &features.iter().map(Vec::as_slice).collect::<Vec<_>>(),

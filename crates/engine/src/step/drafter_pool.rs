@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::info::EagleInfo;
 use crate::medusa::heads::MedusaHeads;
 use crate::medusa::heads_drafter::HeadsDrafter;
 use crate::medusa::plan::MedusaPlan;
@@ -52,10 +51,9 @@ fn heldout_prior(heads: &MedusaHeads, plan: &MedusaPlan) -> Option<AcceptanceSta
 }
 
 /// Where the feature drafter's acceptance starts: the rate of a chain that yields what its trees
-/// of 8 (or the first size measured) yielded along held-out answers in training, at the time
-/// such a tree took to grow here.
-pub(crate) fn eagle_prior(info: &EagleInfo) -> Option<AcceptanceStats> {
-    let measured = &info.heldout_tokens_per_step;
+/// of 8 (or the first size `measured`) yielded along held-out answers in training, `(nodes,
+/// tokens per step)`, at the `draft_ms` such a tree took to grow here.
+pub(crate) fn eagle_prior(measured: &[(usize, f64)], draft_ms: f64) -> Option<AcceptanceStats> {
     let &(nodes, tokens) = measured
         .iter()
         .find(|(n, _)| *n == 8)
@@ -63,7 +61,7 @@ pub(crate) fn eagle_prior(info: &EagleInfo) -> Option<AcceptanceStats> {
     Some(AcceptanceStats::with_rate(
         chain_rate(tokens - 1.0, nodes),
         PRIOR_WEIGHT,
-        info.draft_ms,
+        draft_ms,
     ))
 }
 

@@ -3,11 +3,8 @@
 //! tokens. Lossless against normal decoding alone and in a full batch, its nodes named as its
 //! own, and refused where no drafter is loaded or the file is not one.
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use engine::feature_drafter::{write_feature_drafter, FeatureShape, FeatureWeights};
-use engine::medusa::convert::base_identity;
 use engine::{
     DraftPolicy, Engine, EngineConfig, EngineError, GenerationEvent, GenerationMode, TokenSource,
 };
@@ -22,49 +19,13 @@ const PROMPTS: &[&str] = &[
     "Explain what a hash map is to a beginner.",
 ];
 
-/// A drafter for the default model with small random weights, written once per test binary.
-fn drafter_file() -> &'static PathBuf {
-    static FILE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &FILE
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("random.eagle.gguf");
-            let base = base_identity(&model_path()).unwrap();
-            let shape = FeatureShape::for_model(base.n_embd as usize, 8);
-            let mut x = 0x2545_f491_u32;
-            let mut random = |n: usize| -> Vec<f32> {
-                (0..n)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 17;
-                        x ^= x << 5;
-                        (x as f32 / u32::MAX as f32 - 0.5) * 0.1
-                    })
-                    .collect()
-            };
-            let mut matrices: [Vec<f32>; 8] = Default::default();
-            for (m, (rows, cols)) in matrices.iter_mut().zip(shape.matrix_dims()) {
-                *m = random(rows * cols);
-            }
-            let norms = [
-                vec![1.0; shape.n_embd],
-                vec![1.0; shape.n_embd],
-                vec![1.0; shape.n_embd],
-            ];
-            let weights = FeatureWeights { matrices, norms };
-            write_feature_drafter(&path, &base, shape, &weights, None, None).unwrap();
-            (dir, path)
-        })
-        .1
-}
-
 fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     ENGINE.get_or_init(|| {
         let mut config = EngineConfig::new(model_path());
         config.parallel = PARALLEL;
         config.decode_costs = Some(common::cpu_decode_costs());
-        config.feature_drafter_path = Some(drafter_file().clone());
+        config.feature_drafter_path = Some(common::random_drafter().clone());
         Engine::load(config).expect("model and drafter load")
     })
 }
@@ -77,7 +38,7 @@ fn drafting(prompt: &str, n: usize, max_tokens: u32) -> engine::GenerateRequest 
 #[test]
 fn the_drafter_loads_and_says_what_it_is() {
     let info = engine().info().eagle.clone().expect("a drafter");
-    assert_eq!(&info.path, drafter_file());
+    assert_eq!(&info.path, common::random_drafter());
     assert_eq!(info.window, 8);
     assert_eq!(info.vocab_subset, None);
     assert!(info.draft_ms > 0.0, "a tree was timed");

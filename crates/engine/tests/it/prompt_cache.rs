@@ -20,6 +20,8 @@ fn a_follow_up_reuses_the_conversation_and_answers_as_a_cold_start_does() {
     config.heads_path = Some(models::default_heads_path().expect("default heads installed"));
     // The model as its own draft model, so that draft mode follows up from the cache too.
     config.draft_model_path = Some(model_path());
+    // And a feature drafter, for eagle mode.
+    config.feature_drafter_path = Some(common::random_drafter().clone());
     config.decode_costs = Some(common::cpu_decode_costs());
     let engine = Engine::load(config).expect("model loads");
     let first = Prompt::Chat(vec![ChatMessage::new(

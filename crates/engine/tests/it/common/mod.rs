@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use engine::feature_drafter::{write_feature_drafter, FeatureShape, FeatureWeights};
+use engine::medusa::convert::base_identity;
 use engine::speculative::costs::CostPoint;
 use engine::{
     ChatMessage, Engine, EngineConfig, GenerateRequest, GenerationMode, Prompt, RunSummary,
@@ -110,4 +112,41 @@ pub fn assert_identical(expected: &[i32], got: &[i32], label: &str) {
         got.len(),
         "{label}: same prefix, different length"
     );
+}
+
+/// A feature drafter for the default model with small random weights (its guesses are seldom
+/// right), written once per test binary.
+pub fn random_drafter() -> &'static PathBuf {
+    static FILE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &FILE
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("random.eagle.gguf");
+            let base = base_identity(&model_path()).unwrap();
+            let shape = FeatureShape::for_model(base.n_embd as usize, 8);
+            let mut x = 0x2545_f491_u32;
+            let mut random = |n: usize| -> Vec<f32> {
+                (0..n)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        (x as f32 / u32::MAX as f32 - 0.5) * 0.1
+                    })
+                    .collect()
+            };
+            let mut matrices: [Vec<f32>; 8] = Default::default();
+            for (m, (rows, cols)) in matrices.iter_mut().zip(shape.matrix_dims()) {
+                *m = random(rows * cols);
+            }
+            let norms = [
+                vec![1.0; shape.n_embd],
+                vec![1.0; shape.n_embd],
+                vec![1.0; shape.n_embd],
+            ];
+            let weights = FeatureWeights { matrices, norms };
+            write_feature_drafter(&path, &base, shape, &weights, None, None).unwrap();
+            (dir, path)
+        })
+        .1
 }
