@@ -81,7 +81,7 @@ def test_latency_histograms_count_finished_runs(base):
         family = metrics[name]
         assert family.type == "histogram"
         counts = {s.labels["mode"]: s.value for s in family.samples if s.name == name + "_count"}
-        assert set(counts) == {"normal", "medusa", "lookup", "auto", "draft"}
+        assert set(counts) == {"normal", "medusa", "lookup", "auto", "draft", "eagle"}
         if name != "medusa_time_per_output_token_seconds":
             assert sum(counts.values()) == finished
         buckets = [s.value for s in family.samples
