@@ -14,6 +14,17 @@ pub(crate) trait Vocabulary {
     fn piece_into(&self, token: TokenId, special: bool, out: &mut Vec<u8>);
 }
 
+/// Whether `ids` name some of the `n_vocab` tokens and nothing else: a drafter's vocabulary
+/// subset, as its file holds it.
+pub(crate) fn is_vocabulary_subset(ids: &[TokenId], n_vocab: usize) -> bool {
+    !ids.is_empty() && ids.iter().all(|&t| t >= 0 && (t as usize) < n_vocab)
+}
+
+/// The matrix rows of the tokens `ids` (a projection's rows are in token order).
+pub(crate) fn token_rows(ids: &[TokenId]) -> Vec<usize> {
+    ids.iter().map(|&t| t as usize).collect()
+}
+
 /// How many tokens `a` and `b` start with alike.
 pub(crate) fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()

@@ -15,9 +15,7 @@ use engine::feature_drafter::{
     FeatureTrainingRecord,
 };
 use engine::medusa::convert::base_identity;
-use engine::medusa::heads::{
-    base_projection, base_token_embedding, scale_to_unit_rms, BaseIdentity,
-};
+use engine::medusa::heads::BaseIdentity;
 
 use crate::data_file::read_data;
 use crate::dataset::Answer;
@@ -25,7 +23,7 @@ use crate::error::invalid;
 use crate::feature_model::{answer_len, FeatureBatch, TrainableFeatureDrafter};
 use crate::schedule::{learning_rate, Shuffler};
 use crate::stop::StopFlag;
-use crate::vocab::HeadVocabulary;
+use crate::vocab::{unit_rms_embedding, HeadVocabulary};
 use crate::TrainError;
 
 #[derive(Debug, Clone)]
@@ -194,15 +192,8 @@ pub fn train_feature_drafter(
         Some(size) => HeadVocabulary::most_frequent(&counts, size),
         None => HeadVocabulary::full(n_vocab),
     };
-    let projection = base_projection(&options.model_path, n_vocab, n_embd)?;
-    let projection = match &vocab.subset {
-        Some(ids) => {
-            projection.gather_rows(&ids.iter().map(|&t| t as usize).collect::<Vec<_>>())?
-        }
-        None => projection,
-    };
-    let mut embedding = base_token_embedding(&options.model_path, n_vocab, n_embd)?.to_f32()?;
-    embedding.chunks_mut(n_embd).for_each(scale_to_unit_rms);
+    let projection = vocab.projection(&options.model_path, n_vocab, n_embd)?;
+    let embedding = unit_rms_embedding(&options.model_path, n_vocab, n_embd)?;
     let shape = FeatureShape::for_model(n_embd, options.window);
     let drafter = TrainableFeatureDrafter::new(
         shape,

@@ -22,10 +22,7 @@ use std::time::Instant;
 use candle_core::Device;
 use engine::matrix::GGML_TYPE_F16;
 use engine::medusa::convert::base_identity;
-use engine::medusa::heads::{
-    base_projection, base_token_embedding, scale_to_unit_rms, write_heads, HeadsEncoding,
-    HeadsWeights, TrainingRecord,
-};
+use engine::medusa::heads::{write_heads, HeadsEncoding, HeadsWeights, TrainingRecord};
 use engine::speculative::tree_builder::{best_trees, AccuracyTable};
 use engine::{Engine, EngineConfig};
 use serde::Serialize;
@@ -46,7 +43,7 @@ pub use train::{Evaluation, TrainEvent, PLOTTED_TREE_NODES};
 use error::invalid;
 use heads_model::TrainableHeads;
 use train::{evaluate, train, TrainOptions};
-use vocab::HeadVocabulary;
+use vocab::{unit_rms_embedding, HeadVocabulary};
 
 /// The project's self-distillation prompts: chat, explanations, instructions, code, lists,
 /// stories, rewriting, advice and more, one per line.
@@ -324,17 +321,9 @@ pub fn train_heads(
     };
     let heldout_coverage = vocab.coverage(&data.target_counts(&heldout_positions, n_vocab));
 
-    let projection = base_projection(&options.model_path, n_vocab, n_embd)?;
-    let projection = match &vocab.subset {
-        Some(ids) => {
-            projection.gather_rows(&ids.iter().map(|&t| t as usize).collect::<Vec<_>>())?
-        }
-        None => projection,
-    };
+    let projection = vocab.projection(&options.model_path, n_vocab, n_embd)?;
     let root_embedding = if options.root_input {
-        let mut rows = base_token_embedding(&options.model_path, n_vocab, n_embd)?.to_f32()?;
-        rows.chunks_mut(n_embd).for_each(scale_to_unit_rms);
-        Some(rows)
+        Some(unit_rms_embedding(&options.model_path, n_vocab, n_embd)?)
     } else {
         None
     };

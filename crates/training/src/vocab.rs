@@ -1,7 +1,11 @@
 //! Which tokens the heads can propose: the whole vocabulary, or the ones most often seen as
 //! targets (a smaller projection makes heads cheaper to run and to train).
 
-use engine::TokenId;
+use std::path::Path;
+
+use engine::matrix::QuantMatrix;
+use engine::medusa::heads::{base_projection, base_token_embedding, scale_to_unit_rms};
+use engine::{EngineError, TokenId};
 
 #[derive(Debug, Clone)]
 pub struct HeadVocabulary {
@@ -38,6 +42,20 @@ impl HeadVocabulary {
         }
     }
 
+    /// The model's output projection, kept to the rows of the tokens it can propose.
+    pub fn projection(
+        &self,
+        model_path: &Path,
+        n_vocab: usize,
+        n_embd: usize,
+    ) -> Result<QuantMatrix, EngineError> {
+        let full = base_projection(model_path, n_vocab, n_embd)?;
+        match &self.subset {
+            Some(ids) => full.gather_rows(&ids.iter().map(|&t| t as usize).collect::<Vec<_>>()),
+            None => Ok(full),
+        }
+    }
+
     pub fn rows(&self) -> usize {
         self.subset.as_ref().map_or(self.row_of.len(), Vec::len)
     }
@@ -63,6 +81,18 @@ impl HeadVocabulary {
             covered as f64 / total as f64
         }
     }
+}
+
+/// Every token's input embedding at unit RMS, row-major `[n_vocab, n_embd]`: how the heads and
+/// the feature drafter read a token.
+pub fn unit_rms_embedding(
+    model_path: &Path,
+    n_vocab: usize,
+    n_embd: usize,
+) -> Result<Vec<f32>, EngineError> {
+    let mut rows = base_token_embedding(model_path, n_vocab, n_embd)?.to_f32()?;
+    rows.chunks_mut(n_embd).for_each(scale_to_unit_rms);
+    Ok(rows)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use crate::error::EngineError;
 use crate::medusa::heads::{
     base_projection, base_token_embedding, scale_to_unit_rms, top_indices, BaseIdentity,
 };
-use crate::token::TokenId;
+use crate::token::{is_vocabulary_subset, token_rows, TokenId};
 use crate::weights::gguf_file::GgufFile;
 use crate::weights::matrix::QuantMatrix;
 
@@ -86,7 +86,7 @@ impl FeatureDrafterModel {
         let (n_vocab, n_embd) = (base.n_vocab as usize, shape.n_embd);
         let row_tokens = if file.has_tensor(keys::VOCAB_SUBSET) {
             let ids = file.token_ids(keys::VOCAB_SUBSET)?;
-            if ids.is_empty() || ids.iter().any(|&t| t < 0 || t as usize >= n_vocab) {
+            if !is_vocabulary_subset(&ids, n_vocab) {
                 return Err(invalid(
                     "its vocabulary subset holds ids outside the vocabulary",
                 ));
@@ -97,7 +97,7 @@ impl FeatureDrafterModel {
         };
         let full = base_projection(model_path, n_vocab, n_embd)?;
         let projection = match &row_tokens {
-            Some(ids) => full.gather_rows(&ids.iter().map(|&t| t as usize).collect::<Vec<_>>())?,
+            Some(ids) => full.gather_rows(&token_rows(ids))?,
             None => full,
         };
         let embedding = Arc::new(base_token_embedding(model_path, n_vocab, n_embd)?);

@@ -8,9 +8,9 @@ use super::format::{keys, FeatureShape, ARCH, MATRICES, NORMS};
 use super::layer::FeatureWeights;
 use crate::error::EngineError;
 use crate::medusa::heads::BaseIdentity;
-use crate::token::TokenId;
-use crate::weights::gguf_file::{write_encoded, EncodedTensor, MetaValue};
-use crate::weights::matrix::{QuantMatrix, GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_I32};
+use crate::token::{is_vocabulary_subset, TokenId};
+use crate::weights::gguf_file::{token_ids_tensor, write_encoded, EncodedTensor, MetaValue};
+use crate::weights::matrix::{QuantMatrix, GGML_TYPE_F16, GGML_TYPE_F32};
 
 /// What training stores with the drafter it writes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,18 +97,12 @@ pub fn write_feature_drafter(
         ));
     }
     if let Some(ids) = vocab_subset {
-        if ids.is_empty() || ids.iter().any(|&t| t < 0 || t as u32 >= base.n_vocab) {
+        if !is_vocabulary_subset(ids, base.n_vocab as usize) {
             return Err(EngineError::FeatureDrafter(
                 "the vocabulary subset is empty or holds ids outside the vocabulary".into(),
             ));
         }
-        let bytes = ids.iter().flat_map(|t| t.to_le_bytes()).collect();
-        encoded.push((
-            keys::VOCAB_SUBSET.into(),
-            vec![ids.len() as u64],
-            GGML_TYPE_I32,
-            bytes,
-        ));
+        encoded.push(token_ids_tensor(keys::VOCAB_SUBSET, ids));
     }
     write_encoded(path, &meta, &encoded)
 }

@@ -218,6 +218,17 @@ const ALIGNMENT: u64 = 32;
 /// A tensor encoded for writing: name, ggml dimensions (innermost first), type and bytes.
 pub type EncodedTensor = (String, Vec<u64>, ggml_type, Vec<u8>);
 
+/// Token ids as a tensor (a drafter's vocabulary subset).
+pub(crate) fn token_ids_tensor(name: &str, ids: &[i32]) -> EncodedTensor {
+    let bytes = ids.iter().flat_map(|t| t.to_le_bytes()).collect();
+    (
+        name.into(),
+        vec![ids.len() as u64],
+        llama_cpp_sys_2::GGML_TYPE_I32,
+        bytes,
+    )
+}
+
 /// [`write_gguf`] with tensors the writer owns.
 pub fn write_encoded(
     path: &Path,

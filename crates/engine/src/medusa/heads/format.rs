@@ -2,7 +2,7 @@
 //! reading and writing share.
 
 use crate::error::EngineError;
-use crate::token::TokenId;
+use crate::token::{is_vocabulary_subset, TokenId};
 
 pub(super) mod keys {
     pub const ARCH: &str = "general.architecture";
@@ -36,14 +36,10 @@ pub(super) fn path_weight(h: usize, j: usize) -> String {
 }
 
 pub(super) fn check_subset(ids: &[TokenId], n_vocab: usize) -> Result<(), EngineError> {
-    if ids.is_empty() || ids.iter().any(|&t| t < 0 || t as usize >= n_vocab) {
+    if !is_vocabulary_subset(ids, n_vocab) {
         return Err(EngineError::Heads(
             "the vocabulary subset is empty or holds ids outside the vocabulary".into(),
         ));
     }
     Ok(())
-}
-
-pub(super) fn as_rows(ids: &[TokenId]) -> Vec<usize> {
-    ids.iter().map(|&t| t as usize).collect()
 }

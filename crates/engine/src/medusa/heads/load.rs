@@ -10,12 +10,13 @@ use super::compute::{HeadsCompute, HeadsPlacement};
 use super::device::BackendDevice;
 use super::evaluate::MedusaHeads;
 use super::format::{
-    as_rows, block_bias, block_weight, check_subset, keys, path_weight, projection, root_weight,
+    block_bias, block_weight, check_subset, keys, path_weight, projection, root_weight,
 };
 use super::info::{BaseIdentity, HeadsInfo, TrainingRecord};
 use super::weights::Head;
 use crate::error::EngineError;
 use crate::speculative::tree::TreeSpec;
+use crate::token::token_rows;
 use crate::weights::gguf_file::GgufFile;
 use crate::weights::matrix::{type_name, QuantMatrix};
 
@@ -157,7 +158,7 @@ impl MedusaHeads {
                 _ => Arc::new(base_projection(model_path, n_vocab, n_embd)?),
             };
             Some(match &row_tokens {
-                Some(ids) => Arc::new(full.gather_rows(&as_rows(ids))?),
+                Some(ids) => Arc::new(full.gather_rows(&token_rows(ids))?),
                 None => full,
             })
         } else {

@@ -3,14 +3,14 @@
 use std::path::Path;
 
 use super::format::{
-    as_rows, block_bias, block_weight, check_subset, keys, path_weight, projection, root_weight,
+    block_bias, block_weight, check_subset, keys, path_weight, projection, root_weight,
 };
 use super::info::{BaseIdentity, TrainingRecord};
 use crate::error::EngineError;
 use crate::speculative::tree::TreeSpec;
-use crate::token::TokenId;
-use crate::weights::gguf_file::{write_encoded, EncodedTensor, MetaValue};
-use crate::weights::matrix::{QuantMatrix, GGML_TYPE_F32, GGML_TYPE_I32};
+use crate::token::{token_rows, TokenId};
+use crate::weights::gguf_file::{token_ids_tensor, write_encoded, EncodedTensor, MetaValue};
+use crate::weights::matrix::{QuantMatrix, GGML_TYPE_F32};
 
 /// Weights of heads to be written to a file, in f32.
 pub struct HeadsWeights {
@@ -77,13 +77,7 @@ pub fn write_heads(
     let f32_bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     if let Some(ids) = &weights.vocab_subset {
         check_subset(ids, n_vocab)?;
-        let bytes = ids.iter().flat_map(|t| t.to_le_bytes()).collect();
-        encoded.push((
-            keys::VOCAB_SUBSET.into(),
-            vec![ids.len() as u64],
-            GGML_TYPE_I32,
-            bytes,
-        ));
+        encoded.push(token_ids_tensor(keys::VOCAB_SUBSET, ids));
     }
     let square = |name: String, values: &[f32]| {
         let m = QuantMatrix::quantize(encoding.block_type, n_embd, n_embd, values)?;
@@ -153,7 +147,7 @@ pub fn write_heads(
                 })?;
             let m = QuantMatrix::quantize(encoding.projection_type, n_vocab, n_embd, p)?;
             let m = match &weights.vocab_subset {
-                Some(ids) => m.gather_rows(&as_rows(ids))?,
+                Some(ids) => m.gather_rows(&token_rows(ids))?,
                 None => m,
             };
             encoded.push((
